@@ -1,0 +1,720 @@
+"""The scalar engine: ``Value``, its operations and its backward pass.
+
+Every operation is a :class:`Primitive`: a forward function on floats and a
+*local derivative* rule, declared together in the table below. When an
+operation runs, the engine evaluates the rule on the input floats right away
+and stores the results, plain floats, in the new node's ``_local``. The
+backward pass then only multiplies and adds::
+
+    for node in reverse topological order:
+        for child, local in zip(node._prev, node._local):
+            child.grad += local * node.grad
+
+The same rule also serves higher-order gradients: ``backward(create_graph=True)``
+evaluates it again, on the nodes themselves instead of their floats, so the
+gradient is itself a graph of Values. A rule is written against a small math
+namespace ``M`` (``M.div``, ``M.log``, ...) that is either float arithmetic
+with IEEE semantics (:mod:`chainrule.ieee`) or Value arithmetic.
+"""
+
+from __future__ import annotations
+
+import functools
+import numbers
+import operator
+from collections.abc import Callable, Iterable, Sequence
+from types import SimpleNamespace
+from typing import Any, Union
+
+from . import ieee
+from .graph import mode, next_id, reverse_topological_order
+
+Number = Union[int, float]
+Scalar = Union["Value", int, float]
+Derivative = Callable[..., Sequence[Any]]
+
+
+class Primitive:
+    """An operation of the scalar engine: a name, a forward function on
+    floats, and its local derivatives.
+
+    ``derivative(M, *inputs, out)`` returns one local derivative
+    ``d out / d input`` per input. It is written with ordinary operators
+    plus the functions of the namespace ``M`` (``M.div``, ``M.pow``,
+    ``M.exp``, ``M.log``, ``M.sqrt``, ``M.sin``, ``M.cos``, ``M.sigmoid``,
+    ``M.sign`` and ``M.data``, which reads the float of an input), so that it
+    runs both on floats (the ordinary backward pass) and on Values
+    (``create_graph=True``, higher-order gradients).
+
+    A *linear* primitive (``derivative=None``) has constant local
+    derivatives, supplied when a node is made; ``+`` and ``*`` by a constant
+    are linear.
+
+    Calling a primitive applies it, which is how user code defines a custom
+    operation::
+
+        >>> from chainrule import Primitive, Value
+        >>> cube = Primitive("cube", lambda x: x ** 3, lambda M, x, out: (3 * x * x,))
+        >>> y = cube(Value(2.0))
+        >>> y.backward()
+        >>> y._prev[0].grad
+        12.0
+    """
+
+    __slots__ = ("name", "forward", "derivative")
+
+    def __init__(
+        self,
+        name: str,
+        forward: Callable[..., float],
+        derivative: Derivative | None,
+    ) -> None:
+        self.name = name
+        self.forward = forward
+        self.derivative = derivative
+
+    def __call__(self, *inputs: Scalar) -> Value:
+        if self.derivative is None:
+            raise TypeError(f"{self.name}: a linear primitive is applied by the engine, not called")
+        xs = tuple(_lift(x, self.name) for x in inputs)
+        datas = [x.data for x in xs]
+        y = _as_float(self.forward(*datas), self.name)
+        local = tuple(self.derivative(FLOAT, *datas, y))
+        if len(local) != len(xs):
+            raise ValueError(
+                f"{self.name}: derivative gave {len(local)} local gradients for {len(xs)} inputs"
+            )
+        return _node(y, xs, local, self)
+
+    def __repr__(self) -> str:
+        return f"Primitive({self.name!r})"
+
+
+# --------------------------------------------------------------------------
+# Numbers coming in
+# --------------------------------------------------------------------------
+
+_ACCEPTED = "an int, float, bool, NumPy real scalar or Value"
+
+
+def _as_float(x: object, op: str) -> float:
+    """``x`` as a float, or a TypeError that names the op and the value."""
+    if type(x) is float:
+        return x
+    if isinstance(x, numbers.Real):  # int, bool, Fraction, NumPy real scalars
+        return float(x)
+    raise TypeError(f"{op}: expected {_ACCEPTED}, got {type(x).__name__} {x!r}")
+
+
+def _lift(x: object, op: str) -> Value:
+    """A Value as it is; a number as a new constant leaf."""
+    if isinstance(x, Value):
+        return x
+    return Value(_as_float(x, op))
+
+
+# --------------------------------------------------------------------------
+# Node creation: the one hot function every operation goes through
+# --------------------------------------------------------------------------
+
+_new = object.__new__
+
+
+def _node(y: float, prev: tuple[Value, ...], local: Sequence[Any], fn: Primitive) -> Value:
+    v = _new(Value)
+    v.data = y
+    v.grad = 0.0
+    if mode.fast:
+        v._prev = prev
+        v._local = local
+        v._fn = fn
+        v._id = next_id()
+        return v
+    if not mode.grad_enabled:  # no_grad: a constant, no graph
+        v._prev = v._local = ()
+        v._fn = LEAF
+        v._id = 0
+        return v
+    v._prev = prev
+    v._local = local
+    v._fn = fn
+    v._id = next_id()
+    if mode.observer is not None:
+        mode.observer.forward(v)
+    return v
+
+
+def _unary(fn: Primitive, x: Value) -> Value:
+    xd = x.data
+    y = fn.forward(xd)
+    return _node(y, (x,), fn.derivative(FLOAT, xd, y), fn)  # type: ignore[misc]
+
+
+def _binary(fn: Primitive, a: Value, b: Value) -> Value:
+    ad = a.data
+    bd = b.data
+    y = fn.forward(ad, bd)
+    return _node(y, (a, b), fn.derivative(FLOAT, ad, bd, y), fn)  # type: ignore[misc]
+
+
+# --------------------------------------------------------------------------
+# The derivative table: one primitive per line, forward beside its rule
+# --------------------------------------------------------------------------
+
+
+def _d_pow(M: Any, a: Any, b: Any, out: Any) -> tuple[Any, Any]:
+    # As PyTorch: no gradient through a zero exponent, and none to the
+    # exponent when the base is 0 and the exponent non-negative.
+    ad, bd = M.data(a), M.data(b)
+    d_base = 0.0 if bd == 0.0 else b * M.pow(a, b - 1.0)
+    d_exponent = 0.0 if (ad == 0.0 and bd >= 0.0) else out * M.log(a)
+    return d_base, d_exponent
+
+
+def _d_maximum(M: Any, a: Any, b: Any, out: Any) -> tuple[float, float]:
+    a, b = M.data(a), M.data(b)  # ties split the gradient, as torch.maximum
+    if a == b:
+        return 0.5, 0.5
+    return (0.0 if a < b else 1.0), (0.0 if a > b else 1.0)
+
+
+def _d_minimum(M: Any, a: Any, b: Any, out: Any) -> tuple[float, float]:
+    a, b = M.data(a), M.data(b)
+    if a == b:
+        return 0.5, 0.5
+    return (0.0 if a > b else 1.0), (0.0 if a < b else 1.0)
+
+
+def _d_dot(M: Any, *args: Any) -> tuple[Any, ...]:
+    # inputs w1..wn, x1..xn: d/dw_i = x_i, d/dx_i = w_i
+    n = (len(args) - 1) // 2
+    return (*args[n : 2 * n], *args[:n])
+
+
+def _d_affine(M: Any, *args: Any) -> tuple[Any, ...]:
+    # inputs w1..wn, x1..xn, b: as dot, and d/db = 1
+    n = (len(args) - 2) // 2
+    return (*args[n : 2 * n], *args[:n], 1.0)
+
+
+def _dot_forward(*args: float) -> float:
+    n = len(args) // 2
+    return sum(map(operator.mul, args[:n], args[n : 2 * n]))
+
+
+def _affine_forward(*args: float) -> float:
+    return _dot_forward(*args[:-1]) + args[-1]
+
+
+def _relu(x: float) -> float:
+    return 0.0 if x < 0.0 else x  # keeps nan, as torch.relu
+
+
+LEAF = Primitive("", float, None)
+
+# name, forward on floats, local derivative(s) (M, inputs..., out) -> per input
+ADD = Primitive("+", operator.add, lambda M, a, b, out: (1.0, 1.0))
+SUB = Primitive("-", operator.sub, lambda M, a, b, out: (1.0, -1.0))
+MUL = Primitive("*", operator.mul, lambda M, a, b, out: (b, a))
+DIV = Primitive("/", ieee.div, lambda M, a, b, out: (M.div(1.0, b), M.div(-out, b)))
+POW = Primitive("**", ieee.pow, _d_pow)
+MAXIMUM = Primitive("max", ieee.maximum, _d_maximum)
+MINIMUM = Primitive("min", ieee.minimum, _d_minimum)
+EXP = Primitive("exp", ieee.exp, lambda M, x, out: (out,))
+LOG = Primitive("log", ieee.log, lambda M, x, out: (M.div(1.0, x),))
+SQRT = Primitive("sqrt", ieee.sqrt, lambda M, x, out: (M.div(0.5, out),))
+TANH = Primitive("tanh", ieee.tanh, lambda M, x, out: (1.0 - out * out,))
+SIGMOID = Primitive("sigmoid", ieee.sigmoid, lambda M, x, out: (out * (1.0 - out),))
+SOFTPLUS = Primitive("softplus", ieee.softplus, lambda M, x, out: (M.sigmoid(x),))
+RELU = Primitive("ReLU", _relu, lambda M, x, out: (0.0,) if M.data(out) <= 0.0 else (1.0,))
+ABS = Primitive("abs", abs, lambda M, x, out: (M.sign(x),))
+SIN = Primitive("sin", ieee.sin, lambda M, x, out: (M.cos(x),))
+COS = Primitive("cos", ieee.cos, lambda M, x, out: (-M.sin(x),))
+RDIV_CONST = Primitive("/", ieee.div, lambda M, x, out: (M.div(-out, x),))  # c / x
+DOT = Primitive("dot", _dot_forward, _d_dot)
+AFFINE = Primitive("dot", _affine_forward, _d_affine)
+
+# Linear: the local derivatives are constants, given when the node is made.
+NEG = Primitive("neg", operator.neg, None)  # (-1,)
+ADD_CONST = Primitive("+", operator.add, None)  # x + c: (1,)
+SUB_CONST = Primitive("-", operator.sub, None)  # x - c: (1,)
+RSUB_CONST = Primitive("-", operator.sub, None)  # c - x: (-1,)
+MUL_CONST = Primitive("*", operator.mul, None)  # x * c: (c,)
+DIV_CONST = Primitive("/", ieee.div, None)  # x / c: (1/c,)
+ADD_N = Primitive("sum", lambda *a: sum(a), None)  # x1 + ... + xn: (1, ..., 1)
+AFFINE_CONST = Primitive("dot", _affine_forward, None)  # w . c + b: (c..., 1)
+
+
+@functools.lru_cache(maxsize=256)
+def _pow_const(c: float) -> Primitive:
+    """``x ** c`` for a constant ``c``: one primitive per exponent."""
+
+    def d(M: Any, x: Any, out: Any) -> tuple[Any]:
+        return (0.0,) if c == 0.0 else (c * M.pow(x, c - 1.0),)
+
+    return Primitive(f"**{c:g}", lambda x: ieee.pow(x, c), d)
+
+
+@functools.lru_cache(maxsize=256)
+def _rpow_const(c: float) -> Primitive:
+    """``c ** x`` for a constant ``c``."""
+    log_c = ieee.log(c)
+
+    def d(M: Any, x: Any, out: Any) -> tuple[Any]:
+        return (0.0,) if (c == 0.0 and M.data(x) >= 0.0) else (out * log_c,)
+
+    return Primitive(f"{c:g}**", lambda x: ieee.pow(c, x), d)
+
+
+# --------------------------------------------------------------------------
+# Value
+# --------------------------------------------------------------------------
+
+
+class Value:
+    """A scalar and the graph that computed it.
+
+    ``data`` is the number, ``grad`` the derivative of the last
+    ``backward()`` root with respect to it (0.0 until then). ``_prev`` are
+    the Values it was computed from and ``_op`` the name of the operation,
+    as in micrograd, so code that draws micrograd graphs works unchanged.
+
+    >>> a, b = Value(2.0, label="a"), Value(-3.0, label="b")
+    >>> f = (a * b + 10.0).relu()
+    >>> f.backward()
+    >>> a.grad, b.grad
+    (-3.0, 2.0)
+
+    Values compare (``<``, ``<=``, ``>``, ``>=``) by ``data``; ``==`` and
+    hashing are by identity, so Values can be kept in sets and dicts.
+    """
+
+    __slots__ = ("data", "grad", "_prev", "_local", "_fn", "_id", "_label")
+
+    data: float
+    grad: float | Value
+    _prev: tuple[Value, ...]
+    _local: Sequence[Any]
+    _fn: Primitive
+    _id: int
+
+    def __init__(self, data: Number, label: str = "") -> None:
+        self.data = _as_float(data, "Value")
+        self.grad = 0.0
+        self._prev = ()
+        self._local = ()
+        self._fn = LEAF
+        self._id = 0
+        if label:
+            self._label = str(label)
+
+    # -- naming -------------------------------------------------------------
+
+    @property
+    def label(self) -> str:
+        try:
+            return self._label
+        except AttributeError:
+            return ""
+
+    @label.setter
+    def label(self, label: str) -> None:
+        self._label = str(label)
+
+    @property
+    def _op(self) -> str:
+        return self._fn.name
+
+    def __repr__(self) -> str:
+        return f"Value(data={self.data}, grad={self.grad})"
+
+    def __float__(self) -> float:
+        return self.data
+
+    def __format__(self, spec: str) -> str:
+        return format(self.data, spec)
+
+    # -- arithmetic ---------------------------------------------------------
+
+    def __add__(self, other: Scalar) -> Value:
+        if type(other) is Value:
+            a = self.data
+            b = other.data
+            y = a + b
+            return _node(y, (self, other), ADD.derivative(FLOAT, a, b, y), ADD)  # type: ignore[misc]
+        if isinstance(other, Value):
+            return _binary(ADD, self, other)
+        return _node(self.data + _as_float(other, "+"), (self,), (1.0,), ADD_CONST)
+
+    __radd__ = __add__
+
+    def __mul__(self, other: Scalar) -> Value:
+        if type(other) is Value:
+            a = self.data
+            b = other.data
+            y = a * b
+            return _node(y, (self, other), MUL.derivative(FLOAT, a, b, y), MUL)  # type: ignore[misc]
+        if isinstance(other, Value):
+            return _binary(MUL, self, other)
+        c = _as_float(other, "*")
+        return _node(self.data * c, (self,), (c,), MUL_CONST)
+
+    __rmul__ = __mul__
+
+    def __sub__(self, other: Scalar) -> Value:
+        if isinstance(other, Value):
+            return _binary(SUB, self, other)
+        return _node(self.data - _as_float(other, "-"), (self,), (1.0,), SUB_CONST)
+
+    def __rsub__(self, other: Scalar) -> Value:
+        return _node(_as_float(other, "-") - self.data, (self,), (-1.0,), RSUB_CONST)
+
+    def __truediv__(self, other: Scalar) -> Value:
+        if isinstance(other, Value):
+            return _binary(DIV, self, other)
+        c = _as_float(other, "/")
+        return _node(ieee.div(self.data, c), (self,), (ieee.div(1.0, c),), DIV_CONST)
+
+    def __rtruediv__(self, other: Scalar) -> Value:
+        c = _as_float(other, "/")
+        y = ieee.div(c, self.data)
+        return _node(y, (self,), RDIV_CONST.derivative(FLOAT, self.data, y), RDIV_CONST)  # type: ignore[misc]
+
+    def __pow__(self, other: Scalar) -> Value:
+        if isinstance(other, Value):
+            return _binary(POW, self, other)
+        return _unary(_pow_const(_as_float(other, "**")), self)
+
+    def __rpow__(self, other: Scalar) -> Value:
+        return _unary(_rpow_const(_as_float(other, "**")), self)
+
+    def __neg__(self) -> Value:
+        return _node(-self.data, (self,), (-1.0,), NEG)
+
+    def __pos__(self) -> Value:
+        return self
+
+    def __abs__(self) -> Value:
+        return _unary(ABS, self)
+
+    # -- functions ----------------------------------------------------------
+
+    def exp(self) -> Value:
+        return _unary(EXP, self)
+
+    def log(self) -> Value:
+        return _unary(LOG, self)
+
+    def sqrt(self) -> Value:
+        return _unary(SQRT, self)
+
+    def tanh(self) -> Value:
+        return _unary(TANH, self)
+
+    def sigmoid(self) -> Value:
+        return _unary(SIGMOID, self)
+
+    def relu(self) -> Value:
+        return _unary(RELU, self)
+
+    def softplus(self) -> Value:
+        return _unary(SOFTPLUS, self)
+
+    def sin(self) -> Value:
+        return _unary(SIN, self)
+
+    def cos(self) -> Value:
+        return _unary(COS, self)
+
+    def abs(self) -> Value:
+        return _unary(ABS, self)
+
+    def max(self, other: Scalar) -> Value:
+        """The larger of ``self`` and ``other`` (a tie splits the gradient)."""
+        return _binary(MAXIMUM, self, _lift(other, "max"))
+
+    def min(self, other: Scalar) -> Value:
+        """The smaller of ``self`` and ``other`` (a tie splits the gradient)."""
+        return _binary(MINIMUM, self, _lift(other, "min"))
+
+    # -- comparisons on data ------------------------------------------------
+
+    def __lt__(self, other: Scalar) -> bool:
+        return self.data < _data(other, "<")
+
+    def __le__(self, other: Scalar) -> bool:
+        return self.data <= _data(other, "<=")
+
+    def __gt__(self, other: Scalar) -> bool:
+        return self.data > _data(other, ">")
+
+    def __ge__(self, other: Scalar) -> bool:
+        return self.data >= _data(other, ">=")
+
+    # -- graph --------------------------------------------------------------
+
+    def detach(self) -> Value:
+        """A new leaf with the same data, cut off from this graph."""
+        return Value(self.data)
+
+    def backward(self, gradient: Scalar = 1.0, *, create_graph: bool = False) -> None:
+        """Fill ``.grad`` of every node this Value was computed from.
+
+        The seeds' algorithm: order the graph topologically, seed this
+        node's gradient with ``gradient`` (1.0), walk the order in reverse
+        and add ``local * node.grad`` into every input. Leaves accumulate
+        (call ``zero_grad()`` between steps); interior nodes are recomputed
+        on every call, so two calls leave exactly twice the leaf gradients.
+
+        With ``create_graph=True`` the gradients are Values in a new graph
+        and can be differentiated again.
+        """
+        if create_graph:
+            _backward_create_graph(self, gradient)
+            return
+        seed = _as_float(gradient, "backward")
+        order, leaves = reverse_topological_order(self)
+        if not order:
+            self.grad += seed
+            return
+        for v in order:
+            v.grad = 0.0
+        # Leaves collect this pass's gradient from zero and add it to what
+        # they held in one step, so two passes give exactly twice one pass.
+        held = [(leaf, leaf.grad) for leaf in leaves if leaf.grad != 0.0]
+        for leaf, _ in held:
+            leaf.grad = 0.0
+        self.grad = seed
+        if mode.observer is not None:
+            _backward_observed(order, mode.observer)
+        else:
+            for v in order:
+                g = v.grad
+                for child, local in zip(v._prev, v._local):
+                    child.grad += local * g
+        for leaf, before in held:
+            leaf.grad = before + leaf.grad
+
+
+def _data(x: object, op: str) -> float:
+    return x.data if isinstance(x, Value) else _as_float(x, op)
+
+
+def _backward_observed(order: list[Value], observer: Any) -> None:
+    for v in order:
+        g = v.grad
+        for child, local in zip(v._prev, v._local):
+            contribution = local * g
+            observer.backward(v, child, contribution, g)
+            child.grad += contribution
+
+
+def _backward_create_graph(root: Value, gradient: Scalar) -> None:
+    grads = _propagate(root, _lift(gradient, "backward"), create_graph=True)
+    for node, g in grads.items():
+        if node._prev or (type(node.grad) is float and node.grad == 0.0):
+            node.grad = g
+        else:
+            node.grad = node.grad + g
+
+
+def _propagate(root: Value, seed: Any, create_graph: bool) -> dict[Value, Any]:
+    """Gradients of ``root`` for every node it depends on, in a dict; no
+    ``.grad`` is touched. With ``create_graph`` they are Values."""
+    grads: dict[Value, Any] = {root: seed}
+    get = grads.get
+    for v in reverse_topological_order(root)[0]:
+        g = get(v)
+        if g is None:
+            continue
+        fn = v._fn
+        if create_graph and fn.derivative is not None:
+            local: Sequence[Any] = fn.derivative(GRAPH, *v._prev, v)
+        else:
+            local = v._local
+        for child, d in zip(v._prev, local):
+            contribution = d * g
+            acc = get(child)
+            grads[child] = contribution if acc is None else acc + contribution
+    return grads
+
+
+def gradients(
+    output: Value,
+    inputs: Sequence[Value],
+    gradient: Scalar = 1.0,
+    *,
+    create_graph: bool = False,
+) -> list[Any]:
+    """d output / d input for each of ``inputs``, without touching ``.grad``
+    (``torch.autograd.grad``). An input the output does not depend on gets 0.
+
+    With ``create_graph=True`` each gradient is a Value that can be
+    differentiated again; otherwise a float.
+    """
+    if not isinstance(output, Value):
+        raise TypeError(f"gradients: output must be a Value, got {type(output).__name__}")
+    seed: Any = _lift(gradient, "gradients") if create_graph else _as_float(gradient, "gradients")
+    grads = _propagate(output, seed, create_graph)
+    zero: Any = Value(0.0) if create_graph else 0.0
+    return [grads.get(x, zero) for x in inputs]
+
+
+# --------------------------------------------------------------------------
+# The two math namespaces the derivative rules are evaluated in
+# --------------------------------------------------------------------------
+
+
+def _identity(x: Any) -> Any:
+    return x
+
+
+#: Rules on floats: the ordinary backward pass.
+FLOAT = SimpleNamespace(
+    div=ieee.div,
+    pow=ieee.pow,
+    exp=ieee.exp,
+    log=ieee.log,
+    sqrt=ieee.sqrt,
+    sin=ieee.sin,
+    cos=ieee.cos,
+    sigmoid=ieee.sigmoid,
+    sign=ieee.sign,
+    data=_identity,
+)
+
+
+def _graph_data(x: Any) -> float:
+    return x.data if isinstance(x, Value) else x
+
+
+def _graph_sign(x: Any) -> float:
+    return ieee.sign(_graph_data(x))
+
+
+# --------------------------------------------------------------------------
+# Functions on numbers or Values, and the fused n-ary ops
+# --------------------------------------------------------------------------
+
+
+def exp(x: Scalar) -> Value:
+    return _unary(EXP, _lift(x, "exp"))
+
+
+def log(x: Scalar) -> Value:
+    return _unary(LOG, _lift(x, "log"))
+
+
+def sqrt(x: Scalar) -> Value:
+    return _unary(SQRT, _lift(x, "sqrt"))
+
+
+def tanh(x: Scalar) -> Value:
+    return _unary(TANH, _lift(x, "tanh"))
+
+
+def sigmoid(x: Scalar) -> Value:
+    return _unary(SIGMOID, _lift(x, "sigmoid"))
+
+
+def relu(x: Scalar) -> Value:
+    return _unary(RELU, _lift(x, "relu"))
+
+
+def softplus(x: Scalar) -> Value:
+    return _unary(SOFTPLUS, _lift(x, "softplus"))
+
+
+def sin(x: Scalar) -> Value:
+    return _unary(SIN, _lift(x, "sin"))
+
+
+def cos(x: Scalar) -> Value:
+    return _unary(COS, _lift(x, "cos"))
+
+
+def maximum(a: Scalar, b: Scalar) -> Value:
+    return _binary(MAXIMUM, _lift(a, "max"), _lift(b, "max"))
+
+
+def minimum(a: Scalar, b: Scalar) -> Value:
+    return _binary(MINIMUM, _lift(a, "min"), _lift(b, "min"))
+
+
+#: Rules on Values: ``create_graph=True``.
+GRAPH = SimpleNamespace(
+    div=operator.truediv,
+    pow=operator.pow,
+    exp=exp,
+    log=log,
+    sqrt=sqrt,
+    sin=sin,
+    cos=cos,
+    sigmoid=sigmoid,
+    sign=_graph_sign,
+    data=_graph_data,
+)
+
+_ONLY_VALUES = frozenset({Value})
+
+
+def _split(xs: Iterable[Scalar], op: str) -> tuple[list[Any], list[float], bool]:
+    """The items of ``xs`` as a list, their floats, and whether all are
+    Values (True) or all numbers (False); a mix is lifted to Values."""
+    items: list[Any] = xs if type(xs) is list else list(xs)
+    kinds = set(map(type, items))
+    if kinds == _ONLY_VALUES:
+        return items, [v.data for v in items], True
+    if Value not in kinds and not any(issubclass(k, Value) for k in kinds):
+        datas = [_as_float(x, op) for x in items]
+        return items, datas, False
+    items = [_lift(x, op) for x in items]
+    return items, [v.data for v in items], True
+
+
+def dot(w: Iterable[Scalar], x: Iterable[Scalar], bias: Scalar | None = None) -> Value:
+    """``sum(w[i] * x[i]) + bias`` as one node instead of ``2n`` binary ones.
+
+    The same value and gradients as the long form, with far fewer nodes: it
+    is what ``nn.Neuron`` uses. When ``x`` holds plain numbers (a network's
+    input) they are constants and get no gradient.
+
+    >>> from chainrule import Value, dot
+    >>> w = [Value(1.0), Value(2.0)]
+    >>> y = dot(w, [3.0, 4.0], Value(0.5))
+    >>> y.data
+    11.5
+    """
+    ws, wd, w_values = _split(w, "dot")
+    xs, xd, x_values = _split(x, "dot")
+    if len(ws) != len(xs):
+        raise ValueError(f"dot: lengths differ ({len(ws)} weights, {len(xs)} inputs)")
+    if not w_values:  # constant weights: swap roles so the Values come first
+        ws, wd, xs, xd, w_values, x_values = xs, xd, ws, wd, x_values, w_values
+    y = sum(map(operator.mul, wd, xd))
+    if bias is None:
+        if not x_values:
+            if not w_values:
+                return Value(y)
+            return _node(y, tuple(ws), tuple(xd), AFFINE_CONST)
+        return _node(y, (*ws, *xs), _d_dot(FLOAT, *wd, *xd, y), DOT)
+    b = _lift(bias, "dot")
+    y += b.data
+    if not w_values:
+        return _node(y, (b,), (1.0,), ADD_CONST)
+    if not x_values:
+        return _node(y, (*ws, b), (*xd, 1.0), AFFINE_CONST)
+    return _node(y, (*ws, *xs, b), _d_affine(FLOAT, *wd, *xd, b.data, y), AFFINE)
+
+
+def add_n(values: Iterable[Scalar]) -> Value:
+    """``values[0] + values[1] + ...`` as one node (a fast ``sum()``).
+
+    >>> from chainrule import Value, add_n
+    >>> add_n([Value(1.0), Value(2.0), 3]).data
+    6.0
+    """
+    items, datas, all_values = _split(values, "add_n")
+    if not all_values:
+        return Value(sum(datas))
+    return _node(sum(datas), tuple(items), (1.0,) * len(items), ADD_N)

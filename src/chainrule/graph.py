@@ -1,0 +1,155 @@
+"""The graph itself: recording mode, creation order and topological order.
+
+Everything here is shared by the scalar ``Value`` engine and the NumPy
+``Tensor`` engine. A node is any object with ``_prev`` (its inputs, a tuple)
+and ``_id`` (a creation counter). Nothing in this module imports an engine.
+
+Two facts make the backward pass cheap and recursion-free:
+
+* A node is always created after its inputs, so sorting the nodes of a graph
+  by creation number, newest first, is a valid reverse topological order. No
+  depth-first search, no recursion, no depth limit.
+* Leaves (no inputs) never need to be visited: they only receive gradient.
+"""
+
+from __future__ import annotations
+
+import functools
+import itertools
+import threading
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from operator import attrgetter
+from typing import Any, Protocol, TypeVar
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+#: Creation counter shared by every engine: a node's ``_id`` is larger than
+#: the ``_id`` of every node it was computed from.
+next_id: Callable[[], int] = itertools.count(1).__next__
+
+
+class Observer(Protocol):
+    """What anomaly detection plugs into the engines (see ``check.py``)."""
+
+    def forward(self, node: Any) -> None: ...
+
+    def backward(self, node: Any, child: Any, contribution: Any, incoming: Any) -> None: ...
+
+
+class _Mode(threading.local):
+    """Per-thread recording state, read by every op.
+
+    ``fast`` is the one flag the hot path reads: True when ops record a
+    graph and nobody observes them.
+    """
+
+    grad_enabled: bool = True
+    observer: Observer | None = None
+    fast: bool = True
+
+    def refresh(self) -> None:
+        self.fast = self.grad_enabled and self.observer is None
+
+
+mode = _Mode()
+
+
+def is_grad_enabled() -> bool:
+    """True when operations record a graph (the default)."""
+    return mode.grad_enabled
+
+
+class _GradModeContext:
+    """Context manager and decorator that sets grad mode, and restores it."""
+
+    def __init__(self, enabled: bool) -> None:
+        self._enabled = enabled
+        self._saved: list[bool] = []
+
+    def __enter__(self) -> None:
+        self._saved.append(mode.grad_enabled)
+        mode.grad_enabled = self._enabled
+        mode.refresh()
+
+    def __exit__(self, *exc: object) -> None:
+        mode.grad_enabled = self._saved.pop()
+        mode.refresh()
+
+    def __call__(self, func: F) -> F:
+        enabled = self._enabled
+
+        @functools.wraps(func)
+        def wrapper(*args: Any, **kwargs: Any) -> Any:
+            with _GradModeContext(enabled):
+                return func(*args, **kwargs)
+
+        return wrapper  # type: ignore[return-value]
+
+
+def no_grad() -> _GradModeContext:
+    """Inside ``with no_grad():`` (or a function decorated ``@no_grad()``)
+    operations compute values only: no graph, no gradients.
+
+    Thread-local and nestable, like ``torch.no_grad``.
+
+    >>> from chainrule import Value, no_grad
+    >>> x = Value(3.0)
+    >>> with no_grad():
+    ...     y = x * x
+    >>> y._prev
+    ()
+    """
+    return _GradModeContext(False)
+
+
+def enable_grad() -> _GradModeContext:
+    """Turn recording back on inside a ``no_grad`` block."""
+    return _GradModeContext(True)
+
+
+@contextmanager
+def observing(observer: Observer) -> Iterator[Observer]:
+    """Install ``observer`` for this thread (used by ``detect_anomaly``)."""
+    saved = mode.observer
+    mode.observer = observer
+    mode.refresh()
+    try:
+        yield observer
+    finally:
+        mode.observer = saved
+        mode.refresh()
+
+
+_by_creation = attrgetter("_id")
+
+
+def reverse_topological_order(root: Any) -> tuple[list[Any], list[Any]]:
+    """The nodes ``root`` depends on, split in two lists.
+
+    The first holds the interior nodes, ``root`` first, each one before
+    every node it was computed from: the order of the backward pass. The
+    second holds the leaves, which only receive gradient.
+
+    Iterative (no recursion, so depth is bounded by memory only) and linear
+    apart from one sort of the interior nodes by creation number.
+    """
+    if not root._prev:
+        return [], [root]
+    seen = {root}
+    stack = [root]
+    nodes = []
+    leaves = []
+    mark = seen.add
+    while stack:
+        node = stack.pop()
+        nodes.append(node)
+        for child in node._prev:
+            if child not in seen:
+                mark(child)
+                if child._prev:
+                    stack.append(child)
+                else:
+                    leaves.append(child)
+    nodes.sort(key=_by_creation, reverse=True)
+    return nodes, leaves

@@ -1,0 +1,312 @@
+"""The scalar engine: the seeds' worked examples, the backward algorithm's
+guarantees, and the errors a user sees."""
+
+from __future__ import annotations
+
+import itertools
+import math
+from fractions import Fraction
+
+import numpy as np
+import pytest
+
+import chainrule
+from chainrule import Value, add_n, dot, gradients, no_grad
+from chainrule.engine import Value as EngineValue
+
+
+def test_value_is_exported_twice() -> None:
+    assert chainrule.Value is EngineValue
+
+
+def test_seed_003_worked_example() -> None:
+    # e = (a*b + a)**2 at a=2, b=3, with every intermediate gradient.
+    a, b = Value(2.0), Value(3.0)
+    c = a * b
+    d = c + a
+    e = d**2
+    e.backward()
+    assert (c.data, d.data, e.data) == (6.0, 8.0, 64.0)
+    assert e.grad == 1.0
+    assert d.grad == 16.0
+    assert c.grad == 16.0
+    assert a.grad == 64.0  # 16 through d, 16 * b through c
+    assert b.grad == 32.0
+
+
+def test_seed_002_worked_example() -> None:
+    # f = relu(a*b + d) at a=2, b=-3, d=10
+    a, b, d = Value(2.0), Value(-3.0), Value(10.0)
+    c = a * b
+    e = c + d
+    f = e.relu()
+    f.backward()
+    assert f.data == 4.0
+    assert [v.grad for v in (a, b, c, d, e, f)] == [-3.0, 2.0, 1.0, 1.0, 1.0, 1.0]
+
+
+def test_value_used_twice_gets_both_contributions() -> None:
+    a = Value(3.0)
+    b = a + a
+    b.backward()
+    assert a.grad == 2.0
+
+
+def test_micrograd_attributes() -> None:
+    a, b = Value(2.0, label="a"), Value(3.0)
+    c = a * b
+    assert c._prev == (a, b)
+    assert c._op == "*"
+    assert a._op == ""
+    assert a.label == "a" and b.label == ""
+    c.label = "c"
+    assert c.label == "c"
+    assert (a**2)._op == "**2"
+    assert a.relu()._op == "ReLU"
+    assert repr(a) == "Value(data=2.0, grad=0.0)"
+
+
+def test_grad_starts_at_zero() -> None:
+    assert Value(1.5).grad == 0.0
+
+
+def test_double_backward_is_exactly_twice() -> None:
+    # micrograd gives three times on (a*b)*c: its intermediates accumulate.
+    a, b, c = Value(2.0), Value(3.0), Value(4.0)
+    out = (a * b) * c
+    out.backward()
+    once = (a.grad, b.grad, c.grad)
+    out.backward()
+    assert (a.grad, b.grad, c.grad) == tuple(2 * g for g in once)
+    assert once == (12.0, 8.0, 6.0)
+
+
+def test_double_backward_is_exactly_twice_on_a_network_like_graph() -> None:
+    xs = [Value(0.1 * i - 0.7) for i in range(12)]
+    h = [(x * 1.3 + 0.2).tanh() for x in xs]
+    out = add_n(hi * hj for hi, hj in itertools.pairwise(h)) + dot(h, xs).sigmoid()
+    out.backward()
+    once = [x.grad for x in xs]
+    out.backward()
+    assert [x.grad for x in xs] == [2 * g for g in once]
+
+
+def test_seed_gradient_argument() -> None:
+    x = Value(3.0)
+    y = x * x
+    y.backward(2.5)
+    assert x.grad == 15.0
+    assert y.grad == 2.5
+
+
+def test_backward_on_a_leaf() -> None:
+    x = Value(3.0)
+    x.backward()
+    assert x.grad == 1.0
+
+
+def test_million_deep_chain_backpropagates() -> None:
+    x = Value(0.5)
+    y = x
+    for i in range(1_000_000):
+        y = y * 1.0000001 if i % 2 else y + 1e-7
+    y.backward()
+    # d/dx of alternating (+c, *k) is k ** 500000
+    assert math.isclose(x.grad, 1.0000001**500_000, rel_tol=1e-9)
+
+
+@pytest.mark.parametrize(
+    "make, expected",
+    [
+        (lambda x: 2 * x, (6.0, 2.0)),
+        (lambda x: x * 2, (6.0, 2.0)),
+        (lambda x: 1 / x, (1 / 3, -1 / 9)),
+        (lambda x: x / 2, (1.5, 0.5)),
+        (lambda x: 2**x, (8.0, 8.0 * math.log(2))),
+        (lambda x: x**2, (9.0, 6.0)),
+        (lambda x: 10 - x, (7.0, -1.0)),
+        (lambda x: x - 10, (-7.0, 1.0)),
+        (lambda x: 10 + x, (13.0, 1.0)),
+        (lambda x: -x, (-3.0, -1.0)),
+        (lambda x: abs(-x), (3.0, 1.0)),
+        (lambda x: x ** Value(2.0), (9.0, 6.0)),
+        (lambda x: sum([x, x, x]), (9.0, 3.0)),
+        (lambda x: x.max(2.0), (3.0, 1.0)),
+        (lambda x: x.min(2.0), (2.0, 0.0)),
+    ],
+)
+def test_numbers_on_either_side(make, expected) -> None:  # type: ignore[no-untyped-def]
+    x = Value(3.0)
+    y = make(x)
+    y.backward()
+    assert math.isclose(y.data, expected[0], rel_tol=1e-15)
+    assert math.isclose(x.grad, expected[1], rel_tol=1e-15)
+
+
+def test_value_to_a_value_power() -> None:
+    a, b = Value(2.0), Value(3.0)
+    y = a**b
+    y.backward()
+    assert y.data == 8.0
+    assert a.grad == 12.0
+    assert math.isclose(b.grad, 8.0 * math.log(2.0))
+
+
+def test_never_a_complex_number() -> None:
+    y = Value(-8.0) ** 0.5
+    assert isinstance(y.data, float) and math.isnan(y.data)
+    y = Value(-8.0) ** Value(1 / 3)
+    assert isinstance(y.data, float) and math.isnan(y.data)
+
+
+def test_log_of_zero() -> None:
+    x = Value(0.0)
+    y = x.log()
+    y.backward()
+    assert y.data == -math.inf
+    assert x.grad == math.inf
+
+
+@pytest.mark.parametrize(
+    "number", [3, 3.0, True, np.float64(3.0), np.float32(3.0), np.int64(3), Fraction(3, 1)]
+)
+def test_accepted_numbers(number: object) -> None:
+    v = Value(number)  # type: ignore[arg-type]
+    assert type(v.data) is float
+    assert (v * number).data == float(number) ** 2  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("bad", ["2", None, 1j, [1.0], (1.0,), {"a": 1}])
+def test_bad_input_names_the_op_and_value(bad: object) -> None:
+    with pytest.raises(TypeError, match=r"Value: expected .* got"):
+        Value(bad)  # type: ignore[arg-type]
+    x = Value(1.0)
+    with pytest.raises(TypeError, match=r"^\*: .*" + type(bad).__name__):
+        x * bad  # type: ignore[operator]
+    with pytest.raises(TypeError, match=r"^\+: "):
+        bad + x  # type: ignore[operator]
+    with pytest.raises(TypeError, match=r"^\*\*: "):
+        x**bad  # type: ignore[operator]
+    with pytest.raises(TypeError, match=r"^max: "):
+        x.max(bad)  # type: ignore[arg-type]
+
+
+def test_comparisons_and_conversions() -> None:
+    a, b = Value(1.0), Value(2.0)
+    assert a < b and a <= b and b > a and b >= a
+    assert a < 1.5 and b > 1.5
+    assert a != Value(1.0)  # identity, so Values can live in sets
+    assert len({a, Value(1.0)}) == 2
+    assert float(b) == 2.0
+    assert f"{b:.2f}" == "2.00"
+    assert max(a, b) is b
+
+
+def test_every_node_gets_its_grad() -> None:
+    x = Value(0.3)
+    h = (x * 2.0).tanh()
+    y = h.exp() + h
+    y.backward()
+    t = math.tanh(0.6)
+    assert y.grad == 1.0
+    assert math.isclose(h.grad, math.exp(t) + 1.0)
+    assert math.isclose(x.grad, (math.exp(t) + 1.0) * (1 - t * t) * 2.0)
+
+
+def test_dot_matches_the_long_form() -> None:
+    w = [Value(0.5 * i - 1.0) for i in range(5)]
+    x = [Value(0.25 * i + 0.1) for i in range(5)]
+    b = Value(0.3)
+    y = dot(w, x, b)
+    y.backward()
+    fast = (y.data, [v.grad for v in w + x + [b]])
+    for v in w + x + [b]:
+        v.grad = 0.0
+    z = sum((wi * xi for wi, xi in zip(w, x)), b)
+    z.backward()
+    slow = (z.data, [v.grad for v in w + x + [b]])
+    assert math.isclose(fast[0], slow[0], rel_tol=1e-15)
+    assert fast[1] == slow[1]
+
+
+def test_dot_with_constant_inputs() -> None:
+    w = [Value(2.0), Value(-1.0)]
+    y = dot(w, [3.0, 4.0], 1)
+    y.backward()
+    assert y.data == 3.0
+    assert [v.grad for v in w] == [3.0, 4.0]
+    assert len(y._prev) == 3  # the two weights and the bias; no node per input
+
+
+def test_dot_length_mismatch() -> None:
+    with pytest.raises(ValueError, match="dot: lengths differ"):
+        dot([Value(1.0)], [1.0, 2.0])
+
+
+def test_add_n() -> None:
+    xs = [Value(float(i)) for i in range(4)]
+    y = add_n(xs + [10])
+    y.backward()
+    assert y.data == 16.0
+    assert [x.grad for x in xs] == [1.0] * 4
+
+
+def test_no_grad_builds_no_graph() -> None:
+    x = Value(2.0)
+    with no_grad():
+        y = x * x + 1.0
+        assert not chainrule.is_grad_enabled()
+        with chainrule.enable_grad():
+            z = x * x
+    assert chainrule.is_grad_enabled()
+    assert y.data == 5.0 and y._prev == ()
+    assert z._prev == (x, x)
+
+
+def test_no_grad_as_decorator() -> None:
+    @no_grad()
+    def f(v: Value) -> Value:
+        return v * 3.0
+
+    assert f(Value(1.0))._prev == ()
+    assert chainrule.is_grad_enabled()
+
+
+def test_detach() -> None:
+    x = Value(2.0)
+    y = (x * 3.0).detach() * x
+    y.backward()
+    assert x.grad == 6.0
+
+
+def test_gradients_leaves_grad_untouched() -> None:
+    x, z = Value(2.0), Value(5.0)
+    y = x * x * x
+    gx, gz = gradients(y, [x, z])
+    assert (gx, gz) == (12.0, 0.0)
+    assert x.grad == 0.0
+
+
+def test_create_graph_second_derivative() -> None:
+    x = Value(2.0)
+    y = x**3
+    y.backward(create_graph=True)
+    g = x.grad
+    assert isinstance(g, Value) and g.data == 12.0
+    x2 = Value(2.0)
+    (gx2,) = gradients(x2**3, [x2], create_graph=True)
+    (hx2,) = gradients(gx2, [x2])
+    assert hx2 == 12.0  # d2/dx2 x^3 = 6x
+
+
+def test_custom_primitive() -> None:
+    cube = chainrule.Primitive("cube", lambda x: x**3, lambda M, x, out: (3 * x * x,))
+    x = Value(2.0)
+    y = cube(x) + cube(1.0)
+    y.backward()
+    assert y.data == 9.0 and x.grad == 12.0
+    (g,) = gradients(cube(x), [x], create_graph=True)
+    assert gradients(g, [x]) == [12.0]
+    wrong = chainrule.Primitive("bad", lambda x: x, lambda M, x, out: (1.0, 2.0))
+    with pytest.raises(ValueError, match="bad: derivative gave 2 local gradients for 1 inputs"):
+        wrong(x)
