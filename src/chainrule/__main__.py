@@ -1,0 +1,5 @@
+import sys
+
+from chainrule.cli import main
+
+sys.exit(main())
