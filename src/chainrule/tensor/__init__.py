@@ -1,0 +1,71 @@
+"""``chainrule.tensor``: the backward pass on NumPy arrays.
+
+``Tensor`` is to an array what ``Value`` is to a float: the same graph, the
+same topological order and the same backward loop, with each op supplying a
+vector-Jacobian product instead of a local derivative. Needs NumPy
+(``pip install 'chainrule[tensor]'``).
+"""
+
+from __future__ import annotations
+
+try:
+    import numpy as _np  # noqa: F401
+except ImportError as e:  # pragma: no cover - exercised without numpy only
+    raise ImportError(
+        "chainrule.Tensor needs NumPy: pip install 'chainrule[tensor]' (or pip install numpy)"
+    ) from e
+
+from .tensor import Tensor, unbroadcast  # first: the ops modules build on it
+
+from .elementwise import abs, add, div, exp, log, mul, neg, pow, relu, sigmoid, sqrt, sub, tanh
+from .linalg import linear, matmul
+from .nn_ops import (
+    attention,
+    causal_mask,
+    cross_entropy,
+    layer_norm,
+    log_softmax,
+    masked_fill,
+    rms_norm,
+    softmax,
+)
+from .reduce import max, mean, sum
+from .shape import concatenate, embedding, getitem, reshape, stack, swapaxes, transpose
+
+__all__ = [
+    "Tensor",
+    "abs",
+    "add",
+    "attention",
+    "causal_mask",
+    "concatenate",
+    "cross_entropy",
+    "div",
+    "embedding",
+    "exp",
+    "getitem",
+    "layer_norm",
+    "linear",
+    "log",
+    "log_softmax",
+    "masked_fill",
+    "matmul",
+    "max",
+    "mean",
+    "mul",
+    "neg",
+    "pow",
+    "relu",
+    "reshape",
+    "rms_norm",
+    "sigmoid",
+    "softmax",
+    "sqrt",
+    "stack",
+    "sub",
+    "sum",
+    "swapaxes",
+    "tanh",
+    "transpose",
+    "unbroadcast",
+]

@@ -1,0 +1,278 @@
+"""The fused operations networks are made of: softmax, log-softmax,
+cross-entropy, RMS and layer normalization, masking and attention.
+
+Each could be written with the elementwise ops, at the price of many nodes
+(a softmax is six) and numerical trouble (``exp`` of a large logit
+overflows). As one node each they are stable — the maximum is subtracted
+before ``exp`` — and cheap, and their VJPs are the textbook closed forms:
+
+* softmax ``p``: ``dx = p * (g - sum(g * p))``
+* log-softmax ``y``: ``dx = g - exp(y) * sum(g)``
+* cross-entropy of logits and targets: ``dx = (softmax(x) - onehot) * g / n``
+* RMS norm ``y = x * r`` with ``r = 1/sqrt(mean(x^2) + eps)``:
+  ``dx = r * (g - x * r^2 * mean(g * x))``
+* layer norm ``y = xhat``: ``dx = r * (g - mean(g) - xhat * mean(g * xhat))``
+"""
+
+from __future__ import annotations
+
+import functools
+from typing import Any
+
+import numpy as np
+
+from .tensor import Tensor, fit, make
+
+# ----------------------------------------------------------------------------
+# softmax and log-softmax
+# ----------------------------------------------------------------------------
+
+
+def _softmax_vjp(g: np.ndarray, out: Tensor) -> tuple[np.ndarray]:
+    p = out.data
+    gp = g * p
+    return (gp - p * gp.sum(axis=out._ctx, keepdims=True),)
+
+
+def softmax(x: Tensor, axis: int = -1) -> Tensor:
+    """``exp(x) / sum(exp(x))`` along ``axis``, computed without overflow."""
+    xd = x.data
+    e = np.exp(xd - xd.max(axis=axis, keepdims=True))
+    e /= e.sum(axis=axis, keepdims=True)
+    return make(e, (x,), _softmax_vjp, axis)
+
+
+def _log_softmax_vjp(g: np.ndarray, out: Tensor) -> tuple[np.ndarray]:
+    return (g - np.exp(out.data) * g.sum(axis=out._ctx, keepdims=True),)
+
+
+def log_softmax(x: Tensor, axis: int = -1) -> Tensor:
+    """``x - log(sum(exp(x)))`` along ``axis``, computed without overflow."""
+    xd = x.data
+    shifted = xd - xd.max(axis=axis, keepdims=True)
+    shifted -= np.log(np.exp(shifted).sum(axis=axis, keepdims=True))
+    return make(shifted, (x,), _log_softmax_vjp, axis)
+
+
+# ----------------------------------------------------------------------------
+# cross-entropy
+# ----------------------------------------------------------------------------
+
+
+def _cross_entropy_vjp(g: np.ndarray, out: Tensor) -> tuple[np.ndarray]:
+    e, s, picked, valid, n, reduction = out._ctx
+    x = out._prev[0].data
+    dx = e / s
+    rows = np.arange(dx.shape[0])
+    dx[rows, picked] -= 1.0
+    if valid is not None:
+        dx *= valid[:, None]
+    if reduction == "mean":
+        dx *= g / n if n else g * np.nan
+    elif reduction == "sum":
+        dx *= g
+    else:
+        dx *= g.reshape(-1, 1)
+    return (dx.reshape(x.shape),)
+
+
+def cross_entropy(
+    logits: Tensor,
+    targets: Any,
+    *,
+    reduction: str = "mean",
+    ignore_index: int | None = -100,
+) -> Tensor:
+    """The negative log-likelihood of integer ``targets`` under
+    ``softmax(logits)``, as ``torch.nn.functional.cross_entropy``.
+
+    ``logits`` has the classes on its *last* axis, shape ``(..., C)``, and
+    ``targets`` the shape ``(...)``. Targets equal to ``ignore_index`` count
+    for nothing (padding); ``reduction`` is ``"mean"`` over the counted
+    targets, ``"sum"`` or ``"none"``.
+    """
+    if reduction not in ("mean", "sum", "none"):
+        raise ValueError(f"cross_entropy: reduction must be mean, sum or none, got {reduction!r}")
+    x = logits.data
+    t = np.asarray(targets.data if isinstance(targets, Tensor) else targets)
+    if t.dtype.kind not in "iu":
+        raise TypeError(f"cross_entropy: targets must be integers, got {t.dtype}")
+    if x.ndim == 0 or t.shape != x.shape[:-1]:
+        raise ValueError(f"cross_entropy: logits {x.shape} need targets of shape {x.shape[:-1]}")
+    n_classes = x.shape[-1]
+    x2 = x.reshape(-1, n_classes)
+    t = t.reshape(-1)
+    valid = None
+    if ignore_index is not None:
+        mask = t != ignore_index
+        if not mask.all():
+            valid = mask
+            t = np.where(mask, t, 0)
+    if t.size and (t.min() < 0 or t.max() >= n_classes):
+        raise IndexError(f"cross_entropy: target out of range for {n_classes} classes")
+    m = x2.max(axis=1, keepdims=True)
+    e = np.exp(x2 - m)
+    s = e.sum(axis=1, keepdims=True)
+    losses = (m + np.log(s)).reshape(-1) - x2[np.arange(x2.shape[0]), t]
+    n = x2.shape[0]
+    if valid is not None:
+        losses = np.where(valid, losses, 0.0).astype(x.dtype, copy=False)
+        n = int(valid.sum())
+    if reduction == "mean":
+        with np.errstate(invalid="ignore"):
+            y = np.asarray(losses.sum() / n if n else losses.sum() * np.nan)
+    elif reduction == "sum":
+        y = np.asarray(losses.sum())
+    else:
+        y = losses.reshape(x.shape[:-1])
+    return make(y, (logits,), _cross_entropy_vjp, (e, s, t, valid, n, reduction))
+
+
+# ----------------------------------------------------------------------------
+# normalization
+# ----------------------------------------------------------------------------
+
+
+def _rms_norm_vjp(g: np.ndarray, out: Tensor) -> tuple[np.ndarray | None, ...]:
+    r = out._ctx
+    x = out._prev[0].data
+    if len(out._prev) == 2:
+        w = out._prev[1].data
+        gw = (g * (x * r)).reshape(-1, w.shape[-1]).sum(axis=0).reshape(w.shape)
+        g = g * w
+        gx = r * (g - x * (r * r) * (g * x).mean(axis=-1, keepdims=True))
+        return gx, gw
+    return (r * (g - x * (r * r) * (g * x).mean(axis=-1, keepdims=True)),)
+
+
+def rms_norm(x: Tensor, weight: Tensor | None = None, eps: float = 1e-5) -> Tensor:
+    """``x / sqrt(mean(x^2) + eps)`` over the last axis, times ``weight``
+    when given (RMSNorm, as in microgpt and LLaMA)."""
+    xd = x.data
+    r = 1.0 / np.sqrt((xd * xd).mean(axis=-1, keepdims=True) + eps)
+    y = xd * r
+    if weight is None:
+        return make(y, (x,), _rms_norm_vjp, r)
+    y *= weight.data
+    return make(y, (x, weight), _rms_norm_vjp, r)
+
+
+def _layer_norm_vjp(g: np.ndarray, out: Tensor) -> tuple[np.ndarray | None, ...]:
+    xhat, r = out._ctx
+    grads: list[np.ndarray | None] = [None]
+    gh = g
+    if len(out._prev) > 1:
+        w = out._prev[1].data
+        rows = (-1, w.shape[-1])
+        grads.append((g * xhat).reshape(rows).sum(axis=0).reshape(w.shape))
+        if len(out._prev) > 2:
+            grads.append(g.reshape(rows).sum(axis=0))
+        gh = g * w
+    grads[0] = r * (
+        gh - gh.mean(axis=-1, keepdims=True) - xhat * (gh * xhat).mean(axis=-1, keepdims=True)
+    )
+    return tuple(grads)
+
+
+def layer_norm(
+    x: Tensor, weight: Tensor | None = None, bias: Tensor | None = None, eps: float = 1e-5
+) -> Tensor:
+    """``(x - mean) / sqrt(var + eps) * weight + bias`` over the last axis
+    (biased variance, as PyTorch's LayerNorm)."""
+    xd = x.data
+    xc = xd - xd.mean(axis=-1, keepdims=True)
+    r = 1.0 / np.sqrt((xc * xc).mean(axis=-1, keepdims=True) + eps)
+    xhat = xc * r
+    if weight is None:
+        if bias is not None:
+            raise ValueError("layer_norm: a bias needs a weight")
+        return make(xhat, (x,), _layer_norm_vjp, (xhat, r))
+    y = xhat * weight.data
+    if bias is None:
+        return make(y, (x, weight), _layer_norm_vjp, (xhat, r))
+    y += bias.data
+    return make(y, (x, weight, bias), _layer_norm_vjp, (xhat, r))
+
+
+# ----------------------------------------------------------------------------
+# masking and attention
+# ----------------------------------------------------------------------------
+
+
+@functools.lru_cache(maxsize=64)
+def causal_mask(n_queries: int, n_keys: int | None = None) -> np.ndarray:
+    """Boolean ``(n_queries, n_keys)`` array, True where a query must not
+    see a key: key ``j`` after query ``i`` (``j > i``). Read-only, cached."""
+    mask = np.triu(np.ones((n_queries, n_keys or n_queries), dtype=bool), k=1)
+    mask.setflags(write=False)
+    return mask
+
+
+@functools.lru_cache(maxsize=64)
+def _additive_mask(n_queries: int, n_keys: int, dtype: np.dtype) -> np.ndarray:
+    mask = np.where(causal_mask(n_queries, n_keys), -np.inf, 0.0).astype(dtype)
+    mask.setflags(write=False)
+    return mask
+
+
+def _masked_fill_vjp(g: np.ndarray, out: Tensor) -> tuple[np.ndarray]:
+    return (np.where(out._ctx, 0.0, g).astype(g.dtype, copy=False),)
+
+
+def masked_fill(x: Tensor, mask: Any, value: float) -> Tensor:
+    """``x`` with ``value`` wherever ``mask`` (broadcast to ``x``) is True;
+    those places get no gradient. ``masked_fill(scores, causal_mask(T),
+    -inf)`` is causal masking."""
+    m = np.asarray(mask.data if isinstance(mask, Tensor) else mask, dtype=bool)
+    y = np.where(m, value, x.data).astype(x.data.dtype, copy=False)
+    if y.shape != x.data.shape:
+        raise ValueError(f"masked_fill: mask {m.shape} does not broadcast to {x.data.shape}")
+    return make(y, (x,), _masked_fill_vjp, m)
+
+
+def _attention_vjp(g: np.ndarray, out: Tensor) -> tuple[np.ndarray, ...]:
+    p, scale = out._ctx
+    q, k, v = (t.data for t in out._prev)
+    gv = p.swapaxes(-1, -2) @ g
+    gp = g @ v.swapaxes(-1, -2)
+    gs = gp * p
+    gs -= p * gs.sum(axis=-1, keepdims=True)
+    gs *= scale
+    gq = gs @ k
+    gk = gs.swapaxes(-1, -2) @ q
+    return fit(gq, q), fit(gk, k), fit(gv, v)
+
+
+def attention(
+    q: Tensor, k: Tensor, v: Tensor, *, causal: bool = True, scale: float | None = None
+) -> Tensor:
+    """Scaled dot-product attention, ``softmax(q k^T * scale) v``, one node.
+
+    ``q`` is ``(..., T_q, d)``, ``k`` ``(..., T_k, d)``, ``v`` ``(..., T_k, d_v)``;
+    ``scale`` defaults to ``1/sqrt(d)``. ``causal`` hides later keys from
+    each query, as ``torch.nn.functional.scaled_dot_product_attention(...,
+    is_causal=True)``.
+    """
+    qd, kd, vd = q.data, k.data, v.data
+    if scale is None:
+        scale = 1.0 / float(np.sqrt(qd.shape[-1]))
+    s = qd @ kd.swapaxes(-1, -2)
+    s *= scale
+    if causal:
+        s += _additive_mask(s.shape[-2], s.shape[-1], s.dtype)
+    s -= s.max(axis=-1, keepdims=True)
+    p = np.exp(s, out=s)
+    p /= p.sum(axis=-1, keepdims=True)
+    return make(p @ vd, (q, k, v), _attention_vjp, (p, scale))
+
+
+__all__ = [
+    "attention",
+    "causal_mask",
+    "cross_entropy",
+    "layer_norm",
+    "log_softmax",
+    "masked_fill",
+    "rms_norm",
+    "softmax",
+]

@@ -1,0 +1,94 @@
+"""Reductions over axes: ``sum``, ``mean``, ``max``.
+
+The VJP of a reduction spreads the output gradient back over the reduced
+axes: evenly for ``sum`` (1 each) and ``mean`` (1/n each), and for ``max``
+onto the maximal entries, split evenly between ties (PyTorch's ``amax``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Union
+
+import numpy as np
+
+from .tensor import Tensor, make
+
+Axis = Union[int, Sequence[int], None]
+
+
+def _axes(axis: Axis, ndim: int, op: str) -> tuple[int, ...]:
+    """``axis`` as a sorted tuple of non-negative axes (all axes for None)."""
+    if axis is None:
+        return tuple(range(ndim))
+    items = (axis,) if isinstance(axis, (int, np.integer)) else tuple(axis)
+    out = []
+    for a in items:
+        if not isinstance(a, (int, np.integer)):
+            raise TypeError(f"{op}: axis must be an int or a sequence of ints, got {axis!r}")
+        if not -ndim <= a < max(ndim, 1):
+            raise ValueError(f"{op}: axis {a} is out of range for {ndim} dimensions")
+        out.append(int(a) % max(ndim, 1))
+    if len(set(out)) != len(out):
+        raise ValueError(f"{op}: repeated axis in {axis!r}")
+    if ndim == 0:  # a scalar's only axis is itself (as PyTorch's dim 0)
+        return ()
+    return tuple(sorted(out))
+
+
+def _expand(g: np.ndarray, x: Tensor, out: Tensor) -> np.ndarray:
+    """The output gradient with the reduced axes put back (size 1)."""
+    axes, keepdims = out._ctx
+    if keepdims or not axes:
+        return g
+    return np.expand_dims(g, axes)
+
+
+def _sum_vjp(g: np.ndarray, out: Tensor) -> tuple[np.ndarray]:
+    x = out._prev[0]
+    return (np.broadcast_to(_expand(g, x, out), x.data.shape),)
+
+
+def sum(x: Tensor, axis: Axis = None, keepdims: bool = False) -> Tensor:  # noqa: A001
+    """Sum over ``axis`` (all axes when None)."""
+    axes = _axes(axis, x.data.ndim, "sum")
+    return make(
+        np.asarray(x.data.sum(axis=axes, keepdims=keepdims)), (x,), _sum_vjp, (axes, keepdims)
+    )
+
+
+def _mean_vjp(g: np.ndarray, out: Tensor) -> tuple[np.ndarray]:
+    x = out._prev[0]
+    axes = out._ctx[0]
+    n = 1
+    for a in axes:
+        n *= x.data.shape[a]
+    return (np.broadcast_to(_expand(g, x, out) / n, x.data.shape),)
+
+
+def mean(x: Tensor, axis: Axis = None, keepdims: bool = False) -> Tensor:
+    """Mean over ``axis`` (all axes when None)."""
+    axes = _axes(axis, x.data.ndim, "mean")
+    with np.errstate(invalid="ignore", divide="ignore"):
+        y = np.asarray(x.data.mean(axis=axes, keepdims=keepdims))
+    return make(y, (x,), _mean_vjp, (axes, keepdims))
+
+
+def _max_vjp(g: np.ndarray, out: Tensor) -> tuple[np.ndarray]:
+    x = out._prev[0]
+    axes = out._ctx[0]
+    y = _expand(out.data, x, out)
+    hit = x.data == y
+    if np.isnan(y).any():  # a nan maximum: the nan entries are "the max"
+        hit |= np.isnan(x.data) & np.isnan(y)
+    count = hit.sum(axis=axes, keepdims=True)
+    return (np.where(hit, _expand(g, x, out) / count, 0.0).astype(x.data.dtype, copy=False),)
+
+
+def max(x: Tensor, axis: Axis = None, keepdims: bool = False) -> Tensor:  # noqa: A001
+    """Maximum over ``axis`` (all axes when None); the gradient goes to the
+    maximal entries, shared evenly between ties (as ``torch.amax``)."""
+    if x.data.size == 0:
+        raise ValueError("max: empty tensor has no maximum")
+    axes = _axes(axis, x.data.ndim, "max")
+    return make(np.asarray(x.data.max(axis=axes, keepdims=keepdims)), (x,), _max_vjp, (axes, keepdims))

@@ -1,0 +1,156 @@
+"""Operations that move numbers without changing them: ``reshape``,
+``transpose``, indexing, ``concatenate``, ``stack`` and ``embedding``.
+
+Their VJPs move the gradient back the same way: reshape it back, transpose
+it by the inverse permutation, scatter it into zeros at the indexed places
+(adding where an index repeats), or split it into the pieces.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from .tensor import Tensor, fit, lift, make
+
+
+def _reshape_vjp(g: np.ndarray, out: Tensor) -> tuple[np.ndarray]:
+    return (g.reshape(out._prev[0].data.shape),)
+
+
+def reshape(x: Tensor, shape: Sequence[int]) -> Tensor:
+    """The same numbers in a new shape (one axis may be -1)."""
+    try:
+        y = x.data.reshape(tuple(shape))
+    except (ValueError, TypeError) as e:
+        raise ValueError(f"reshape: cannot reshape {x.data.shape} to {tuple(shape)}: {e}") from None
+    return make(y, (x,), _reshape_vjp)
+
+
+def _transpose_vjp(g: np.ndarray, out: Tensor) -> tuple[np.ndarray]:
+    axes = out._ctx
+    if axes is None:
+        return (g.transpose(),)
+    return (g.transpose(np.argsort(axes)),)
+
+
+def transpose(x: Tensor, axes: Sequence[int] | None = None) -> Tensor:
+    """Permute the axes (reverse them when ``axes`` is None)."""
+    if axes is not None:
+        axes = tuple(int(a) % max(x.data.ndim, 1) for a in axes)
+        if sorted(axes) != list(range(x.data.ndim)):
+            raise ValueError(f"transpose: {axes} is not a permutation of {x.data.ndim} axes")
+    return make(x.data.transpose(axes), (x,), _transpose_vjp, axes)
+
+
+def swapaxes(x: Tensor, a: int, b: int) -> Tensor:
+    """Exchange two axes."""
+    axes = list(range(x.data.ndim))
+    axes[a], axes[b] = axes[b], axes[a]
+    return transpose(x, axes)
+
+
+# ----------------------------------------------------------------------------
+# Indexing
+# ----------------------------------------------------------------------------
+
+_BASIC = (int, np.integer, slice, type(None), type(Ellipsis))
+
+
+def _normalize_index(index: Any) -> tuple[Any, bool]:
+    """The index with Tensors and lists turned into arrays, and whether it
+    is basic (slices, ints, None, ...), which NumPy answers with a view and
+    whose places never repeat."""
+    parts = index if isinstance(index, tuple) else (index,)
+    out = []
+    basic = True
+    for p in parts:
+        if isinstance(p, Tensor):
+            p = p.data
+        if isinstance(p, (list, np.ndarray)):
+            p = np.asarray(p)
+            if p.dtype.kind == "f":
+                raise IndexError("index: arrays used as indices must be of integer or boolean type")
+            basic = False
+        elif isinstance(p, (bool, np.bool_)) or not isinstance(p, _BASIC):
+            basic = False
+        out.append(p)
+    return (tuple(out) if isinstance(index, tuple) else out[0]), basic
+
+
+def _getitem_vjp(g: np.ndarray, out: Tensor) -> tuple[np.ndarray]:
+    index, basic = out._ctx
+    x = out._prev[0].data
+    gx = np.zeros(x.shape, dtype=x.dtype)
+    if basic:
+        gx[index] = g
+    else:  # repeated indices must add up: unbuffered add
+        np.add.at(gx, index, g)
+    return (gx,)
+
+
+def getitem(x: Tensor, index: Any) -> Tensor:
+    """``x[index]``: slicing, and integer or boolean array indexing; the
+    gradient of an entry picked several times is the sum of its picks."""
+    index, basic = _normalize_index(index)
+    return make(np.asarray(x.data[index]), (x,), _getitem_vjp, (index, basic))
+
+
+def _embedding_vjp(g: np.ndarray, out: Tensor) -> tuple[np.ndarray]:
+    w = out._prev[0].data
+    flat = out._ctx.reshape(-1)
+    gw = np.zeros(w.shape, dtype=w.dtype)
+    np.add.at(gw, flat, g.reshape(flat.size, -1))
+    return (gw,)
+
+
+def embedding(weight: Tensor, indices: Any) -> Tensor:
+    """Rows of ``weight`` picked by an integer array: ``weight[indices]``,
+    shape ``indices.shape + weight.shape[1:]``. The gradient of a row is
+    the sum over every place it was picked."""
+    idx = np.asarray(indices.data if isinstance(indices, Tensor) else indices)
+    if idx.dtype.kind not in "iu":
+        if idx.size == 0:
+            idx = idx.astype(np.intp)
+        else:
+            raise TypeError(f"embedding: indices must be integers, got {idx.dtype}")
+    n = weight.data.shape[0]
+    if idx.size and (idx.min() < -n or idx.max() >= n):
+        raise IndexError(f"embedding: index out of range for {n} rows")
+    return make(weight.data.take(idx, axis=0), (weight,), _embedding_vjp, idx)
+
+
+# ----------------------------------------------------------------------------
+# Joining
+# ----------------------------------------------------------------------------
+
+
+def _concatenate_vjp(g: np.ndarray, out: Tensor) -> tuple[np.ndarray, ...]:
+    axis, bounds = out._ctx
+    return tuple(fit(p, t.data) for p, t in zip(np.split(g, bounds, axis=axis), out._prev))
+
+
+def concatenate(tensors: Sequence[Any], axis: int = 0) -> Tensor:
+    """Join tensors along an existing axis."""
+    ts = tuple(lift(t, "concatenate") for t in tensors)
+    if not ts:
+        raise ValueError("concatenate: need at least one tensor")
+    axis = int(axis) % max(ts[0].data.ndim, 1)
+    y = np.concatenate([t.data for t in ts], axis=axis)
+    bounds = np.cumsum([t.data.shape[axis] for t in ts])[:-1]
+    return make(y, ts, _concatenate_vjp, (axis, bounds))
+
+
+def _stack_vjp(g: np.ndarray, out: Tensor) -> tuple[np.ndarray, ...]:
+    return tuple(fit(p, t.data) for p, t in zip(np.moveaxis(g, out._ctx, 0), out._prev))
+
+
+def stack(tensors: Sequence[Any], axis: int = 0) -> Tensor:
+    """Join tensors of one shape along a new axis."""
+    ts = tuple(lift(t, "stack") for t in tensors)
+    if not ts:
+        raise ValueError("stack: need at least one tensor")
+    y = np.stack([t.data for t in ts], axis=axis)
+    return make(y, ts, _stack_vjp, int(axis) % y.ndim)

@@ -1,0 +1,461 @@
+"""``Tensor``: a NumPy array and the graph that computed it.
+
+The same backward pass as the scalar ``Value``, with arrays. A node records
+its inputs (``_prev``), a *vector-Jacobian product* (``_vjp``) and whatever
+the product needs beyond the inputs' and its own data (``_ctx``). The
+backward pass is the seeds' loop, unchanged::
+
+    for node in reverse topological order:
+        for child, contribution in zip(node._prev, node._vjp(node.grad, node)):
+            child.grad += contribution
+
+The VJP turns the gradient of the output into one gradient per input, each
+of its input's shape: where an input was broadcast, the VJP sums the
+gradient back over the broadcast axes (:func:`unbroadcast`).
+
+Constants (Python numbers, NumPy arrays) never become nodes: an op keeps
+them in ``_ctx``, so the graph holds only what can receive a gradient.
+"""
+
+from __future__ import annotations
+
+import numbers
+from collections.abc import Callable, Sequence
+from typing import Any, Union
+
+import numpy as np
+
+from ..graph import mode, next_id, reverse_topological_order
+
+#: A gradient rule: (gradient of the output, the output node) -> one
+#: gradient per input (None where an input gets nothing).
+VJP = Callable[[np.ndarray, "Tensor"], Sequence[Union[np.ndarray, None]]]
+
+#: What ops accept where a Tensor belongs: constants are kept as they are.
+Operand = Union["Tensor", np.ndarray, int, float]
+
+FLOAT_DTYPES = (np.dtype(np.float64), np.dtype(np.float32))
+
+_new = object.__new__
+
+
+def _leaf_vjp(g: np.ndarray, out: Tensor) -> tuple[()]:  # pragma: no cover - never called
+    return ()
+
+
+class Tensor:
+    """An array of float64 (default) or float32 numbers that records how it
+    was computed, so ``backward()`` can fill ``.grad`` of everything it
+    depends on.
+
+    ``data`` is the NumPy array; ``grad`` is None until a backward pass
+    reaches the tensor, then an array of the same shape and dtype.
+
+    >>> from chainrule import Tensor
+    >>> x = Tensor([[1.0, 2.0], [3.0, 4.0]])
+    >>> y = (x * x).sum()
+    >>> y.backward()
+    >>> x.grad
+    array([[2., 4.],
+           [6., 8.]])
+
+    Leaves accumulate: a second ``backward()`` without ``zero_grad()``
+    leaves every leaf with twice the gradient, while the gradients of
+    interior nodes are recomputed.
+    """
+
+    __slots__ = ("data", "grad", "_prev", "_vjp", "_ctx", "_id", "_label")
+
+    data: np.ndarray
+    grad: np.ndarray | None
+    _prev: tuple[Tensor, ...]
+    _vjp: VJP
+    _ctx: Any
+    _id: int
+
+    # NumPy defers to Tensor in mixed expressions (ndarray * Tensor -> Tensor).
+    __array_priority__ = 1000.0
+    __array_ufunc__ = None
+
+    def __init__(self, data: Any, dtype: Any = None, label: str = "") -> None:
+        self.data = as_array(data, dtype, "Tensor")
+        self.grad = None
+        self._prev = ()
+        self._vjp = _leaf_vjp
+        self._ctx = None
+        self._id = 0
+        if label:
+            self._label = str(label)
+
+    # -- description ----------------------------------------------------------
+
+    @property
+    def shape(self) -> tuple[int, ...]:
+        return self.data.shape
+
+    @property
+    def dtype(self) -> np.dtype:
+        return self.data.dtype
+
+    @property
+    def ndim(self) -> int:
+        return self.data.ndim
+
+    @property
+    def size(self) -> int:
+        return self.data.size
+
+    @property
+    def label(self) -> str:
+        try:
+            return self._label
+        except AttributeError:
+            return ""
+
+    @label.setter
+    def label(self, label: str) -> None:
+        self._label = str(label)
+
+    @property
+    def _op(self) -> str:
+        """The name of the operation that made this tensor ('' for a leaf)."""
+        if not self._prev:
+            return ""
+        return self._vjp.__name__.strip("_").removesuffix("_vjp")
+
+    def __len__(self) -> int:
+        return len(self.data)
+
+    def __repr__(self) -> str:
+        body = np.array2string(self.data, separator=", ", prefix="Tensor(")
+        suffix = "" if self.data.dtype == np.float64 else f", dtype={self.data.dtype}"
+        return f"Tensor({body}{suffix})"
+
+    def item(self) -> float:
+        """The value of a one-element tensor as a Python float."""
+        if self.data.size != 1:
+            raise ValueError(f"item: tensor has {self.data.size} elements, not 1")
+        return float(self.data.reshape(()))
+
+    def __float__(self) -> float:
+        return self.item()
+
+    def numpy(self) -> np.ndarray:
+        """The data array (shared, not copied)."""
+        return self.data
+
+    # -- graph ----------------------------------------------------------------
+
+    def detach(self) -> Tensor:
+        """A new leaf sharing this tensor's data, cut off from the graph."""
+        return Tensor(self.data)
+
+    def zero_grad(self) -> None:
+        """Forget the gradient (``grad = None``)."""
+        self.grad = None
+
+    def backward(self, gradient: Any = None) -> None:
+        """Fill ``.grad`` of every tensor this one was computed from.
+
+        The seeds' algorithm: order the graph topologically, seed this
+        tensor's gradient (ones; ``gradient`` for a non-scalar root), walk
+        the order in reverse and let every node add its vector-Jacobian
+        product into each input's ``.grad``. Leaves accumulate across calls;
+        interior nodes are recomputed on every call.
+        """
+        seed = _seed(self, gradient)
+        order, leaves = reverse_topological_order(self)
+        if not order:
+            self.grad = seed if self.grad is None else self.grad + seed
+            return
+        for v in order:
+            v.grad = None
+        # Leaves collect this pass from nothing and add what they held at the
+        # end: two passes give exactly twice one pass.
+        held = [(leaf, leaf.grad) for leaf in leaves]
+        for leaf in leaves:
+            leaf.grad = None
+        self.grad = seed
+        if mode.observer is not None:
+            _walk_observed(order, mode.observer)
+        else:
+            for v in order:
+                g = v.grad
+                if g is None:  # nothing flowed here (e.g. only through argmax)
+                    continue
+                for child, cg in zip(v._prev, v._vjp(g, v)):
+                    if cg is not None:
+                        acc = child.grad
+                        # New arrays, never in place: a contribution may be a
+                        # view of another node's gradient.
+                        child.grad = cg if acc is None else acc + cg
+        for leaf, before in held:
+            if before is not None:
+                leaf.grad = before if leaf.grad is None else before + leaf.grad
+
+    # -- arithmetic (the rules live in elementwise.py and friends) ------------
+
+    def __add__(self, other: Operand) -> Tensor:
+        return _ew.add(self, other)
+
+    def __radd__(self, other: Operand) -> Tensor:
+        return _ew.add(self, other)
+
+    def __sub__(self, other: Operand) -> Tensor:
+        return _ew.sub(self, other)
+
+    def __rsub__(self, other: Operand) -> Tensor:
+        return _ew.sub(other, self)
+
+    def __mul__(self, other: Operand) -> Tensor:
+        return _ew.mul(self, other)
+
+    def __rmul__(self, other: Operand) -> Tensor:
+        return _ew.mul(self, other)
+
+    def __truediv__(self, other: Operand) -> Tensor:
+        return _ew.div(self, other)
+
+    def __rtruediv__(self, other: Operand) -> Tensor:
+        return _ew.div(other, self)
+
+    def __pow__(self, other: Operand) -> Tensor:
+        return _ew.pow(self, other)
+
+    def __rpow__(self, other: Operand) -> Tensor:
+        return _ew.pow(other, self)
+
+    def __neg__(self) -> Tensor:
+        return _ew.neg(self)
+
+    def __pos__(self) -> Tensor:
+        return self
+
+    def __abs__(self) -> Tensor:
+        return _ew.abs(self)
+
+    def __matmul__(self, other: Operand) -> Tensor:
+        return _la.matmul(self, other)
+
+    def __rmatmul__(self, other: Operand) -> Tensor:
+        return _la.matmul(other, self)
+
+    def __getitem__(self, index: Any) -> Tensor:
+        return _sh.getitem(self, index)
+
+    # Comparisons give plain boolean arrays (no gradient), as in NumPy.
+    def __lt__(self, other: Operand) -> np.ndarray:
+        return self.data < data_of(other)
+
+    def __le__(self, other: Operand) -> np.ndarray:
+        return self.data <= data_of(other)
+
+    def __gt__(self, other: Operand) -> np.ndarray:
+        return self.data > data_of(other)
+
+    def __ge__(self, other: Operand) -> np.ndarray:
+        return self.data >= data_of(other)
+
+    # Identity, as Value: tensors can be dict keys and set members.
+    __hash__ = object.__hash__
+
+    # -- functions ------------------------------------------------------------
+
+    def exp(self) -> Tensor:
+        return _ew.exp(self)
+
+    def log(self) -> Tensor:
+        return _ew.log(self)
+
+    def sqrt(self) -> Tensor:
+        return _ew.sqrt(self)
+
+    def tanh(self) -> Tensor:
+        return _ew.tanh(self)
+
+    def sigmoid(self) -> Tensor:
+        return _ew.sigmoid(self)
+
+    def relu(self) -> Tensor:
+        return _ew.relu(self)
+
+    def abs(self) -> Tensor:
+        return _ew.abs(self)
+
+    def sum(self, axis: Axis = None, keepdims: bool = False) -> Tensor:
+        return _rd.sum(self, axis, keepdims)
+
+    def mean(self, axis: Axis = None, keepdims: bool = False) -> Tensor:
+        return _rd.mean(self, axis, keepdims)
+
+    def max(self, axis: Axis = None, keepdims: bool = False) -> Tensor:
+        return _rd.max(self, axis, keepdims)
+
+    def reshape(self, *shape: Any) -> Tensor:
+        if len(shape) == 1 and not isinstance(shape[0], (int, np.integer)):
+            shape = tuple(shape[0])
+        return _sh.reshape(self, shape)
+
+    def transpose(self, *axes: Any) -> Tensor:
+        if len(axes) == 1 and not isinstance(axes[0], (int, np.integer)):
+            axes = tuple(axes[0])
+        return _sh.transpose(self, axes or None)
+
+    @property
+    def T(self) -> Tensor:
+        return _sh.transpose(self, None)
+
+    def softmax(self, axis: int = -1) -> Tensor:
+        return _nn.softmax(self, axis)
+
+    def log_softmax(self, axis: int = -1) -> Tensor:
+        return _nn.log_softmax(self, axis)
+
+
+Axis = Union[int, Sequence[int], None]
+
+
+# ----------------------------------------------------------------------------
+# Numbers coming in
+# ----------------------------------------------------------------------------
+
+_ACCEPTED = "a Tensor, NumPy array, real number or nested list of numbers"
+
+
+def as_array(data: Any, dtype: Any, op: str) -> np.ndarray:
+    """``data`` as a float array: float32 and float64 arrays keep their dtype,
+    everything else becomes float64 (or ``dtype`` when given)."""
+    if isinstance(data, Tensor):
+        data = data.data
+    if dtype is not None:
+        dtype = np.dtype(dtype)
+        if dtype not in FLOAT_DTYPES:
+            raise TypeError(f"{op}: dtype must be float32 or float64, got {dtype}")
+    if isinstance(data, np.ndarray) and data.dtype in FLOAT_DTYPES:
+        return data if dtype is None or data.dtype == dtype else data.astype(dtype)
+    if isinstance(data, (str, bytes)) or data is None:
+        raise TypeError(f"{op}: expected {_ACCEPTED}, got {type(data).__name__} {data!r}")
+    try:
+        arr = np.asarray(data)
+    except (ValueError, TypeError) as e:
+        raise TypeError(f"{op}: expected {_ACCEPTED}, got {data!r} ({e})") from None
+    if arr.dtype.kind not in "biuf":
+        raise TypeError(f"{op}: expected {_ACCEPTED}, got {arr.dtype} data {data!r}")
+    return arr.astype(dtype or np.float64)
+
+
+def constant(x: Any, op: str) -> Any:
+    """A non-Tensor operand as ops use it: a Python float for any real
+    scalar (so a float32 tensor stays float32, as in PyTorch), an array
+    otherwise."""
+    if isinstance(x, float):
+        return x
+    if isinstance(x, numbers.Real):  # int, bool, NumPy real scalars
+        return float(x)
+    if isinstance(x, np.ndarray):
+        if x.dtype.kind not in "biuf":
+            raise TypeError(f"{op}: expected {_ACCEPTED}, got {x.dtype} array")
+        return x
+    return as_array(x, None, op)
+
+
+def data_of(x: Any) -> Any:
+    return x.data if isinstance(x, Tensor) else x
+
+
+def lift(x: Any, op: str) -> Tensor:
+    """A Tensor as it is; anything else as a new constant leaf."""
+    if isinstance(x, Tensor):
+        return x
+    return Tensor(as_array(x, None, op))
+
+
+# ----------------------------------------------------------------------------
+# Node creation: every op goes through here
+# ----------------------------------------------------------------------------
+
+
+def make(data: np.ndarray, prev: tuple[Tensor, ...], vjp: VJP, ctx: Any = None) -> Tensor:
+    """A new tensor holding ``data``, computed from ``prev`` with the
+    gradient rule ``vjp``. Under ``no_grad`` it is a leaf with no history."""
+    t = _new(Tensor)
+    t.data = data
+    t.grad = None
+    if mode.fast:
+        t._prev = prev
+        t._vjp = vjp
+        t._ctx = ctx
+        t._id = next_id()
+        return t
+    if not mode.grad_enabled:
+        t._prev = ()
+        t._vjp = _leaf_vjp
+        t._ctx = None
+        t._id = 0
+        return t
+    t._prev = prev
+    t._vjp = vjp
+    t._ctx = ctx
+    t._id = next_id()
+    if mode.observer is not None:
+        mode.observer.forward(t)
+    return t
+
+
+def unbroadcast(g: np.ndarray, shape: tuple[int, ...]) -> np.ndarray:
+    """Sum ``g`` over the axes along which an operand of ``shape`` was
+    broadcast, so the gradient has the operand's shape again."""
+    if g.shape == shape:
+        return g
+    extra = g.ndim - len(shape)
+    if extra:
+        g = g.sum(axis=tuple(range(extra)))
+    axes = tuple(i for i, n in enumerate(shape) if n == 1 and g.shape[i] != 1)
+    if axes:
+        g = g.sum(axis=axes, keepdims=True)
+    return g
+
+
+def fit(g: np.ndarray, x: np.ndarray) -> np.ndarray:
+    """``g`` summed to ``x``'s shape and cast to its dtype (a float32 input
+    of a float64 op gets a float32 gradient)."""
+    if g.shape != x.shape:
+        g = unbroadcast(g, x.shape)
+    if g.dtype != x.dtype:
+        g = g.astype(x.dtype)
+    return g
+
+
+def _seed(root: Tensor, gradient: Any) -> np.ndarray:
+    if gradient is None:
+        if root.data.size != 1:
+            raise ValueError(
+                f"backward: the root has shape {root.data.shape}; pass gradient= "
+                "for a non-scalar root"
+            )
+        return np.ones_like(root.data)
+    seed = np.asarray(data_of(gradient), dtype=root.data.dtype)
+    if seed.shape != root.data.shape:
+        raise ValueError(
+            f"backward: gradient has shape {seed.shape}, the root {root.data.shape}"
+        )
+    return seed
+
+
+def _walk_observed(order: list[Tensor], observer: Any) -> None:
+    for v in order:
+        g = v.grad
+        if g is None:
+            continue
+        for child, cg in zip(v._prev, v._vjp(g, v)):
+            if cg is not None:
+                observer.backward(v, child, cg, g)
+                child.grad = cg if child.grad is None else child.grad + cg
+
+
+# The ops modules import this one; bound here, after Tensor exists.
+from . import elementwise as _ew  # noqa: E402
+from . import linalg as _la  # noqa: E402
+from . import nn_ops as _nn  # noqa: E402
+from . import reduce as _rd  # noqa: E402
+from . import shape as _sh  # noqa: E402
