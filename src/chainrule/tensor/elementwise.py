@@ -251,7 +251,11 @@ def relu(x: Tensor) -> Tensor:
 
 
 def _abs_vjp(g: np.ndarray, out: Tensor) -> tuple[np.ndarray]:
-    return (g * np.sign(out._prev[0].data),)
+    xd = out._prev[0].data
+    # sign(x), with 0 (not nan) at nan, as PyTorch
+    sign = (xd > 0.0).astype(xd.dtype)
+    sign -= xd < 0.0
+    return (g * sign,)
 
 
 def abs(x: Tensor) -> Tensor:  # noqa: A001 - the field's name for it

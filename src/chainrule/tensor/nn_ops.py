@@ -113,7 +113,9 @@ def cross_entropy(
     m = x2.max(axis=1, keepdims=True)
     e = np.exp(x2 - m)
     s = e.sum(axis=1, keepdims=True)
-    losses = (m + np.log(s)).reshape(-1) - x2[np.arange(x2.shape[0]), t]
+    # -log_softmax at the target, in log_softmax's order of operations: the
+    # max cancels exactly before the log-sum is added (1e300-sized logits).
+    losses = np.log(s).reshape(-1) - (x2[np.arange(x2.shape[0]), t] - m.reshape(-1))
     n = x2.shape[0]
     if valid is not None:
         losses = np.where(valid, losses, 0.0).astype(x.dtype, copy=False)

@@ -26,9 +26,9 @@ def _axes(axis: Axis, ndim: int, op: str) -> tuple[int, ...]:
     for a in items:
         if not isinstance(a, (int, np.integer)):
             raise TypeError(f"{op}: axis must be an int or a sequence of ints, got {axis!r}")
-        if not -ndim <= a < max(ndim, 1):
+        if not -ndim <= a < (ndim or 1):
             raise ValueError(f"{op}: axis {a} is out of range for {ndim} dimensions")
-        out.append(int(a) % max(ndim, 1))
+        out.append(int(a) % (ndim or 1))
     if len(set(out)) != len(out):
         raise ValueError(f"{op}: repeated axis in {axis!r}")
     if ndim == 0:  # a scalar's only axis is itself (as PyTorch's dim 0)

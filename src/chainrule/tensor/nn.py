@@ -1,0 +1,297 @@
+"""Layers on Tensors, up to a GPT with microgpt's architecture.
+
+A :class:`Module` holds parameters (Tensor attributes) and sub-modules;
+``parameters()`` finds them all, in the order they were assigned, so two
+models built alike list their parameters alike (and a checkpoint is just
+the named arrays).
+
+The GPT is microgpt's, batched: token and position embeddings, an RMS norm,
+then ``n_layer`` pre-norm blocks of causal self-attention and a ReLU MLP,
+each added to the residual stream, and a linear head. No biases, no
+learned norm weights.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterator
+from dataclasses import asdict, dataclass
+from typing import Any
+
+import numpy as np
+
+from .linalg import linear
+from .nn_ops import attention, cross_entropy, layer_norm, rms_norm
+from .shape import embedding
+from .tensor import FLOAT_DTYPES, Tensor
+
+
+def _dtype(dtype: Any) -> np.dtype:
+    d = np.dtype(dtype)
+    if d not in FLOAT_DTYPES:
+        raise TypeError(f"dtype must be float32 or float64, got {d}")
+    return d
+
+
+class Module:
+    """Base class: parameters are the Tensor attributes, recursively
+    through Module attributes and lists of Modules."""
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        return self.forward(*args, **kwargs)
+
+    def forward(self, *args: Any, **kwargs: Any) -> Any:
+        raise NotImplementedError
+
+    def named_parameters(self, prefix: str = "") -> Iterator[tuple[str, Tensor]]:
+        """``(dotted name, parameter)`` pairs, in assignment order."""
+        for name, value in vars(self).items():
+            if isinstance(value, Tensor):
+                yield prefix + name, value
+            elif isinstance(value, Module):
+                yield from value.named_parameters(f"{prefix}{name}.")
+            elif isinstance(value, (list, tuple)):
+                for i, item in enumerate(value):
+                    if isinstance(item, Module):
+                        yield from item.named_parameters(f"{prefix}{name}.{i}.")
+
+    def parameters(self) -> list[Tensor]:
+        return [p for _, p in self.named_parameters()]
+
+    def zero_grad(self) -> None:
+        for p in self.parameters():
+            p.grad = None
+
+    def state_dict(self) -> dict[str, np.ndarray]:
+        """The parameter arrays by name (shared, not copied)."""
+        return {name: p.data for name, p in self.named_parameters()}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        """Copy arrays into the parameters; names and shapes must match."""
+        params = dict(self.named_parameters())
+        if set(state) != set(params):
+            missing = sorted(set(params) - set(state))
+            extra = sorted(set(state) - set(params))
+            raise ValueError(f"load_state_dict: missing {missing}, unexpected {extra}")
+        for name, p in params.items():
+            arr = np.asarray(state[name], dtype=p.data.dtype)
+            if arr.shape != p.data.shape:
+                raise ValueError(
+                    f"load_state_dict: {name} has shape {arr.shape}, expected {p.data.shape}"
+                )
+            p.data[...] = arr
+
+    def num_parameters(self) -> int:
+        return sum(p.data.size for p in self.parameters())
+
+
+class Linear(Module):
+    """``y = x @ weight.T + bias``; ``weight`` is ``(out, in)`` and starts
+    uniform in ``±1/sqrt(in)``, as PyTorch's."""
+
+    def __init__(
+        self,
+        in_features: int,
+        out_features: int,
+        bias: bool = True,
+        *,
+        dtype: Any = np.float64,
+        rng: np.random.Generator | None = None,
+    ) -> None:
+        rng = rng or np.random.default_rng()
+        bound = 1.0 / math.sqrt(in_features)
+        d = _dtype(dtype)
+        self.weight = Tensor(rng.uniform(-bound, bound, (out_features, in_features)).astype(d))
+        self.bias = Tensor(rng.uniform(-bound, bound, out_features).astype(d)) if bias else None
+
+    def forward(self, x: Tensor) -> Tensor:
+        return linear(x, self.weight, self.bias)
+
+
+class Embedding(Module):
+    """A table of ``num_embeddings`` vectors; ``forward(indices)`` picks rows."""
+
+    def __init__(
+        self,
+        num_embeddings: int,
+        embedding_dim: int,
+        *,
+        dtype: Any = np.float64,
+        rng: np.random.Generator | None = None,
+    ) -> None:
+        rng = rng or np.random.default_rng()
+        self.weight = Tensor(
+            rng.standard_normal((num_embeddings, embedding_dim)).astype(_dtype(dtype))
+        )
+
+    def forward(self, indices: Any) -> Tensor:
+        return embedding(self.weight, indices)
+
+
+class RMSNorm(Module):
+    """``x / sqrt(mean(x^2) + eps)`` over the last axis, times a learned
+    weight when ``elementwise_affine`` (microgpt has none)."""
+
+    def __init__(
+        self,
+        dim: int,
+        eps: float = 1e-5,
+        elementwise_affine: bool = True,
+        *,
+        dtype: Any = np.float64,
+    ) -> None:
+        self.eps = eps
+        self.weight = Tensor(np.ones(dim, dtype=_dtype(dtype))) if elementwise_affine else None
+
+    def forward(self, x: Tensor) -> Tensor:
+        return rms_norm(x, self.weight, self.eps)
+
+
+class LayerNorm(Module):
+    """``(x - mean) / sqrt(var + eps) * weight + bias`` over the last axis."""
+
+    def __init__(
+        self, dim: int, eps: float = 1e-5, bias: bool = True, *, dtype: Any = np.float64
+    ) -> None:
+        d = _dtype(dtype)
+        self.eps = eps
+        self.weight = Tensor(np.ones(dim, dtype=d))
+        self.bias = Tensor(np.zeros(dim, dtype=d)) if bias else None
+
+    def forward(self, x: Tensor) -> Tensor:
+        return layer_norm(x, self.weight, self.bias, self.eps)
+
+
+class CausalSelfAttention(Module):
+    """Multi-head self-attention in which position ``t`` sees positions
+    ``<= t``. Separate query, key, value and output matrices, no biases,
+    as in microgpt."""
+
+    def __init__(
+        self,
+        n_embd: int,
+        n_head: int,
+        *,
+        dtype: Any = np.float64,
+        rng: np.random.Generator | None = None,
+    ) -> None:
+        if n_embd % n_head:
+            raise ValueError(f"CausalSelfAttention: n_embd {n_embd} not divisible by n_head {n_head}")
+        self.n_head = n_head
+        kw: dict[str, Any] = {"bias": False, "dtype": dtype, "rng": rng}
+        self.wq = Linear(n_embd, n_embd, **kw)
+        self.wk = Linear(n_embd, n_embd, **kw)
+        self.wv = Linear(n_embd, n_embd, **kw)
+        self.wo = Linear(n_embd, n_embd, **kw)
+
+    def forward(self, x: Tensor) -> Tensor:
+        B, T, C = x.shape
+        H = self.n_head
+        heads = (B, T, H, C // H)
+
+        def split(w: Linear) -> Tensor:  # (B, T, C) -> (B, H, T, C/H)
+            return w(x).reshape(heads).transpose(0, 2, 1, 3)
+
+        y = attention(split(self.wq), split(self.wk), split(self.wv), causal=True)
+        return self.wo(y.transpose(0, 2, 1, 3).reshape(B, T, C))
+
+
+class MLP(Module):
+    """``fc2(relu(fc1(x)))``, widening by ``ratio`` in between."""
+
+    def __init__(
+        self,
+        n_embd: int,
+        ratio: int = 4,
+        *,
+        dtype: Any = np.float64,
+        rng: np.random.Generator | None = None,
+    ) -> None:
+        kw: dict[str, Any] = {"bias": False, "dtype": dtype, "rng": rng}
+        self.fc1 = Linear(n_embd, ratio * n_embd, **kw)
+        self.fc2 = Linear(ratio * n_embd, n_embd, **kw)
+
+    def forward(self, x: Tensor) -> Tensor:
+        return self.fc2(self.fc1(x).relu())
+
+
+class Block(Module):
+    """A pre-norm transformer block: ``x + attn(norm(x))``, then
+    ``x + mlp(norm(x))``."""
+
+    def __init__(
+        self,
+        n_embd: int,
+        n_head: int,
+        *,
+        dtype: Any = np.float64,
+        rng: np.random.Generator | None = None,
+    ) -> None:
+        self.norm1 = RMSNorm(n_embd, elementwise_affine=False, dtype=dtype)
+        self.attn = CausalSelfAttention(n_embd, n_head, dtype=dtype, rng=rng)
+        self.norm2 = RMSNorm(n_embd, elementwise_affine=False, dtype=dtype)
+        self.mlp = MLP(n_embd, dtype=dtype, rng=rng)
+
+    def forward(self, x: Tensor) -> Tensor:
+        x = x + self.attn(self.norm1(x))
+        return x + self.mlp(self.norm2(x))
+
+
+@dataclass(frozen=True)
+class GPTConfig:
+    """The size of a GPT. The defaults are microgpt's."""
+
+    vocab_size: int = 27
+    block_size: int = 16
+    n_embd: int = 16
+    n_head: int = 4
+    n_layer: int = 1
+    init_std: float = 0.08
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+class GPT(Module):
+    """microgpt's transformer on batches: ``forward(idx)`` maps integer
+    tokens ``(B, T)``, ``T <= block_size``, to logits ``(B, T, vocab)``;
+    with ``targets`` it also returns the mean cross-entropy (targets equal
+    to -100 are padding and do not count).
+
+    Every weight starts normal with standard deviation ``init_std`` (0.08,
+    as microgpt), drawn from ``rng``.
+    """
+
+    def __init__(
+        self,
+        config: GPTConfig,
+        *,
+        dtype: Any = np.float64,
+        rng: np.random.Generator | None = None,
+    ) -> None:
+        rng = rng or np.random.default_rng()
+        self.config = config
+        c = config
+        self.wte = Embedding(c.vocab_size, c.n_embd, dtype=dtype, rng=rng)
+        self.wpe = Embedding(c.block_size, c.n_embd, dtype=dtype, rng=rng)
+        self.norm = RMSNorm(c.n_embd, elementwise_affine=False, dtype=dtype)
+        self.blocks = [Block(c.n_embd, c.n_head, dtype=dtype, rng=rng) for _ in range(c.n_layer)]
+        self.lm_head = Linear(c.n_embd, c.vocab_size, bias=False, dtype=dtype, rng=rng)
+        d = _dtype(dtype)
+        for p in self.parameters():
+            p.data[...] = (rng.standard_normal(p.data.shape) * c.init_std).astype(d)
+
+    def forward(self, idx: Any, targets: Any = None) -> Any:
+        idx = np.asarray(idx)
+        if idx.ndim != 2:
+            raise ValueError(f"GPT: idx must be (batch, time), got shape {idx.shape}")
+        T = idx.shape[1]
+        if T > self.config.block_size:
+            raise ValueError(f"GPT: sequence of {T} is longer than block_size {self.config.block_size}")
+        x = self.norm(self.wte(idx) + self.wpe(np.arange(T)))
+        for block in self.blocks:
+            x = block(x)
+        logits = self.lm_head(x)
+        if targets is None:
+            return logits
+        return logits, cross_entropy(logits, targets)
