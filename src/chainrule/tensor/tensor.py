@@ -348,9 +348,9 @@ def constant(x: Any, op: str) -> Any:
     """A non-Tensor operand as ops use it: a Python float for any real
     scalar (so a float32 tensor stays float32, as in PyTorch), an array
     otherwise."""
-    if isinstance(x, float):
+    if type(x) is float:
         return x
-    if isinstance(x, numbers.Real):  # int, bool, NumPy real scalars
+    if isinstance(x, numbers.Real):  # int, bool, NumPy real scalars (np.float64 too)
         return float(x)
     if isinstance(x, np.ndarray):
         if x.dtype.kind not in "biuf":
