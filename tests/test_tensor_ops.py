@@ -310,7 +310,10 @@ def test_softmax_family_stable_at_large_logits(torch: Any, scale: float) -> None
     for ours, theirs in [
         (lambda t: t.softmax(), lambda t: F.softmax(t, dim=-1)),
         (lambda t: t.log_softmax(), lambda t: F.log_softmax(t, dim=-1)),
-        (lambda t: ct.cross_entropy(t, np.array([0, 2])), lambda t: F.cross_entropy(t, torch.tensor([0, 2]))),
+        (
+            lambda t: ct.cross_entropy(t, np.array([0, 2])),
+            lambda t: F.cross_entropy(t, torch.tensor([0, 2])),
+        ),
     ]:
         y = compare(torch, ours, theirs, [x])
         assert np.isfinite(y.data).all()

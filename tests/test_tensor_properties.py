@@ -166,7 +166,7 @@ def test_float64_default_and_mixed_dtypes() -> None:
 def test_bad_operands_raise_type_error(bad: Any) -> None:
     x = Tensor([1.0, 2.0])
     with pytest.raises(TypeError, match=r"\*|Tensor"):
-        x * bad  # noqa: B018
+        x * bad
     with pytest.raises(TypeError, match="Tensor"):
         Tensor(bad)
 

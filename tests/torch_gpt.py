@@ -24,7 +24,9 @@ def torch_gpt(config: Any, dtype: Any = None) -> Any:
 
         def forward(self, x: Any) -> Any:
             B, T, _ = x.shape
-            q, k, v = (w(x).view(B, T, H, C // H).transpose(1, 2) for w in (self.wq, self.wk, self.wv))
+            q, k, v = (
+                w(x).view(B, T, H, C // H).transpose(1, 2) for w in (self.wq, self.wk, self.wv)
+            )
             y = F.scaled_dot_product_attention(q, k, v, is_causal=True)
             return self.wo(y.transpose(1, 2).reshape(B, T, C))
 

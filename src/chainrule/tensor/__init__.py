@@ -15,9 +15,8 @@ except ImportError as e:  # pragma: no cover - exercised without numpy only
         "chainrule.Tensor needs NumPy: pip install 'chainrule[tensor]' (or pip install numpy)"
     ) from e
 
-from .tensor import Tensor, unbroadcast  # first: the ops modules build on it
-
-from .elementwise import abs, add, div, exp, log, mul, neg, pow, relu, sigmoid, sqrt, sub, tanh
+# abs, pow, max and sum shadow the builtins on purpose, as NumPy's do.
+from .elementwise import abs, add, div, exp, log, mul, neg, pow, relu, sigmoid, sqrt, sub, tanh  # noqa: A004
 from .linalg import linear, matmul
 from .nn_ops import (
     attention,
@@ -29,8 +28,9 @@ from .nn_ops import (
     rms_norm,
     softmax,
 )
-from .reduce import max, mean, sum
+from .reduce import max, mean, sum  # noqa: A004
 from .shape import concatenate, embedding, getitem, reshape, stack, swapaxes, transpose
+from .tensor import Tensor, unbroadcast  # first: the ops modules build on it
 
 __all__ = [
     "Tensor",

@@ -35,7 +35,7 @@ def _matmul_grads(
     ga = gb = None
     if need_a:
         if a2.ndim > 2 and b2.ndim == 2:
-            n, m = g.shape[-2:]
+            m = g.shape[-1]
             ga = (g.reshape(-1, m) @ b2.T).reshape(*g.shape[:-1], b2.shape[0])
         else:
             ga = g @ _swap(b2)
@@ -67,7 +67,9 @@ def _matmul_right_vjp(g: np.ndarray, out: Tensor) -> tuple[np.ndarray | None]:
 
 def _check(a: np.ndarray, b: np.ndarray) -> None:
     if a.ndim == 0 or b.ndim == 0:
-        raise ValueError(f"matmul: operands must have at least 1 dimension, got {a.shape} @ {b.shape}")
+        raise ValueError(
+            f"matmul: operands must have at least 1 dimension, got {a.shape} @ {b.shape}"
+        )
 
 
 def matmul(a: Any, b: Any) -> Tensor:

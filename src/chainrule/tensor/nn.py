@@ -176,7 +176,9 @@ class CausalSelfAttention(Module):
         rng: np.random.Generator | None = None,
     ) -> None:
         if n_embd % n_head:
-            raise ValueError(f"CausalSelfAttention: n_embd {n_embd} not divisible by n_head {n_head}")
+            raise ValueError(
+                f"CausalSelfAttention: n_embd {n_embd} not divisible by n_head {n_head}"
+            )
         self.n_head = n_head
         kw: dict[str, Any] = {"bias": False, "dtype": dtype, "rng": rng}
         self.wq = Linear(n_embd, n_embd, **kw)
@@ -286,8 +288,10 @@ class GPT(Module):
         if idx.ndim != 2:
             raise ValueError(f"GPT: idx must be (batch, time), got shape {idx.shape}")
         T = idx.shape[1]
-        if T > self.config.block_size:
-            raise ValueError(f"GPT: sequence of {T} is longer than block_size {self.config.block_size}")
+        if self.config.block_size < T:
+            raise ValueError(
+                f"GPT: sequence of {T} is longer than block_size {self.config.block_size}"
+            )
         x = self.norm(self.wte(idx) + self.wpe(np.arange(T)))
         for block in self.blocks:
             x = block(x)

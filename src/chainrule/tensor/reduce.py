@@ -91,4 +91,6 @@ def max(x: Tensor, axis: Axis = None, keepdims: bool = False) -> Tensor:  # noqa
     if x.data.size == 0:
         raise ValueError("max: empty tensor has no maximum")
     axes = _axes(axis, x.data.ndim, "max")
-    return make(np.asarray(x.data.max(axis=axes, keepdims=keepdims)), (x,), _max_vjp, (axes, keepdims))
+    return make(
+        np.asarray(x.data.max(axis=axes, keepdims=keepdims)), (x,), _max_vjp, (axes, keepdims)
+    )

@@ -436,9 +436,7 @@ def _seed(root: Tensor, gradient: Any) -> np.ndarray:
         return np.ones_like(root.data)
     seed = np.asarray(data_of(gradient), dtype=root.data.dtype)
     if seed.shape != root.data.shape:
-        raise ValueError(
-            f"backward: gradient has shape {seed.shape}, the root {root.data.shape}"
-        )
+        raise ValueError(f"backward: gradient has shape {seed.shape}, the root {root.data.shape}")
     return seed
 
 
