@@ -21,6 +21,7 @@ from typing import Any
 
 import numpy as np
 
+from .rows import row_mean, row_sum, shifted_exp
 from .tensor import Tensor, fit, make
 
 # ----------------------------------------------------------------------------
@@ -28,30 +29,49 @@ from .tensor import Tensor, fit, make
 # ----------------------------------------------------------------------------
 
 
+def _last(axis: int, ndim: int) -> bool:
+    return axis == -1 or axis == ndim - 1
+
+
 def _softmax_vjp(g: np.ndarray, out: Tensor) -> tuple[np.ndarray]:
     p = out.data
     gp = g * p
+    if _last(out._ctx, p.ndim):
+        gp -= p * row_sum(gp)
+        return (gp,)
     return (gp - p * gp.sum(axis=out._ctx, keepdims=True),)
 
 
 def softmax(x: Tensor, axis: int = -1) -> Tensor:
     """``exp(x) / sum(exp(x))`` along ``axis``, computed without overflow."""
     xd = x.data
-    e = np.exp(xd - xd.max(axis=axis, keepdims=True))
-    e /= e.sum(axis=axis, keepdims=True)
+    if _last(axis, xd.ndim):
+        e, s, _ = shifted_exp(xd)
+    else:
+        e = np.exp(xd - xd.max(axis=axis, keepdims=True))
+        s = e.sum(axis=axis, keepdims=True)
+    e /= s
     return make(e, (x,), _softmax_vjp, axis)
 
 
 def _log_softmax_vjp(g: np.ndarray, out: Tensor) -> tuple[np.ndarray]:
-    return (g - np.exp(out.data) * g.sum(axis=out._ctx, keepdims=True),)
+    y = out.data
+    if _last(out._ctx, y.ndim):
+        return (g - np.exp(y) * row_sum(g),)
+    return (g - np.exp(y) * g.sum(axis=out._ctx, keepdims=True),)
 
 
 def log_softmax(x: Tensor, axis: int = -1) -> Tensor:
     """``x - log(sum(exp(x)))`` along ``axis``, computed without overflow."""
     xd = x.data
-    shifted = xd - xd.max(axis=axis, keepdims=True)
-    shifted -= np.log(np.exp(shifted).sum(axis=axis, keepdims=True))
-    return make(shifted, (x,), _log_softmax_vjp, axis)
+    if _last(axis, xd.ndim):
+        _, s, shift = shifted_exp(xd)
+        y = xd - shift
+    else:
+        y = xd - xd.max(axis=axis, keepdims=True)
+        s = np.exp(y).sum(axis=axis, keepdims=True)
+    y -= np.log(s)
+    return make(y, (x,), _log_softmax_vjp, axis)
 
 
 # ----------------------------------------------------------------------------
@@ -110,12 +130,11 @@ def cross_entropy(
             t = np.where(mask, t, 0)
     if t.size and (t.min() < 0 or t.max() >= n_classes):
         raise IndexError(f"cross_entropy: target out of range for {n_classes} classes")
-    m = x2.max(axis=1, keepdims=True)
-    e = np.exp(x2 - m)
-    s = e.sum(axis=1, keepdims=True)
+    e, s, shift = shifted_exp(x2)
     # -log_softmax at the target, in log_softmax's order of operations: the
-    # max cancels exactly before the log-sum is added (1e300-sized logits).
-    losses = np.log(s).reshape(-1) - (x2[np.arange(x2.shape[0]), t] - m.reshape(-1))
+    # shift cancels exactly before the log-sum is added (1e300-sized logits).
+    picked = x2[np.arange(x2.shape[0]), t]
+    losses = np.log(s).reshape(-1) - (picked - np.reshape(shift, -1))
     n = x2.shape[0]
     if valid is not None:
         losses = np.where(valid, losses, 0.0).astype(x.dtype, copy=False)
@@ -142,16 +161,16 @@ def _rms_norm_vjp(g: np.ndarray, out: Tensor) -> tuple[np.ndarray | None, ...]:
         w = out._prev[1].data
         gw = (g * (x * r)).reshape(-1, w.shape[-1]).sum(axis=0).reshape(w.shape)
         g = g * w
-        gx = r * (g - x * (r * r) * (g * x).mean(axis=-1, keepdims=True))
+        gx = r * (g - x * (r * r) * row_mean(g * x))
         return gx, gw
-    return (r * (g - x * (r * r) * (g * x).mean(axis=-1, keepdims=True)),)
+    return (r * (g - x * (r * r) * row_mean(g * x)),)
 
 
 def rms_norm(x: Tensor, weight: Tensor | None = None, eps: float = 1e-5) -> Tensor:
     """``x / sqrt(mean(x^2) + eps)`` over the last axis, times ``weight``
     when given (RMSNorm, as in microgpt and LLaMA)."""
     xd = x.data
-    r = 1.0 / np.sqrt((xd * xd).mean(axis=-1, keepdims=True) + eps)
+    r = 1.0 / np.sqrt(row_mean(xd * xd) + eps)
     y = xd * r
     if weight is None:
         return make(y, (x,), _rms_norm_vjp, r)
@@ -170,9 +189,7 @@ def _layer_norm_vjp(g: np.ndarray, out: Tensor) -> tuple[np.ndarray | None, ...]
         if len(out._prev) > 2:
             grads.append(g.reshape(rows).sum(axis=0))
         gh = g * w
-    grads[0] = r * (
-        gh - gh.mean(axis=-1, keepdims=True) - xhat * (gh * xhat).mean(axis=-1, keepdims=True)
-    )
+    grads[0] = r * (gh - row_mean(gh) - xhat * row_mean(gh * xhat))
     return tuple(grads)
 
 
@@ -182,8 +199,8 @@ def layer_norm(
     """``(x - mean) / sqrt(var + eps) * weight + bias`` over the last axis
     (biased variance, as PyTorch's LayerNorm)."""
     xd = x.data
-    xc = xd - xd.mean(axis=-1, keepdims=True)
-    r = 1.0 / np.sqrt((xc * xc).mean(axis=-1, keepdims=True) + eps)
+    xc = xd - row_mean(xd)
+    r = 1.0 / np.sqrt(row_mean(xc * xc) + eps)
     xhat = xc * r
     if weight is None:
         if bias is not None:
@@ -238,7 +255,7 @@ def _attention_vjp(g: np.ndarray, out: Tensor) -> tuple[np.ndarray, ...]:
     gv = p.swapaxes(-1, -2) @ g
     gp = g @ v.swapaxes(-1, -2)
     gs = gp * p
-    gs -= p * gs.sum(axis=-1, keepdims=True)
+    gs -= p * row_sum(gs)
     gs *= scale
     gq = gs @ k
     gk = gs.swapaxes(-1, -2) @ q
@@ -262,9 +279,8 @@ def attention(
     s *= scale
     if causal:
         s += _additive_mask(s.shape[-2], s.shape[-1], s.dtype)
-    s -= s.max(axis=-1, keepdims=True)
-    p = np.exp(s, out=s)
-    p /= p.sum(axis=-1, keepdims=True)
+    p, total, _ = shifted_exp(s)
+    p /= total
     return make(p @ vd, (q, k, v), _attention_vjp, (p, scale))
 
 
