@@ -20,6 +20,7 @@ from typing import Any
 
 import numpy as np
 
+from ..graph import no_grad
 from .linalg import linear
 from .nn_ops import attention, cross_entropy, layer_norm, rms_norm
 from .shape import embedding
@@ -299,3 +300,39 @@ class GPT(Module):
         if targets is None:
             return logits
         return logits, cross_entropy(logits, targets)
+
+    def generate(
+        self,
+        n: int,
+        bos: int,
+        *,
+        temperature: float = 0.5,
+        rng: np.random.Generator | None = None,
+    ) -> list[list[int]]:
+        """``n`` new documents, each sampled token by token from ``BOS``
+        until the model gives ``BOS`` again (or the context is full), with
+        the logits divided by ``temperature``. The ``BOS`` tokens are not
+        returned."""
+        if not temperature > 0.0:
+            raise ValueError(f"generate: temperature must be > 0, got {temperature!r}")
+        rng = rng or np.random.default_rng()
+        idx = np.full((n, 1), bos, dtype=np.int64)
+        done = np.zeros(n, dtype=bool)
+        with no_grad():
+            for _ in range(self.config.block_size):
+                logits = self(idx).data[:, -1, :].astype(np.float64) / temperature
+                p = np.exp(logits - logits.max(axis=1, keepdims=True))
+                p /= p.sum(axis=1, keepdims=True)
+                # one uniform draw per row, inverted through the cumulative sum
+                u = rng.random((n, 1))
+                nxt = np.minimum((p.cumsum(axis=1) < u).sum(axis=1), p.shape[1] - 1)
+                nxt = np.where(done, bos, nxt)
+                done |= nxt == bos
+                idx = np.concatenate([idx, nxt[:, None]], axis=1)
+                if done.all():
+                    break
+        docs = []
+        for row in idx[:, 1:]:
+            stop = np.flatnonzero(row == bos)
+            docs.append([int(t) for t in (row[: stop[0]] if stop.size else row)])
+        return docs

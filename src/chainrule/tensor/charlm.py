@@ -1,0 +1,117 @@
+"""Character-level language modelling data: the shipped names, a
+character vocabulary, padded batches, a held-out split, and the bigram
+baseline a model has to beat.
+
+A document (one name) becomes ``BOS c1 c2 ... cn BOS``, as in microgpt: the
+model reads ``BOS c1 .. cn`` and predicts ``c1 .. cn BOS``, so one token
+both starts and ends a name. Documents longer than the context are cut.
+
+The shipped list, ``chainrule/datasets/names.txt``, holds the 5,163
+distinct first names of the 1990 US Census name-frequency files
+(``dist.male.first`` and ``dist.female.first``, a work of the US
+government and so in the public domain), lowercased, one per line.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+from importlib import resources
+
+import numpy as np
+
+#: Target value for padding: ``cross_entropy`` ignores it.
+IGNORE = -100
+
+
+def shipped_names() -> list[str]:
+    """The names dataset shipped with chainrule (5,163 names, a-z)."""
+    text = resources.files("chainrule").joinpath("datasets/names.txt").read_text("utf-8")
+    return [line for line in text.split() if line]
+
+
+@dataclass(frozen=True)
+class Vocabulary:
+    """The characters of a corpus, each an integer id, plus one ``BOS`` id
+    (the last) that starts and ends every document."""
+
+    chars: str
+
+    @classmethod
+    def from_documents(cls, docs: Sequence[str]) -> Vocabulary:
+        return cls("".join(sorted(set("".join(docs)))))
+
+    @property
+    def bos(self) -> int:
+        return len(self.chars)
+
+    @property
+    def size(self) -> int:
+        return len(self.chars) + 1
+
+    @functools.cached_property
+    def _index(self) -> dict[str, int]:
+        return {c: i for i, c in enumerate(self.chars)}
+
+    def encode(self, doc: str) -> list[int]:
+        """``BOS`` + the ids of ``doc``'s characters + ``BOS``."""
+        index = self._index
+        try:
+            return [self.bos, *(index[c] for c in doc), self.bos]
+        except KeyError as e:
+            raise ValueError(f"character {e.args[0]!r} is not in the vocabulary") from None
+
+    def decode(self, ids: Sequence[int]) -> str:
+        return "".join(self.chars[i] for i in ids if i != self.bos)
+
+
+def split(docs: Sequence[str], held_out: float, seed: int) -> tuple[list[str], list[str]]:
+    """Shuffle ``docs`` with ``seed`` and hold out a fraction (at least one
+    document, if there are two or more)."""
+    order = np.random.default_rng(seed).permutation(len(docs))
+    n_held = min(max(1, round(held_out * len(docs))), len(docs) - 1) if len(docs) > 1 else 0
+    held = [docs[i] for i in order[:n_held]]
+    train = [docs[i] for i in order[n_held:]]
+    return train, held
+
+
+def encode_all(docs: Sequence[str], vocab: Vocabulary, block_size: int) -> list[np.ndarray]:
+    """Each document as token ids, cut to ``block_size + 1`` tokens (so it
+    gives at most ``block_size`` predictions)."""
+    return [np.array(vocab.encode(d)[: block_size + 1], dtype=np.int64) for d in docs]
+
+
+def batch(seqs: Sequence[np.ndarray], pad: int) -> tuple[np.ndarray, np.ndarray]:
+    """Inputs and targets ``(B, T)``, ``T`` the longest sequence's
+    predictions; shorter rows are padded (inputs with ``pad``, targets with
+    :data:`IGNORE`, which the loss skips)."""
+    T = max(len(s) for s in seqs) - 1
+    x = np.full((len(seqs), T), pad, dtype=np.int64)
+    y = np.full((len(seqs), T), IGNORE, dtype=np.int64)
+    for i, s in enumerate(seqs):
+        n = len(s) - 1
+        x[i, :n] = s[:-1]
+        y[i, :n] = s[1:]
+    return x, y
+
+
+class Bigram:
+    """P(next | previous) from counts with add-one smoothing: the baseline
+    a language model must beat, fitted on the training documents."""
+
+    def __init__(self, seqs: Sequence[np.ndarray], vocab_size: int) -> None:
+        counts = np.ones((vocab_size, vocab_size))
+        for s in seqs:
+            np.add.at(counts, (s[:-1], s[1:]), 1.0)
+        self.log_probs = np.log(counts / counts.sum(axis=1, keepdims=True))
+
+    def loss(self, seqs: Sequence[np.ndarray]) -> float:
+        """Mean negative log-likelihood per predicted token, in nats."""
+        total = 0.0
+        n = 0
+        for s in seqs:
+            total -= float(self.log_probs[s[:-1], s[1:]].sum())
+            n += len(s) - 1
+        return total / n if n else math.nan
