@@ -1,6 +1,7 @@
 """chainrule: reverse-mode automatic differentiation, micrograd's backward
 pass made exact, deep and fast."""
 
+from .check import AnomalyError, GradcheckError, GradcheckReport, detect_anomaly, gradcheck
 from .engine import (
     Primitive,
     Value,
@@ -19,19 +20,27 @@ from .engine import (
     sqrt,
     tanh,
 )
+from .functional import grad, hessian, value_and_grad
 from .graph import enable_grad, is_grad_enabled, no_grad
 
 __version__ = "0.1.0"
 
 __all__ = [
+    "AnomalyError",
+    "GradcheckError",
+    "GradcheckReport",
     "Primitive",
     "Value",
     "add_n",
     "cos",
+    "detect_anomaly",
     "dot",
     "enable_grad",
     "exp",
+    "grad",
+    "gradcheck",
     "gradients",
+    "hessian",
     "is_grad_enabled",
     "log",
     "maximum",
@@ -43,4 +52,5 @@ __all__ = [
     "softplus",
     "sqrt",
     "tanh",
+    "value_and_grad",
 ]
