@@ -89,16 +89,17 @@ class _Call:
     def __init__(self, name: str, args: tuple[Any, ...], positions: tuple[int, ...]) -> None:
         self.create_graph = _depth.level > 0 or any(map(_has_value, args))
         self.variables: list[Value] = []
-        # (position, number of variables, container type or None for a scalar)
-        self.shapes: list[tuple[int, int, type | None]] = []
+        # per differentiated argument: how many variables, and list, tuple or None (a scalar)
+        self.shapes: list[tuple[int, type | None]] = []
         call_args = list(args)
         for i in positions:
             arg = args[i]
             where = f"{name}: argument {i}"
             if isinstance(arg, (list, tuple)):
+                container = tuple if isinstance(arg, tuple) else list
                 made = [_variable(item, where) for item in arg]
-                call_args[i] = type(arg)(made) if type(arg) in (list, tuple) else made
-                self.shapes.append((i, len(made), type(arg)))
+                call_args[i] = container(made)
+                self.shapes.append((len(made), container))
                 self.variables.extend(made)
             else:
                 if not _is_scalar(arg):
@@ -108,7 +109,7 @@ class _Call:
                     )
                 self.variables.append(_variable(arg, where))
                 call_args[i] = self.variables[-1]
-                self.shapes.append((i, 1, None))
+                self.shapes.append((1, None))
         self.call_args = call_args
         self.name = name
 
@@ -135,10 +136,10 @@ class _Call:
         """Gradients shaped like the differentiated arguments."""
         grouped: list[Any] = []
         start = 0
-        for _, count, kind in self.shapes:
+        for count, container in self.shapes:
             part = [self.result(g) for g in flat[start : start + count]]
             start += count
-            grouped.append(part[0] if kind is None else kind(part) if kind is tuple else part)
+            grouped.append(part[0] if container is None else container(part))
         return grouped[0] if single else tuple(grouped)
 
 
@@ -146,6 +147,21 @@ def _named(transform: str, f: Callable[..., Any], wrapper: Callable[..., Any]) -
     name = getattr(f, "__name__", "f")
     wrapper.__name__ = wrapper.__qualname__ = f"{transform}({name})"
     wrapper.__doc__ = f"The {transform} of {name}, made by chainrule.{transform}."
+
+
+def _evaluate(
+    f: Callable[..., Any],
+    argnums: ArgNums,
+    name: str,
+    args: tuple[Any, ...],
+    kwargs: dict[str, Any],
+) -> tuple[Any, Any]:
+    positions = _positions(argnums, len(args), name)
+    call = _Call(name, args, positions)
+    with enable_grad():  # a transform, like torch.func: an outer no_grad does not apply
+        out = call.run(f, kwargs)
+        flat = gradients(out, call.variables, create_graph=call.create_graph)
+    return call.result(out), call.unflatten(flat, isinstance(argnums, int))
 
 
 def value_and_grad(f: Callable[..., Any], argnums: ArgNums = 0) -> Callable[..., Any]:
@@ -162,12 +178,7 @@ def value_and_grad(f: Callable[..., Any], argnums: ArgNums = 0) -> Callable[...,
     """
 
     def transformed(*args: Any, **kwargs: Any) -> tuple[Any, Any]:
-        positions = _positions(argnums, len(args), "value_and_grad")
-        call = _Call("value_and_grad", args, positions)
-        with enable_grad():  # a transform, like torch.func: an outer no_grad does not apply
-            out = call.run(f, kwargs)
-            flat = gradients(out, call.variables, create_graph=call.create_graph)
-        return call.result(out), call.unflatten(flat, isinstance(argnums, int))
+        return _evaluate(f, argnums, "value_and_grad", args, kwargs)
 
     _named("value_and_grad", f, transformed)
     return transformed
@@ -185,10 +196,9 @@ def grad(f: Callable[..., Any], argnums: ArgNums = 0) -> Callable[..., Any]:
     >>> grad(f)(2.0), grad(grad(f))(2.0), grad(grad(grad(f)))(2.0)
     (12.0, 12.0, 6.0)
     """
-    both = value_and_grad(f, argnums)
 
     def transformed(*args: Any, **kwargs: Any) -> Any:
-        return both(*args, **kwargs)[1]
+        return _evaluate(f, argnums, "grad", args, kwargs)[1]
 
     _named("grad", f, transformed)
     return transformed
