@@ -75,10 +75,13 @@ class GradcheckReport:
         return self.ok
 
     def __str__(self) -> str:
-        head = f"gradcheck (order {self.order}): {self.checked} derivatives checked, "
+        noun = "derivative" if self.checked == 1 else "derivatives"
+        head = f"gradcheck (order {self.order}): {self.checked} {noun} checked, "
         if self.ok:
             return head + "all agree with finite differences"
-        lines = [head + f"{len(self.mismatches)} disagree with finite differences:"]
+        count = len(self.mismatches)
+        verb = "disagrees" if count == 1 else "disagree"
+        lines = [head + f"{count} {verb} with finite differences:"]
         lines.extend(f"  {m}" for m in self.mismatches)
         return "\n".join(lines)
 
