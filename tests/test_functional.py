@@ -224,3 +224,11 @@ def test_nesting_depth_is_per_thread() -> None:
     assert grad(f)(2.0) == 4.0
     thread.join(5)
     assert seen == [6.0] and type(seen[0]) is float
+
+
+def test_a_value_keyword_argument_makes_the_result_differentiable() -> None:
+    w = Value(2.0)
+    g = grad(lambda x, w=1.0: w * x * x)(3.0, w=w)
+    assert isinstance(g, Value) and g.data == 12.0
+    g.backward()
+    assert w.grad == 6.0

@@ -249,3 +249,37 @@ def test_hessian_of_several_scalar_arguments_matches_torch(torch: Any) -> None:
     )
     for i, j in itertools.product(range(3), repeat=2):
         assert close(ours[i][j], theirs[i, j].item(), rtol=RTOL)
+
+
+def test_a_value_seed_is_differentiable(torch: Any) -> None:
+    # vector-Jacobian product with the vector a Value: d/dv (v * dy/dx) = dy/dx
+    x, v = Value(0.6), Value(2.5)
+    y = x.sin() * x
+    (vjp,) = gradients(y, [x], gradient=v, create_graph=True)
+    dvjp_dx, dvjp_dv = gradients(vjp, [x, v])
+    tx = torch.tensor(0.6, dtype=torch.float64, requires_grad=True)
+    tv = torch.tensor(2.5, dtype=torch.float64, requires_grad=True)
+    (tvjp,) = torch.autograd.grad(tx.sin() * tx, tx, grad_outputs=tv, create_graph=True)
+    t_dx, t_dv = torch.autograd.grad(tvjp, [tx, tv])
+    assert close(vjp.data, tvjp.item())
+    assert close(dvjp_dx, t_dx.item()) and close(dvjp_dv, t_dv.item())
+
+
+def test_custom_op_works_like_a_builtin() -> None:
+    # softsign(x) = x / (1 + |x|), derivative 1 / (1 + |x|)^2
+    softsign = Primitive(
+        "softsign",
+        lambda x: x / (1.0 + abs(x)),
+        lambda M, x, out: (M.div(1.0, (1.0 + M.sign(x) * x) ** 2),),
+    )
+    x = Value(-0.5, label="x")
+    y = softsign(x * 2.0)
+    assert y._op == "softsign" and len(y._prev) == 1 and y._prev[0]._prev == (x,)  # drawable
+    y.backward()
+    assert y.data == -0.5 and x.grad == 2.0 * 0.25
+    assert chainrule.gradcheck(lambda v: softsign(v * 2.0), [-0.5], order=2).ok
+    # second derivative of softsign(u) = -2 sign(u) / (1 + |u|)^3, at u = 2x = -1: 0.25; times 2^2
+    assert hessian(lambda v: softsign(v * 2.0))(-0.5) == [[4 * 0.25]]
+    with chainrule.no_grad():
+        assert softsign(x)._prev == ()
+    assert softsign(3.0).data == 0.75  # numbers are lifted

@@ -37,7 +37,6 @@ def _forward(net: list[list[tuple[list[Value], Value]]], x: list[Any]) -> Value:
 def _traced_without_gc() -> Iterator[None]:
     """tracemalloc on and the cyclic collector off: memory that comes back
     comes back by reference counting alone, so no graph forms a cycle."""
-    gc.collect()
     was_enabled = gc.isenabled()
     gc.disable()
     tracemalloc.start()
@@ -117,7 +116,6 @@ def test_backward_create_graph_memory_comes_back_after_a_collection() -> None:
     # not free it, the cyclic collector does.
     with _traced_without_gc():
         x = Value(0.5)
-        gc.collect()
         before = tracemalloc.get_traced_memory()[0]
         for _ in range(50):
             y = x

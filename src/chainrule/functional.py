@@ -86,8 +86,18 @@ def _positions(argnums: ArgNums | None, nargs: int, name: str) -> tuple[int, ...
 class _Call:
     """One call of a transformed function: its variables, and ``f`` run on them."""
 
-    def __init__(self, name: str, args: tuple[Any, ...], positions: tuple[int, ...]) -> None:
-        self.create_graph = _depth.level > 0 or any(map(_has_value, args))
+    def __init__(
+        self,
+        name: str,
+        args: tuple[Any, ...],
+        kwargs: dict[str, Any],
+        positions: tuple[int, ...],
+    ) -> None:
+        # Values among the arguments, or an outer transform, may want to
+        # differentiate the result again: then it is a graph, else floats.
+        self.create_graph = (
+            _depth.level > 0 or any(map(_has_value, args)) or any(map(_has_value, kwargs.values()))
+        )
         self.variables: list[Value] = []
         # per differentiated argument: how many variables, and list, tuple or None (a scalar)
         self.shapes: list[tuple[int, type | None]] = []
@@ -157,7 +167,7 @@ def _evaluate(
     kwargs: dict[str, Any],
 ) -> tuple[Any, Any]:
     positions = _positions(argnums, len(args), name)
-    call = _Call(name, args, positions)
+    call = _Call(name, args, kwargs, positions)
     with enable_grad():  # a transform, like torch.func: an outer no_grad does not apply
         out = call.run(f, kwargs)
         flat = gradients(out, call.variables, create_graph=call.create_graph)
@@ -221,7 +231,7 @@ def hessian(f: Callable[..., Any], argnums: ArgNums | None = None) -> Callable[.
 
     def transformed(*args: Any, **kwargs: Any) -> list[list[Any]]:
         positions = _positions(argnums, len(args), "hessian")
-        call = _Call("hessian", args, positions)
+        call = _Call("hessian", args, kwargs, positions)
         with enable_grad():
             out = call.run(f, kwargs)
             first = gradients(out, call.variables, create_graph=True)
