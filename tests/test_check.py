@@ -298,3 +298,12 @@ def test_per_thread() -> None:
         thread.start()
         thread.join(5)
     assert results == [-math.inf]
+
+
+def test_order_two_catches_a_rule_that_leaves_the_graph_through_math() -> None:
+    # math.exp accepts a Value (through __float__) and returns a float: on
+    # Values the rule silently becomes a constant, so only order 2 sees it.
+    exp_math = Primitive("exp_math", math.exp, lambda M, x, out: (math.exp(x),))
+    assert gradcheck(exp_math, [0.3]).ok
+    (m,) = gradcheck(exp_math, [0.3], order=2).mismatches
+    assert (m.index, m.analytic) == ((0, 0), 0.0) and math.isclose(m.numeric, math.exp(0.3))
