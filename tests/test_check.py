@@ -307,3 +307,9 @@ def test_order_two_catches_a_rule_that_leaves_the_graph_through_math() -> None:
     assert gradcheck(exp_math, [0.3]).ok
     (m,) = gradcheck(exp_math, [0.3], order=2).mismatches
     assert (m.index, m.analytic) == ((0, 0), 0.0) and math.isclose(m.numeric, math.exp(0.3))
+
+
+def test_gradcheck_inside_no_grad() -> None:
+    with chainrule.no_grad():
+        assert gradcheck(CUBE, [2.0], order=2).ok
+        assert not gradcheck(BAD_CUBE, [2.0])

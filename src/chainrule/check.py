@@ -22,7 +22,7 @@ from math import isfinite
 from typing import Any
 
 from .engine import Value, gradients
-from .graph import no_grad, observing
+from .graph import enable_grad, no_grad, observing
 
 # --------------------------------------------------------------------------
 # gradcheck
@@ -177,23 +177,24 @@ def gradcheck(
     n = len(point)
     mismatches: list[Mismatch] = []
 
-    def compare(order: int, index: tuple[int, ...], analytic: float, numeric: float) -> None:
+    def compare(k: int, index: tuple[int, ...], analytic: float, numeric: float) -> None:
         if not _agree(analytic, numeric, atol, rtol):
-            mismatches.append(Mismatch(order, index, analytic, numeric))
+            mismatches.append(Mismatch(k, index, analytic, numeric))
 
-    first = _gradient(f, point)
-    for i in range(n):
-        compare(1, (i,), first[i], _central(lambda p: _evaluate(f, p), point, i, eps))
-    checked = n
-    if order == 2:
-        xs = [Value(p) for p in point]
-        graph = gradients(_output(f, xs), xs, create_graph=True)
-        rows = [gradients(g, xs) for g in graph]
-        columns = [_central(lambda p: _gradient(f, p), point, j, eps) for j in range(n)]
+    with enable_grad():  # the analytic side needs a graph even inside no_grad
+        first = _gradient(f, point)
         for i in range(n):
-            for j in range(n):
-                compare(2, (i, j), rows[i][j], columns[j][i])
-        checked += n * n
+            compare(1, (i,), first[i], _central(lambda p: _evaluate(f, p), point, i, eps))
+        checked = n
+        if order == 2:
+            xs = [Value(p) for p in point]
+            graph = gradients(_output(f, xs), xs, create_graph=True)
+            rows = [gradients(g, xs) for g in graph]
+            columns = [_central(lambda p: _gradient(f, p), point, j, eps) for j in range(n)]
+            for i in range(n):
+                for j in range(n):
+                    compare(2, (i, j), rows[i][j], columns[j][i])
+            checked += n * n
     report = GradcheckReport(mismatches, checked, order)
     if raise_exception and mismatches:
         raise GradcheckError(report)
