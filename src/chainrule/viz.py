@@ -228,12 +228,14 @@ def draw(
     root: Value,
     path: str | os.PathLike[str],
     *,
+    format: str | None = None,  # noqa: A002
     max_nodes: int = DEFAULT_MAX_NODES,
     rankdir: str = "LR",
     timeout: float = 30.0,
 ) -> Path:
     """Draw the graph of ``root`` into ``path``, an ``.svg``, ``.png`` or
-    ``.pdf`` file (the extension picks the format), and return the path.
+    ``.pdf`` file, and return the path. The extension picks the format
+    unless ``format`` names one.
 
     Runs Graphviz's ``dot``; raises :class:`GraphvizNotFound` with the
     install hint when it is missing. Call ``backward()`` first to see grads.
@@ -245,7 +247,9 @@ def draw(
     PosixPath('graph.svg')
     """
     path = Path(path)
-    fmt = path.suffix.lower().lstrip(".")
+    fmt = format or path.suffix.lower().lstrip(".")
+    if format is not None and format not in FORMATS:
+        raise ValueError(f"draw: format must be one of {', '.join(FORMATS)}, got {format!r}")
     if fmt not in FORMATS:
         raise ValueError(
             f"draw: cannot tell the format of {str(path)!r}: "
