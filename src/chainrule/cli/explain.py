@@ -32,9 +32,9 @@ def register(subparsers: Any) -> None:
     p = subparsers.add_parser(
         "explain",
         help="print the backward pass of a formula as a table, node by node",
-        description="Build the graph of FORMULA with the given values, run the backward "
-        "pass and print, for every node in reverse topological order, its operation, "
-        "data, local gradients and grad.",
+        description="Build the graph of FORMULA with the given values, run the backward\n"
+        "pass and print, for every node in reverse topological order, its\n"
+        "operation, data, local gradients and grad.",
         epilog=EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
