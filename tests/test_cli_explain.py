@@ -17,6 +17,14 @@ from chainrule.cli import main
 SRC = Path(__file__).resolve().parent.parent / "src"
 
 
+def require_dot() -> None:
+    """Skip without Graphviz, except in CI, where drawing must be tested."""
+    if shutil.which("dot") is None:
+        if os.environ.get("CI"):
+            pytest.fail("Graphviz's `dot` is required in CI (apt-get install graphviz)")
+        pytest.skip("Graphviz's `dot` is not installed")
+
+
 def run(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:
     code = main(["explain", *args])
     out, err = capsys.readouterr()
@@ -146,18 +154,14 @@ def test_svg_without_graphviz(
 
 
 def test_svg_into_a_missing_directory(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
-    if shutil.which("dot") is None and not os.environ.get("CI"):
-        pytest.skip("Graphviz's `dot` is not installed")
+    require_dot()
     target = tmp_path / "no" / "such" / "g.svg"
     code, _, err = run(capsys, "a*b", "a=2", "b=3", "--svg", str(target))
     assert code == 1 and err.startswith(f"error: cannot write {target}")
 
 
 def test_svg_of_seed_002(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
-    if shutil.which("dot") is None:
-        if os.environ.get("CI"):
-            pytest.fail("Graphviz's `dot` is required in CI (apt-get install graphviz)")
-        pytest.skip("Graphviz's `dot` is not installed")
+    require_dot()
     path = tmp_path / "seed002.svg"
     code, _, err = run(capsys, "relu(a*b + d)", "a=2", "b=-3", "d=10", "--svg", str(path))
     assert (code, err) == (0, f"wrote {path}\n")
