@@ -20,8 +20,10 @@ from .engine import (
     sqrt,
     tanh,
 )
+from .explain import explain
 from .functional import grad, hessian, value_and_grad
 from .graph import enable_grad, is_grad_enabled, no_grad
+from .viz import draw, to_dot
 
 __version__ = "0.1.0"
 
@@ -35,8 +37,10 @@ __all__ = [
     "cos",
     "detect_anomaly",
     "dot",
+    "draw",
     "enable_grad",
     "exp",
+    "explain",
     "grad",
     "gradcheck",
     "gradients",
@@ -52,5 +56,6 @@ __all__ = [
     "softplus",
     "sqrt",
     "tanh",
+    "to_dot",
     "value_and_grad",
 ]
