@@ -1,6 +1,7 @@
 """chainrule: reverse-mode automatic differentiation, micrograd's backward
 pass made exact, deep and fast."""
 
+from .check import AnomalyError, GradcheckError, GradcheckReport, detect_anomaly, gradcheck
 from .engine import (
     Primitive,
     Value,
@@ -19,7 +20,10 @@ from .engine import (
     sqrt,
     tanh,
 )
+from .explain import explain
+from .functional import grad, hessian, value_and_grad
 from .graph import enable_grad, is_grad_enabled, no_grad
+from .viz import draw, to_dot
 
 __version__ = "0.1.0"
 
@@ -34,15 +38,24 @@ def __getattr__(name: str) -> object:
 
 
 __all__ = [
+    "AnomalyError",
+    "GradcheckError",
+    "GradcheckReport",
     "Primitive",
     "Tensor",
     "Value",
     "add_n",
     "cos",
+    "detect_anomaly",
     "dot",
+    "draw",
     "enable_grad",
     "exp",
+    "explain",
+    "grad",
+    "gradcheck",
     "gradients",
+    "hessian",
     "is_grad_enabled",
     "log",
     "maximum",
@@ -54,4 +67,6 @@ __all__ = [
     "softplus",
     "sqrt",
     "tanh",
+    "to_dot",
+    "value_and_grad",
 ]
