@@ -99,14 +99,32 @@ def save(
         "sha256": _digest(architecture, parameters),
         "metadata": metadata or {},
     }
-    text = json.dumps(document, indent=1, allow_nan=False) + "\n"
-    _write_atomically(Path(path), text)
+    _write_atomically(Path(path), _layout(document))
+
+
+def _layout(document: dict[str, Any]) -> str:
+    """JSON with one top-level key a line and one parameter a line: easy to
+    read and to diff."""
+
+    def compact(x: Any) -> str:
+        return json.dumps(x, allow_nan=False)
+
+    lines = []
+    for key, value in document.items():
+        if key == "parameters":
+            entries = [f"  {compact(n)}: {compact(v)}" for n, v in value.items()]
+            lines.append(' "parameters": {\n' + ",\n".join(entries) + "\n }")
+        else:
+            lines.append(f" {compact(key)}: {compact(value)}")
+    return "{\n" + ",\n".join(lines) + "\n}\n"
 
 
 def _write_atomically(path: Path, text: str) -> None:
     directory = path.parent
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=directory)
     try:
+        # mkstemp makes the file private (0600); a checkpoint is an ordinary file.
+        os.chmod(tmp, 0o644)
         with os.fdopen(fd, "w", encoding="utf-8") as f:
             f.write(text)
             f.flush()

@@ -134,7 +134,9 @@ def make_blobs(
     if not cluster_std >= 0.0:
         raise ValueError(f"cluster_std must be >= 0, got {cluster_std!r}")
     rng = _rng(seed)
-    if isinstance(centers, int) and not isinstance(centers, bool):
+    if isinstance(centers, bool):
+        raise ValueError("make_blobs: centers must be a count or a list of points")
+    if isinstance(centers, int):
         if centers < 1 or n_features < 1:
             raise ValueError("make_blobs: centers and n_features must be >= 1")
         low, high = center_box

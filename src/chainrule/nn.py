@@ -10,11 +10,11 @@ back. The losses live in :mod:`chainrule.losses`.
 >>> import random
 >>> from chainrule.nn import MLP
 >>> random.seed(1337)
->>> model = MLP(2, [4, 1])
+>>> model = MLP(2, [3, 1])
 >>> model
-MLP of [Layer of [ReLUNeuron(2), ReLUNeuron(2), ReLUNeuron(2), ReLUNeuron(2)], Layer of [LinearNeuron(4)]]
+MLP of [Layer of [ReLUNeuron(2), ReLUNeuron(2), ReLUNeuron(2)], Layer of [LinearNeuron(3)]]
 >>> len(model.parameters())
-17
+13
 """
 
 from __future__ import annotations

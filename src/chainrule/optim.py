@@ -51,12 +51,12 @@ class Optimizer:
 
 
 class SGD(Optimizer):
-    """Stochastic gradient descent, as ``torch.optim.SGD``::
+    """Stochastic gradient descent, as ``torch.optim.SGD``.
 
-        g = grad + weight_decay * data
-        buf = g (first step), then momentum * buf + g     (if momentum)
-        g = g + momentum * buf (nesterov) or buf          (if momentum)
-        data = data - lr * g
+    For each parameter: ``g = grad + weight_decay * data``; with momentum
+    the velocity ``buf`` is ``g`` on the first step and
+    ``momentum * buf + g`` after it, and ``g`` becomes ``buf`` (or
+    ``g + momentum * buf`` with ``nesterov``); then ``data = data - lr * g``.
     """
 
     def __init__(

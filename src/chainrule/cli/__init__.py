@@ -12,7 +12,9 @@ import sys
 from collections.abc import Sequence
 
 # One line per command module (chainrule/cli/<name>.py).
-COMMANDS: list[str] = []
+COMMANDS: list[str] = [
+    "moons",
+]
 
 
 def build_parser() -> argparse.ArgumentParser:
