@@ -87,7 +87,9 @@ class SGD(Optimizer):
             if momentum:
                 # The first step starts the velocity at the gradient itself
                 # (not at zero), as PyTorch does.
-                buf = g if buffers[i] is None else momentum * buffers[i] + g
+                # g * 1.0 copies an array gradient, so a later in-place update
+                # of .grad cannot reach into the velocity.
+                buf = g * 1.0 if buffers[i] is None else momentum * buffers[i] + g
                 buffers[i] = buf
                 g = g + momentum * buf if self.nesterov else buf
             p.data = p.data - lr * g
