@@ -56,7 +56,12 @@ def test_file_is_readable_json(saved: tuple[MLP, Path]) -> None:
     text = path.read_text(encoding="utf-8")
     doc = json.loads(text)
     assert doc["format"] == "chainrule-checkpoint" and doc["version"] == 1
-    assert doc["architecture"] == {"type": "MLP", "nin": 2, "nouts": [8, 8, 1], "activation": "relu"}
+    assert doc["architecture"] == {
+        "type": "MLP",
+        "nin": 2,
+        "nouts": [8, 8, 1],
+        "activation": "relu",
+    }
     assert len(doc["parameters"]) == len(_model().parameters())
     assert '\n  "layers.0.neurons.0.w.0": ' in text  # one parameter a line
 
@@ -65,7 +70,7 @@ def test_checkpoint_of_another_architecture(saved: tuple[MLP, Path]) -> None:
     _, path = saved
     for other in (_model(3, [8, 4, 1]), _model(3, activation="tanh")):
         before = other.state_dict()
-        with pytest.raises(CheckpointError, match="checkpoint is for MLP.*but the model is MLP"):
+        with pytest.raises(CheckpointError, match=r"checkpoint is for MLP.*but the model is MLP"):
             checkpoint.load(path, other)
         assert other.state_dict() == before
 
@@ -149,7 +154,7 @@ def test_missing_checkpoint(tmp_path: Path) -> None:
 def test_a_crash_mid_save_leaves_the_old_file(
     saved: tuple[MLP, Path], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    model, path = saved
+    _, path = saved
     old = path.read_bytes()
 
     def crash(*args: object) -> None:

@@ -4,6 +4,7 @@ text-file loader's errors."""
 from __future__ import annotations
 
 import doctest
+import itertools
 import math
 import random
 import statistics
@@ -59,7 +60,7 @@ def test_circles_radii() -> None:
     # evenly spaced, the end point left out so no point repeats
     angles = sorted(math.atan2(b, a) % (2 * math.pi) for (a, b), t in zip(X, y) if t == 0)
     assert angles[0] == 0.0
-    assert all(math.isclose(q - p, 2 * math.pi / 10) for p, q in zip(angles, angles[1:]))
+    assert all(math.isclose(q - p, 2 * math.pi / 10) for p, q in itertools.pairwise(angles))
 
 
 def test_blobs_share_points_out_and_centre_them() -> None:

@@ -7,7 +7,6 @@ import random
 from typing import Any
 
 import pytest
-from conftest import close
 
 from chainrule import Value, gradients
 from chainrule.losses import (
@@ -18,6 +17,7 @@ from chainrule.losses import (
     logsumexp,
     mse_loss,
 )
+from conftest import close
 
 
 def _values(xs: list[float]) -> list[Value]:

@@ -9,11 +9,11 @@ from typing import Any
 
 import micrograd.nn as mg
 import pytest
-from conftest import close
 
 import chainrule.nn
 from chainrule import Value
 from chainrule.nn import MLP, Layer, Module, Neuron
+from conftest import close
 
 
 def _pair(seed: int, make: Any) -> tuple[Any, Any]:
