@@ -3,6 +3,7 @@ every error a user can cause is one line, not a traceback."""
 
 from __future__ import annotations
 
+import doctest
 import io
 import os
 import subprocess
@@ -11,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+import chainrule.progress
 from chainrule import checkpoint
 from chainrule.cli import main
 from chainrule.cli.moons import PLOT_HINT, objective, train
@@ -150,3 +152,8 @@ def test_console_entry_point(tmp_path: Path) -> None:
     assert done.returncode == 0, done.stderr
     assert done.stdout.splitlines()[-1].startswith("accuracy: ")
     assert (tmp_path / "moons.json").exists()
+
+
+def test_progress_docstring_example() -> None:
+    result = doctest.testmod(chainrule.progress)
+    assert result.attempted > 0 and result.failed == 0

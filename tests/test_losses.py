@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import doctest
 import math
 import random
 from typing import Any
 
 import pytest
 
+import chainrule.losses
 from chainrule import Value, gradients
 from chainrule.losses import (
     binary_cross_entropy_with_logits,
@@ -177,3 +179,8 @@ def test_logsumexp_is_one_node() -> None:
 def test_bad_arguments_raise_value_error(call: Any) -> None:
     with pytest.raises(ValueError):
         call()
+
+
+def test_docstring_examples() -> None:
+    result = doctest.testmod(chainrule.losses)
+    assert result.attempted > 0 and result.failed == 0

@@ -10,12 +10,14 @@ compared to 1e-13, far below any difference a wrong formula would make
 
 from __future__ import annotations
 
+import doctest
 import random
 from typing import Any
 
 import numpy as np
 import pytest
 
+import chainrule.optim
 from chainrule import Value
 from chainrule.optim import SGD, Adam, LinearDecay
 
@@ -201,3 +203,8 @@ def test_linear_decay_scales_the_base_rate() -> None:
 def test_bad_settings_raise_value_error(make: Any) -> None:
     with pytest.raises(ValueError):
         make()
+
+
+def test_docstring_examples() -> None:
+    result = doctest.testmod(chainrule.optim)
+    assert result.attempted > 0 and result.failed == 0

@@ -1,6 +1,7 @@
 """chainrule: reverse-mode automatic differentiation, micrograd's backward
 pass made exact, deep and fast."""
 
+from . import checkpoint, data, losses, nn, optim
 from .engine import (
     Primitive,
     Value,
@@ -20,23 +21,37 @@ from .engine import (
     tanh,
 )
 from .graph import enable_grad, is_grad_enabled, no_grad
+from .nn import MLP, Layer, Module, Neuron
+from .optim import SGD, Adam, LinearDecay
 
 __version__ = "0.1.0"
 
 __all__ = [
+    "MLP",
+    "SGD",
+    "Adam",
+    "Layer",
+    "LinearDecay",
+    "Module",
+    "Neuron",
     "Primitive",
     "Value",
     "add_n",
+    "checkpoint",
     "cos",
+    "data",
     "dot",
     "enable_grad",
     "exp",
     "gradients",
     "is_grad_enabled",
     "log",
+    "losses",
     "maximum",
     "minimum",
+    "nn",
     "no_grad",
+    "optim",
     "relu",
     "sigmoid",
     "sin",
