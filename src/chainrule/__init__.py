@@ -20,9 +20,11 @@ from .engine import (
     sqrt,
     tanh,
 )
+from .explain import explain
 from .graph import enable_grad, is_grad_enabled, no_grad
 from .nn import MLP, Layer, Module, Neuron
 from .optim import SGD, Adam, LinearDecay
+from .viz import draw, to_dot
 
 __version__ = "0.1.0"
 
@@ -41,8 +43,10 @@ __all__ = [
     "cos",
     "data",
     "dot",
+    "draw",
     "enable_grad",
     "exp",
+    "explain",
     "gradients",
     "is_grad_enabled",
     "log",
@@ -58,4 +62,5 @@ __all__ = [
     "softplus",
     "sqrt",
     "tanh",
+    "to_dot",
 ]
