@@ -205,3 +205,34 @@ def test_bad_sizes_and_activations_raise_value_error(make: Any) -> None:
 def test_docstring_examples() -> None:
     result = doctest.testmod(chainrule.nn)
     assert result.attempted > 0 and result.failed == 0
+
+
+def test_array_parameters_load_from_nested_lists() -> None:
+    # The Tensor engine's parameters hold arrays; a JSON checkpoint holds lists.
+    np = pytest.importorskip("numpy")
+
+    class Param:
+        def __init__(self, data: Any) -> None:
+            self.data, self.grad = data, 0.0
+
+    class Linear(Module):
+        def __init__(self) -> None:
+            self.weight = Param(np.zeros((2, 3)))
+
+        def parameters(self) -> list[Any]:
+            return [self.weight]
+
+    m = Linear()
+    m.load_state_dict({"0": [[1, 2, 3], [4, 5, 6]]})
+    assert m.weight.data.dtype == np.float64 and m.weight.data[1, 2] == 6.0
+    with pytest.raises(ValueError, match=r"shape \(2, 3\)"):
+        m.load_state_dict({"0": [[1, 2], [3, 4]]})
+    with pytest.raises(ValueError, match="shape"):
+        m.load_state_dict({"0": "abc"})
+    assert m.weight.data[1, 2] == 6.0
+
+
+def test_loaded_numbers_become_floats() -> None:
+    n = Neuron(1, rng=random.Random(0))
+    n.load_state_dict({"w.0": 2, "b": -1})
+    assert type(n.w[0].data) is float and n([3.0]).data == 5.0

@@ -77,7 +77,7 @@ class Module:
 
         Everything is checked before anything changes: the names must be
         exactly this module's and each value a real number (or, for an
-        array parameter, an array of the same shape). On any mismatch a
+        array parameter, an array or nested lists of its shape). On any mismatch a
         ``ValueError`` says what is wrong and the module is left as it was.
         """
         named = dict(self.named_parameters())
@@ -90,10 +90,9 @@ class Module:
             if unexpected:
                 parts.append(f"unexpected {_some(unexpected)}")
             raise ValueError(f"state_dict does not fit this model: {'; '.join(parts)}")
+        values = {name: _convert(name, p.data, state[name]) for name, p in named.items()}
         for name, p in named.items():
-            _check_value(name, p.data, state[name])
-        for name, p in named.items():
-            p.data = state[name]
+            p.data = values[name]
 
 
 def _some(names: Sequence[str], limit: int = 3) -> str:
@@ -102,14 +101,24 @@ def _some(names: Sequence[str], limit: int = 3) -> str:
     return f"{shown} and {more} more" if more > 0 else shown
 
 
-def _check_value(name: str, old: Any, new: Any) -> None:
+def _convert(name: str, old: Any, new: Any) -> Any:
+    """``new`` in the form of the parameter's current ``old`` data, or a
+    ValueError: a float for a scalar, an array of the same shape and dtype
+    for an array (which may come as nested lists, as from JSON)."""
     shape = getattr(old, "shape", None)
-    if shape is not None:  # an array parameter (the Tensor engine)
-        if getattr(new, "shape", None) != shape:
-            raise ValueError(f"parameter {name!r}: expected shape {shape}, got {new!r:.60}")
-        return
+    if shape is not None:  # an array parameter (the Tensor engine): NumPy is there
+        import numpy as np
+
+        try:
+            array = np.array(new, dtype=old.dtype)
+        except (TypeError, ValueError):
+            array = None
+        if array is None or array.shape != shape:
+            raise ValueError(f"parameter {name!r}: expected an array of shape {shape}")
+        return array
     if isinstance(new, bool) or not isinstance(new, numbers.Real):
         raise ValueError(f"parameter {name!r}: expected a number, got {new!r:.60}")
+    return float(new)
 
 
 class Neuron(Module):
