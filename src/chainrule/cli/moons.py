@@ -143,6 +143,7 @@ def register(subparsers: Any) -> None:
             "(moons.png, needs matplotlib: pip install -e '.[plot]') and the trained "
             "parameters (moons.json, a JSON checkpoint). The same seed gives the same numbers."
         ),
+        epilog="example: chainrule moons --steps 200 --seed 7 --out runs/seed7",
     )
     p.add_argument(
         "--steps",
