@@ -148,3 +148,40 @@ def test_gpt_state_dict_round_trip_and_errors() -> None:
         a(np.zeros((1, 17), dtype=int))
     with pytest.raises(ValueError, match="divisible"):
         nn.CausalSelfAttention(10, 3)
+
+
+@pytest.mark.parametrize(
+    "name,kwargs",
+    [
+        ("SGD", {"lr": 0.1}),
+        ("SGD", {"lr": 0.1, "momentum": 0.9, "weight_decay": 0.01, "nesterov": True}),
+        ("Adam", {"lr": 0.01}),
+        ("Adam", {"lr": 0.01, "betas": (0.85, 0.99), "eps": 1e-8, "weight_decay": 0.1}),
+    ],
+)
+def test_optimizers_on_tensors_match_torch(torch: Any, name: str, kwargs: dict[str, Any]) -> None:
+    """chainrule.optim steps a GPT's Tensor parameters exactly as
+    torch.optim steps the same torch model, three steps in a row."""
+    from chainrule import optim
+
+    config = nn.GPTConfig(n_embd=8, n_head=2)
+    rng = np.random.default_rng(11)
+    model = nn.GPT(config, rng=rng)
+    tmodel = torch_gpt(config, torch.float64)
+    _load(torch, tmodel, model.state_dict())
+    opt = getattr(optim, name)(model.parameters(), **kwargs)
+    topt = getattr(torch.optim, name)(tmodel.parameters(), **kwargs)
+    for _ in range(3):
+        idx = rng.integers(0, 27, size=(3, 7))
+        _, loss = model(idx, idx)
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+        _, tloss = tmodel(torch.tensor(idx), torch.tensor(idx))
+        topt.zero_grad()
+        tloss.backward()
+        topt.step()
+        assert_close(loss.data, tloss.detach().numpy(), "loss")
+    tparams = dict(tmodel.named_parameters())
+    for pname, p in model.named_parameters():
+        assert_close(p.data, tparams[pname].detach().numpy(), pname)

@@ -20,6 +20,7 @@ from typing import Any
 
 import numpy as np
 
+from .. import nn as _scalar_nn
 from ..graph import no_grad
 from .linalg import linear
 from .nn_ops import attention, cross_entropy, layer_norm, rms_norm
@@ -34,9 +35,15 @@ def _dtype(dtype: Any) -> np.dtype:
     return d
 
 
-class Module:
+class Module(_scalar_nn.Module):
     """Base class: parameters are the Tensor attributes, recursively
-    through Module attributes and lists of Modules."""
+    through Module attributes and lists of Modules, in assignment order.
+
+    ``zero_grad``, ``state_dict`` and ``load_state_dict`` (which accepts
+    arrays or nested lists, as from a JSON checkpoint) are those of
+    :class:`chainrule.nn.Module`, so the optimizers and checkpoints of the
+    scalar engine work unchanged.
+    """
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         return self.forward(*args, **kwargs)
@@ -58,29 +65,6 @@ class Module:
 
     def parameters(self) -> list[Tensor]:
         return [p for _, p in self.named_parameters()]
-
-    def zero_grad(self) -> None:
-        for p in self.parameters():
-            p.grad = None
-
-    def state_dict(self) -> dict[str, np.ndarray]:
-        """The parameter arrays by name (shared, not copied)."""
-        return {name: p.data for name, p in self.named_parameters()}
-
-    def load_state_dict(self, state: dict[str, Any]) -> None:
-        """Copy arrays into the parameters; names and shapes must match."""
-        params = dict(self.named_parameters())
-        if set(state) != set(params):
-            missing = sorted(set(params) - set(state))
-            extra = sorted(set(state) - set(params))
-            raise ValueError(f"load_state_dict: missing {missing}, unexpected {extra}")
-        for name, p in params.items():
-            arr = np.asarray(state[name], dtype=p.data.dtype)
-            if arr.shape != p.data.shape:
-                raise ValueError(
-                    f"load_state_dict: {name} has shape {arr.shape}, expected {p.data.shape}"
-                )
-            p.data[...] = arr
 
     def num_parameters(self) -> int:
         return sum(p.data.size for p in self.parameters())
@@ -273,7 +257,7 @@ class GPT(Module):
         rng: np.random.Generator | None = None,
     ) -> None:
         rng = rng or np.random.default_rng()
-        self.config = config
+        self.gpt_config = config
         c = config
         self.wte = Embedding(c.vocab_size, c.n_embd, dtype=dtype, rng=rng)
         self.wpe = Embedding(c.block_size, c.n_embd, dtype=dtype, rng=rng)
@@ -284,14 +268,18 @@ class GPT(Module):
         for p in self.parameters():
             p.data[...] = (rng.standard_normal(p.data.shape) * c.init_std).astype(d)
 
+    def config(self) -> dict[str, Any]:
+        """The architecture, for checkpoints."""
+        return {"type": "GPT", **self.gpt_config.to_dict()}
+
     def forward(self, idx: Any, targets: Any = None) -> Any:
         idx = np.asarray(idx)
         if idx.ndim != 2:
             raise ValueError(f"GPT: idx must be (batch, time), got shape {idx.shape}")
         T = idx.shape[1]
-        if self.config.block_size < T:
+        if self.gpt_config.block_size < T:
             raise ValueError(
-                f"GPT: sequence of {T} is longer than block_size {self.config.block_size}"
+                f"GPT: sequence of {T} is longer than block_size {self.gpt_config.block_size}"
             )
         x = self.norm(self.wte(idx) + self.wpe(np.arange(T)))
         for block in self.blocks:
@@ -319,7 +307,7 @@ class GPT(Module):
         idx = np.full((n, 1), bos, dtype=np.int64)
         done = np.zeros(n, dtype=bool)
         with no_grad():
-            for _ in range(self.config.block_size):
+            for _ in range(self.gpt_config.block_size):
                 logits = self(idx).data[:, -1, :].astype(np.float64) / temperature
                 p = np.exp(logits - logits.max(axis=1, keepdims=True))
                 p /= p.sum(axis=1, keepdims=True)
