@@ -14,6 +14,7 @@ from collections.abc import Sequence
 # One line per command module (chainrule/cli/<name>.py).
 COMMANDS: list[str] = [
     "explain",
+    "gpt",
     "moons",
 ]
 

@@ -304,6 +304,8 @@ class GPT(Module):
         if not temperature > 0.0:
             raise ValueError(f"generate: temperature must be > 0, got {temperature!r}")
         rng = rng or np.random.default_rng()
+        if n <= 0:
+            return []
         idx = np.full((n, 1), bos, dtype=np.int64)
         done = np.zeros(n, dtype=bool)
         with no_grad():

@@ -1,0 +1,399 @@
+"""``chainrule gpt``: train a character-level GPT on names, then sample new
+ones.
+
+microgpt's architecture on ``chainrule.Tensor``, trained in batches: the
+names (shipped with chainrule, or one document a line from ``--data``) are
+split 90/10 with the seed; each step draws a batch of training names,
+pads it, and takes one Adam step (microgpt's betas, the learning rate
+falling linearly to 0). At the end the command prints the model's loss on
+the held-out names next to a bigram model's (counts with add-one smoothing,
+fitted on the same training names, scored on the same held-out positions)
+and samples new names.
+
+A JSON checkpoint with the model, the optimizer state and the random state
+is written to ``DIR/gpt.json`` every ``--checkpoint-every`` steps and at the
+end (atomically); ``--resume`` continues from it exactly where it stopped,
+so an interrupted run and an uninterrupted one end with the same numbers.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import os
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+DEFAULTS: dict[str, Any] = {
+    "steps": 2000,
+    "batch_size": 32,
+    "lr": 0.01,
+    "seed": 0,
+    "dtype": "float32",
+    "n_embd": 32,
+    "n_head": 4,
+    "n_layer": 2,
+    "block_size": 16,
+}
+BETAS = (0.85, 0.99)  # microgpt's
+HELD_OUT = 0.1
+CHECKPOINT = "gpt.json"
+
+
+@dataclass(frozen=True)
+class Settings:
+    """Everything that decides a run's numbers (and must match on resume)."""
+
+    batch_size: int
+    lr: float
+    seed: int
+    dtype: str
+    n_embd: int
+    n_head: int
+    n_layer: int
+    block_size: int
+
+
+# ----------------------------------------------------------------------------
+# argument parsing
+# ----------------------------------------------------------------------------
+
+
+def _positive_int(text: str) -> int:
+    try:
+        n = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
+    if n < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, got {n}")
+    return n
+
+
+def _non_negative_int(text: str) -> int:
+    try:
+        n = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
+    if n < 0:
+        raise argparse.ArgumentTypeError(f"must be at least 0, got {n}")
+    return n
+
+
+def _positive_float(text: str) -> float:
+    try:
+        x = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
+    if not x > 0.0 or x == float("inf"):
+        raise argparse.ArgumentTypeError(f"must be a positive number, got {text}")
+    return x
+
+
+def _seed(text: str) -> int:
+    try:
+        return int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected an integer seed, got {text!r}") from None
+
+
+def register(subparsers: Any) -> None:
+    d = DEFAULTS
+    p = subparsers.add_parser(
+        "gpt",
+        help="train a character-level GPT on names (Tensor engine) and sample new names",
+        description=(
+            "Train microgpt's transformer on chainrule.Tensor, in batches, on a list of "
+            "names: the 5,163 first names shipped with chainrule (1990 US Census, public "
+            "domain) or one document per line from --data FILE. 10%% of the names (chosen "
+            "by the seed) are held out. Shows a progress bar on stderr; prints the held-out "
+            "loss next to a bigram baseline's, and samples new names. Writes a JSON "
+            "checkpoint DIR/gpt.json; --resume continues from it. Needs NumPy."
+        ),
+        epilog="example: chainrule gpt --steps 3000 --n-embd 48 --out runs/gpt",
+    )
+    p.add_argument("--steps", type=_positive_int, default=d["steps"], metavar="N",
+                   help=f"total training steps (default {d['steps']})")  # fmt: skip
+    p.add_argument("--batch-size", type=_positive_int, metavar="B",
+                   help=f"names per step (default {d['batch_size']})")  # fmt: skip
+    p.add_argument("--lr", type=_positive_float, metavar="LR",
+                   help=f"Adam learning rate at step 0, falling linearly to 0 "
+                   f"(default {d['lr']})")  # fmt: skip
+    p.add_argument("--seed", type=_seed, metavar="S",
+                   help=f"seed for the split, the weights and the batches (default {d['seed']})")  # fmt: skip
+    p.add_argument("--dtype", choices=("float32", "float64"),
+                   help=f"floating-point type of the model (default {d['dtype']})")  # fmt: skip
+    p.add_argument("--n-embd", type=_positive_int, metavar="C",
+                   help=f"embedding width (default {d['n_embd']})")  # fmt: skip
+    p.add_argument("--n-head", type=_positive_int, metavar="H",
+                   help=f"attention heads, dividing the width (default {d['n_head']})")  # fmt: skip
+    p.add_argument("--n-layer", type=_positive_int, metavar="L",
+                   help=f"transformer blocks (default {d['n_layer']})")  # fmt: skip
+    p.add_argument("--block-size", type=_positive_int, metavar="T",
+                   help=f"context length; longer names are cut (default {d['block_size']})")  # fmt: skip
+    p.add_argument("--data", type=Path, metavar="FILE",
+                   help="train on this UTF-8 text file, one document per line")  # fmt: skip
+    p.add_argument("--out", type=Path, default=Path("out"), metavar="DIR",
+                   help=f"directory for the checkpoint {CHECKPOINT} (default out)")  # fmt: skip
+    p.add_argument("--resume", action="store_true",
+                   help=f"continue from DIR/{CHECKPOINT} up to --steps in total")  # fmt: skip
+    p.add_argument("--checkpoint-every", type=_non_negative_int, default=500, metavar="K",
+                   help="also save every K steps; 0: only at the end (default 500)")  # fmt: skip
+    p.add_argument("--threads", type=_positive_int, metavar="N",
+                   help="BLAS threads (default 1: for matrices this small, threads cost "
+                   "more than they give; the environment's OPENBLAS_NUM_THREADS if set)")  # fmt: skip
+    p.add_argument("--samples", type=_non_negative_int, default=10, metavar="N",
+                   help="names to sample at the end (default 10)")  # fmt: skip
+    p.add_argument("--temperature", type=_positive_float, default=0.5, metavar="T",
+                   help="sampling temperature (default 0.5, as microgpt)")  # fmt: skip
+    p.set_defaults(func=run)
+
+
+class UserError(Exception):
+    """A problem to report in one line, without a traceback."""
+
+
+def _settings(args: argparse.Namespace, saved: dict[str, Any] | None) -> Settings:
+    """The run's settings: the command line's, else the checkpoint's (on
+    resume), else the defaults. On resume a setting given on the command
+    line must agree with the checkpoint."""
+    values = {}
+    for name in Settings.__dataclass_fields__:
+        given = getattr(args, name)
+        if saved is not None:
+            if given is not None and given != saved[name]:
+                flag = "--" + name.replace("_", "-")
+                raise UserError(
+                    f"{flag} {given} differs from the checkpoint's {saved[name]}; "
+                    "leave it out to resume"
+                )
+            values[name] = saved[name]
+        else:
+            values[name] = DEFAULTS[name] if given is None else given
+    settings = Settings(**values)
+    if settings.n_embd % settings.n_head:
+        raise UserError(
+            f"--n-embd {settings.n_embd} is not divisible by --n-head {settings.n_head}"
+        )
+    return settings
+
+
+# ----------------------------------------------------------------------------
+# the run
+# ----------------------------------------------------------------------------
+
+
+def _load_documents(data: Path | None) -> tuple[list[str], str]:
+    from ..data import DatasetError, load_lines
+    from ..tensor.charlm import shipped_names
+
+    if data is None:
+        return shipped_names(), "shipped names (1990 US Census first names)"
+    try:
+        docs = load_lines(data)
+    except DatasetError as e:
+        raise UserError(f"--data {e}") from None
+    if len(docs) < 2:
+        raise UserError(f"--data {data}: need at least 2 documents (lines), found {len(docs)}")
+    return docs, str(data)
+
+
+def _fingerprint(docs: list[str]) -> str:
+    return hashlib.sha256("\n".join(docs).encode("utf-8")).hexdigest()
+
+
+def evaluate(model: Any, seqs: list[Any], bos: int, batch_size: int = 256) -> float:
+    """Mean cross-entropy per predicted token over ``seqs``, in nats."""
+    from ..graph import no_grad
+    from ..tensor import charlm, cross_entropy
+
+    total, count = 0.0, 0
+    with no_grad():
+        for i in range(0, len(seqs), batch_size):
+            x, y = charlm.batch(seqs[i : i + batch_size], bos)
+            logits = model(x)
+            total += float(cross_entropy(logits, y, reduction="sum").data)
+            count += int((y != charlm.IGNORE).sum())
+    return total / count
+
+
+@dataclass
+class Result:
+    step: int
+    held_out_loss: float
+    bigram_loss: float
+    samples: list[str]
+    seconds: float
+
+
+def train(args: argparse.Namespace, out: Path) -> Result:
+    import numpy as np
+
+    from .. import checkpoint
+    from ..optim import Adam, LinearDecay
+    from ..progress import ProgressBar
+    from ..tensor import charlm
+    from ..tensor.memory import keep_freed_memory
+    from ..tensor.nn import GPT, GPTConfig
+
+    keep_freed_memory()
+    started = time.perf_counter()
+    path = out / CHECKPOINT
+    saved: dict[str, Any] | None = None
+    if args.resume:
+        try:
+            saved = checkpoint.read(path)
+        except checkpoint.CheckpointError as e:
+            raise UserError(f"--resume: {e}") from None
+        if saved["architecture"].get("type") != "GPT" or "run" not in saved["metadata"]:
+            raise UserError(f"--resume: {path} is not a chainrule gpt checkpoint")
+    run_meta = saved["metadata"]["run"] if saved else None
+    settings = _settings(args, run_meta["settings"] if run_meta else None)
+
+    docs, source = _load_documents(args.data)
+    if run_meta and run_meta["data_sha256"] != _fingerprint(docs):
+        raise UserError(f"--resume: {path} was trained on other data than {source}")
+    train_docs, held_docs = charlm.split(docs, HELD_OUT, settings.seed)
+    vocab = charlm.Vocabulary.from_documents(docs)
+    train_seqs = charlm.encode_all(train_docs, vocab, settings.block_size)
+    held_seqs = charlm.encode_all(held_docs, vocab, settings.block_size)
+
+    config = GPTConfig(
+        vocab_size=vocab.size,
+        block_size=settings.block_size,
+        n_embd=settings.n_embd,
+        n_head=settings.n_head,
+        n_layer=settings.n_layer,
+    )
+    init_seed, batch_seed, sample_seed = np.random.SeedSequence(settings.seed).spawn(3)
+    model = GPT(config, dtype=settings.dtype, rng=np.random.default_rng(init_seed))
+    params = model.parameters()
+    optimizer = Adam(params, lr=settings.lr, betas=BETAS)
+    schedule = LinearDecay(optimizer, total_steps=args.steps, end_factor=0.0)
+    batches = np.random.default_rng(batch_seed)
+    step = 0
+    if saved is not None:
+        assert run_meta is not None
+        try:
+            model.load_state_dict(saved["parameters"])
+        except ValueError as e:
+            raise UserError(f"--resume: {path}: {e}") from None
+        step = run_meta["step"]
+        state = run_meta["optimizer"]
+        names = [n for n, _ in model.named_parameters()]
+        optimizer.t = state["t"]
+        optimizer.m = [np.array(state["m"][n], dtype=settings.dtype) for n in names]
+        optimizer.v = [np.array(state["v"][n], dtype=settings.dtype) for n in names]
+        batches.bit_generator.state = run_meta["rng"]
+        schedule.steps_done = step
+        optimizer.lr = schedule.lr_at(step)
+
+    def save(k: int) -> None:
+        names = [n for n, _ in model.named_parameters()]
+        meta = {
+            "command": "gpt",
+            "run": {
+                "settings": settings.__dict__,
+                "step": k,
+                "steps": args.steps,
+                "data": source,
+                "data_sha256": _fingerprint(docs),
+                "vocabulary": vocab.chars,
+                "optimizer": {
+                    "t": optimizer.t,
+                    "m": {n: np.asarray(m).tolist() for n, m in zip(names, optimizer.m)},
+                    "v": {n: np.asarray(v).tolist() for n, v in zip(names, optimizer.v)},
+                },
+                "rng": batches.bit_generator.state,
+            },
+        }
+        try:
+            checkpoint.save(model, path, metadata=meta)
+        except (OSError, ValueError) as e:
+            raise UserError(f"cannot write {path} ({getattr(e, 'strerror', None) or e})") from None
+
+    print(f"data: {len(docs):,} documents from {source}: "
+          f"{len(train_docs):,} training, {len(held_docs):,} held out")  # fmt: skip
+    print(f"model: GPT, {config.n_layer} layers, {config.n_head} heads, {config.n_embd} dims, "
+          f"block {config.block_size}, vocabulary {vocab.size}, "
+          f"{model.num_parameters():,} parameters, {settings.dtype}")  # fmt: skip
+    if step:
+        print(f"resuming at step {step} of {args.steps} from {path}")
+    sys.stdout.flush()
+
+    with ProgressBar(args.steps, every=max(args.steps // 20, 1)) as bar:
+        while step < args.steps:
+            rows = batches.integers(0, len(train_seqs), settings.batch_size)
+            x, y = charlm.batch([train_seqs[i] for i in rows], vocab.bos)
+            _, loss = model(x, y)
+            optimizer.zero_grad()
+            loss.backward()
+            optimizer.step()
+            schedule.step()
+            step += 1
+            bar.update(step, loss=float(loss.data))
+            if args.checkpoint_every and step % args.checkpoint_every == 0:
+                save(step)
+    save(step)
+
+    held_out = evaluate(model, held_seqs, vocab.bos)
+    bigram = charlm.Bigram(train_seqs, vocab.size).loss(held_seqs)
+    generated = model.generate(
+        args.samples,
+        vocab.bos,
+        temperature=args.temperature,
+        rng=np.random.default_rng(sample_seed),
+    )
+    samples = [vocab.decode(s) for s in generated]
+    return Result(step, held_out, bigram, samples, time.perf_counter() - started)
+
+
+def _error(message: str) -> int:
+    print(f"chainrule gpt: {message}", file=sys.stderr)
+    return 1
+
+
+def _limit_threads(threads: int | None) -> None:
+    """Set the BLAS thread count; it only takes effect before NumPy loads
+    its BLAS, which ``chainrule gpt`` run as a command guarantees."""
+    if "numpy" in sys.modules:
+        return
+    for var in ("OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS", "OMP_NUM_THREADS"):
+        if threads is not None:
+            os.environ[var] = str(threads)
+        else:
+            os.environ.setdefault(var, os.environ.get("OPENBLAS_NUM_THREADS", "1"))
+
+
+def run(args: argparse.Namespace) -> int:
+    _limit_threads(args.threads)
+    try:
+        import numpy  # noqa: F401
+    except ImportError:
+        return _error("needs NumPy: pip install 'chainrule[tensor]'")
+    out: Path = args.out
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+    except FileExistsError:
+        return _error(f"--out {out}: exists and is not a directory")
+    except OSError as e:
+        return _error(f"--out {out}: cannot create directory ({e.strerror or e})")
+    try:
+        result = train(args, out)
+    except UserError as e:
+        return _error(str(e))
+    seen = set(_load_documents(args.data)[0])
+    print(f"checkpoint: {out / CHECKPOINT} (step {result.step})")
+    print(f"held-out loss: {result.held_out_loss:.4f} nats/token "
+          f"(bigram baseline: {result.bigram_loss:.4f})")  # fmt: skip
+    if result.samples:
+        print(f"samples (temperature {args.temperature:g}; * = also in the data):")
+        for s in result.samples:
+            print(f"  {s}{' *' if s in seen else ''}")
+    print(f"time: {result.seconds:.1f} s")
+    return 0
+
+
+__all__ = ["DEFAULTS", "Result", "Settings", "evaluate", "register", "run", "train"]

@@ -1,0 +1,166 @@
+"""``chainrule gpt`` in-process on a tiny configuration, and the data
+pieces behind it: the shipped names, the vocabulary, batches, the split
+and the bigram baseline."""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+from chainrule.cli import main
+from chainrule.tensor import charlm
+
+TINY = [
+    "--steps", "6", "--batch-size", "4", "--n-embd", "8", "--n-head", "2",
+    "--n-layer", "1", "--samples", "3", "--checkpoint-every", "0",
+]  # fmt: skip
+
+
+def gpt(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:
+    code = main(["gpt", *args])
+    captured = capsys.readouterr()
+    return code, captured.out, captured.err
+
+
+def _parameters(path: Path) -> dict[str, Any]:
+    return json.loads(path.read_text())["parameters"]
+
+
+# ----------------------------------------------------------------------------
+# the data
+# ----------------------------------------------------------------------------
+
+
+def test_shipped_names() -> None:
+    names = charlm.shipped_names()
+    assert len(names) == 5163 == len(set(names))
+    assert all(n.isascii() and n.isalpha() and n.islower() for n in names)
+    assert {"mary", "james", "zena"} <= set(names)
+
+
+def test_vocabulary_batches_and_split() -> None:
+    docs = ["ab", "b", "abca"]
+    vocab = charlm.Vocabulary.from_documents(docs)
+    assert (vocab.chars, vocab.bos, vocab.size) == ("abc", 3, 4)
+    assert vocab.encode("cab") == [3, 2, 0, 1, 3]
+    assert vocab.decode([3, 2, 0, 1, 3]) == "cab"
+    with pytest.raises(ValueError, match="'z'"):
+        vocab.encode("z")
+    seqs = charlm.encode_all(docs, vocab, block_size=3)
+    assert [s.tolist() for s in seqs] == [[3, 0, 1, 3], [3, 1, 3], [3, 0, 1, 2]]  # cut to 3 + 1
+    x, y = charlm.batch(seqs[:2], pad=vocab.bos)
+    assert x.tolist() == [[3, 0, 1], [3, 1, 3]]
+    assert y.tolist() == [[0, 1, 3], [1, 3, -100]]
+    train, held = charlm.split([str(i) for i in range(20)], 0.1, seed=3)
+    assert len(held) == 2 and len(train) == 18 and not set(train) & set(held)
+    assert charlm.split([str(i) for i in range(20)], 0.1, seed=3) == (train, held)
+
+
+def test_bigram_is_smoothed_counts() -> None:
+    vocab = charlm.Vocabulary.from_documents(["ab"])  # a=0 b=1 BOS=2
+    model = charlm.Bigram(charlm.encode_all(["ab", "a"], vocab, 8), vocab.size)
+    # from BOS: 'a' twice, plus one of each: P(a | BOS) = 3 / 5
+    assert math.isclose(np.exp(model.log_probs[2, 0]), 3 / 5)
+    held = charlm.encode_all(["b"], vocab, 8)  # BOS b BOS
+    # P(b | BOS) = 1/5; after 'b' came BOS once: P(BOS | b) = (1 + 1) / (1 + 3)
+    expected = -(np.log(1 / 5) + np.log(2 / 4)) / 2
+    assert math.isclose(model.loss(held), expected)
+
+
+# ----------------------------------------------------------------------------
+# the command
+# ----------------------------------------------------------------------------
+
+
+def test_gpt_tiny_run(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    code, out, err = gpt(capsys, *TINY, "--out", str(tmp_path))
+    assert code == 0, err
+    assert "5,163 documents" in out and "4,647 training, 516 held out" in out
+    assert "float32" in out
+    held = float(out.split("held-out loss: ")[1].split()[0])
+    bigram = float(out.split("bigram baseline: ")[1].split(")")[0])
+    assert 2.0 < held < 3.4  # six steps: barely better than uniform (log 27 = 3.30)
+    assert math.isclose(bigram, 2.3592, abs_tol=1e-4)
+    samples = out.split("samples")[1].splitlines()[1:4]
+    assert len(samples) == 3 and all(s.startswith("  ") for s in samples)
+    assert "6/6" in err  # the progress bar, on stderr
+    doc = json.loads((tmp_path / "gpt.json").read_text())
+    assert doc["architecture"]["type"] == "GPT" and doc["architecture"]["n_embd"] == 8
+    assert doc["metadata"]["run"]["step"] == 6
+    assert np.asarray(doc["parameters"]["lm_head.weight"]).shape == (27, 8)
+
+
+def test_gpt_resume_continues_exactly(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A run interrupted after its step-4 checkpoint and resumed ends with
+    the same parameters as an uninterrupted run."""
+    from chainrule.progress import ProgressBar
+
+    straight, broken = tmp_path / "straight", tmp_path / "broken"
+    args = [*[a if a != "6" else "8" for a in TINY], "--checkpoint-every", "4"]
+    assert gpt(capsys, *args, "--out", str(straight))[0] == 0
+    update = ProgressBar.update
+
+    def interrupt_at_5(self: ProgressBar, step: int, **stats: Any) -> None:
+        if step == 5:
+            raise KeyboardInterrupt
+        update(self, step, **stats)
+
+    monkeypatch.setattr(ProgressBar, "update", interrupt_at_5)
+    assert gpt(capsys, *args, "--out", str(broken))[0] == 130
+    assert json.loads((broken / "gpt.json").read_text())["metadata"]["run"]["step"] == 4
+    monkeypatch.undo()
+    code, out, _ = gpt(capsys, "--steps", "8", "--samples", "0", "--resume", "--out", str(broken))
+    assert code == 0
+    assert "resuming at step 4 of 8" in out
+    assert _parameters(straight / "gpt.json") == _parameters(broken / "gpt.json")
+
+
+def test_gpt_custom_data_float64(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    data = tmp_path / "words.txt"
+    data.write_text("\n".join(["alpha", "beta", "gamma", "delta", "epsilon"] * 4) + "\n")
+    code, out, err = gpt(
+        capsys, *TINY, "--dtype", "float64", "--data", str(data), "--out", str(tmp_path / "o")
+    )
+    assert code == 0, err
+    assert "20 documents" in out and "float64" in out and "vocabulary 15" in out
+
+
+@pytest.mark.parametrize(
+    "args,message",
+    [
+        (["--resume"], "no such checkpoint"),
+        (["--data", "missing.txt"], "no such file"),
+        (["--n-embd", "10", "--n-head", "3"], "not divisible"),
+    ],
+)
+def test_gpt_user_errors(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, args: list[str], message: str
+) -> None:
+    code, out, err = gpt(capsys, *args, "--out", str(tmp_path))
+    assert code == 1
+    assert message in err and err.count("\n") == 1 and "Traceback" not in err
+
+
+def test_gpt_resume_rejects_other_settings(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    assert gpt(capsys, *TINY, "--out", str(tmp_path))[0] == 0
+    code, _, err = gpt(capsys, "--resume", "--lr", "0.5", "--out", str(tmp_path))
+    assert code == 1 and "--lr 0.5 differs from the checkpoint's 0.01" in err
+    (tmp_path / "gpt.json").write_text("{")
+    code, _, err = gpt(capsys, "--resume", "--out", str(tmp_path))
+    assert code == 1 and "corrupt or truncated" in err
+
+
+def test_gpt_bad_arguments_exit_2(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as exit_info:
+        main(["gpt", "--steps", "0"])
+    assert exit_info.value.code == 2
+    assert "must be at least 1" in capsys.readouterr().err
