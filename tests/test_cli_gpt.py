@@ -143,7 +143,7 @@ def test_gpt_custom_data_float64(capsys: pytest.CaptureFixture[str], tmp_path: P
 def test_gpt_user_errors(
     capsys: pytest.CaptureFixture[str], tmp_path: Path, args: list[str], message: str
 ) -> None:
-    code, out, err = gpt(capsys, *args, "--out", str(tmp_path))
+    code, _, err = gpt(capsys, *args, "--out", str(tmp_path))
     assert code == 1
     assert message in err and err.count("\n") == 1 and "Traceback" not in err
 

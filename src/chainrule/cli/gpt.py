@@ -114,40 +114,103 @@ def register(subparsers: Any) -> None:
         ),
         epilog="example: chainrule gpt --steps 3000 --n-embd 48 --out runs/gpt",
     )
-    p.add_argument("--steps", type=_positive_int, default=d["steps"], metavar="N",
-                   help=f"total training steps (default {d['steps']})")  # fmt: skip
-    p.add_argument("--batch-size", type=_positive_int, metavar="B",
-                   help=f"names per step (default {d['batch_size']})")  # fmt: skip
-    p.add_argument("--lr", type=_positive_float, metavar="LR",
-                   help=f"Adam learning rate at step 0, falling linearly to 0 "
-                   f"(default {d['lr']})")  # fmt: skip
-    p.add_argument("--seed", type=_seed, metavar="S",
-                   help=f"seed for the split, the weights and the batches (default {d['seed']})")  # fmt: skip
-    p.add_argument("--dtype", choices=("float32", "float64"),
-                   help=f"floating-point type of the model (default {d['dtype']})")  # fmt: skip
-    p.add_argument("--n-embd", type=_positive_int, metavar="C",
-                   help=f"embedding width (default {d['n_embd']})")  # fmt: skip
-    p.add_argument("--n-head", type=_positive_int, metavar="H",
-                   help=f"attention heads, dividing the width (default {d['n_head']})")  # fmt: skip
-    p.add_argument("--n-layer", type=_positive_int, metavar="L",
-                   help=f"transformer blocks (default {d['n_layer']})")  # fmt: skip
-    p.add_argument("--block-size", type=_positive_int, metavar="T",
-                   help=f"context length; longer names are cut (default {d['block_size']})")  # fmt: skip
-    p.add_argument("--data", type=Path, metavar="FILE",
-                   help="train on this UTF-8 text file, one document per line")  # fmt: skip
-    p.add_argument("--out", type=Path, default=Path("out"), metavar="DIR",
-                   help=f"directory for the checkpoint {CHECKPOINT} (default out)")  # fmt: skip
-    p.add_argument("--resume", action="store_true",
-                   help=f"continue from DIR/{CHECKPOINT} up to --steps in total")  # fmt: skip
-    p.add_argument("--checkpoint-every", type=_non_negative_int, default=500, metavar="K",
-                   help="also save every K steps; 0: only at the end (default 500)")  # fmt: skip
-    p.add_argument("--threads", type=_positive_int, metavar="N",
-                   help="BLAS threads (default 1: for matrices this small, threads cost "
-                   "more than they give; the environment's OPENBLAS_NUM_THREADS if set)")  # fmt: skip
-    p.add_argument("--samples", type=_non_negative_int, default=10, metavar="N",
-                   help="names to sample at the end (default 10)")  # fmt: skip
-    p.add_argument("--temperature", type=_positive_float, default=0.5, metavar="T",
-                   help="sampling temperature (default 0.5, as microgpt)")  # fmt: skip
+    p.add_argument(
+        "--steps",
+        type=_positive_int,
+        default=d["steps"],
+        metavar="N",
+        help=f"total training steps (default {d['steps']})",
+    )
+    p.add_argument(
+        "--batch-size",
+        type=_positive_int,
+        metavar="B",
+        help=f"names per step (default {d['batch_size']})",
+    )
+    p.add_argument(
+        "--lr",
+        type=_positive_float,
+        metavar="LR",
+        help=f"Adam learning rate at step 0, falling linearly to 0 (default {d['lr']})",
+    )
+    p.add_argument(
+        "--seed",
+        type=_seed,
+        metavar="S",
+        help=f"seed for split, weights and batches (default {d['seed']})",
+    )
+    p.add_argument(
+        "--dtype",
+        choices=("float32", "float64"),
+        help=f"floating-point type of the model (default {d['dtype']})",
+    )
+    p.add_argument(
+        "--n-embd", type=_positive_int, metavar="C", help=f"embedding width (default {d['n_embd']})"
+    )
+    p.add_argument(
+        "--n-head",
+        type=_positive_int,
+        metavar="H",
+        help=f"attention heads, dividing the width (default {d['n_head']})",
+    )
+    p.add_argument(
+        "--n-layer",
+        type=_positive_int,
+        metavar="L",
+        help=f"transformer blocks (default {d['n_layer']})",
+    )
+    p.add_argument(
+        "--block-size",
+        type=_positive_int,
+        metavar="T",
+        help=f"context length, longer names are cut (default {d['block_size']})",
+    )
+    p.add_argument(
+        "--data",
+        type=Path,
+        metavar="FILE",
+        help="train on this UTF-8 text file, one document per line",
+    )
+    p.add_argument(
+        "--out",
+        type=Path,
+        default=Path("out"),
+        metavar="DIR",
+        help=f"directory for the checkpoint {CHECKPOINT} (default out)",
+    )
+    p.add_argument(
+        "--resume",
+        action="store_true",
+        help=f"continue from DIR/{CHECKPOINT} up to --steps in total",
+    )
+    p.add_argument(
+        "--checkpoint-every",
+        type=_non_negative_int,
+        default=500,
+        metavar="K",
+        help="also save every K steps; 0: only at the end (default 500)",
+    )
+    p.add_argument(
+        "--threads",
+        type=_positive_int,
+        metavar="N",
+        help="BLAS threads (default: OPENBLAS_NUM_THREADS if set, else 1; "
+        "for matrices this small threads cost more than they give)",
+    )
+    p.add_argument(
+        "--samples",
+        type=_non_negative_int,
+        default=10,
+        metavar="N",
+        help="names to sample at the end (default 10)",
+    )
+    p.add_argument(
+        "--temperature",
+        type=_positive_float,
+        default=0.5,
+        metavar="T",
+        help="sampling temperature (default 0.5, as microgpt)",
+    )
     p.set_defaults(func=run)
 
 
@@ -314,11 +377,15 @@ def train(args: argparse.Namespace, out: Path) -> Result:
         except (OSError, ValueError) as e:
             raise UserError(f"cannot write {path} ({getattr(e, 'strerror', None) or e})") from None
 
-    print(f"data: {len(docs):,} documents from {source}: "
-          f"{len(train_docs):,} training, {len(held_docs):,} held out")  # fmt: skip
-    print(f"model: GPT, {config.n_layer} layers, {config.n_head} heads, {config.n_embd} dims, "
-          f"block {config.block_size}, vocabulary {vocab.size}, "
-          f"{model.num_parameters():,} parameters, {settings.dtype}")  # fmt: skip
+    print(
+        f"data: {len(docs):,} documents from {source}: "
+        f"{len(train_docs):,} training, {len(held_docs):,} held out"
+    )
+    print(
+        f"model: GPT, {config.n_layer} layers, {config.n_head} heads, {config.n_embd} dims, "
+        f"block {config.block_size}, vocabulary {vocab.size}, "
+        f"{model.num_parameters():,} parameters, {settings.dtype}"
+    )
     if step:
         print(f"resuming at step {step} of {args.steps} from {path}")
     sys.stdout.flush()
@@ -386,8 +453,10 @@ def run(args: argparse.Namespace) -> int:
         return _error(str(e))
     seen = set(_load_documents(args.data)[0])
     print(f"checkpoint: {out / CHECKPOINT} (step {result.step})")
-    print(f"held-out loss: {result.held_out_loss:.4f} nats/token "
-          f"(bigram baseline: {result.bigram_loss:.4f})")  # fmt: skip
+    print(
+        f"held-out loss: {result.held_out_loss:.4f} nats/token "
+        f"(bigram baseline: {result.bigram_loss:.4f})"
+    )
     if result.samples:
         print(f"samples (temperature {args.temperature:g}; * = also in the data):")
         for s in result.samples:
