@@ -185,3 +185,10 @@ def test_optimizers_on_tensors_match_torch(torch: Any, name: str, kwargs: dict[s
     tparams = dict(tmodel.named_parameters())
     for pname, p in model.named_parameters():
         assert_close(p.data, tparams[pname].detach().numpy(), pname)
+
+
+def test_tensor_layers_are_in_chainrule_nn() -> None:
+    import chainrule.nn
+
+    assert chainrule.nn.GPT is nn.GPT and chainrule.nn.Linear is nn.Linear
+    assert chainrule.nn.MLP is not nn.MLP  # the scalar engine's MLP stays

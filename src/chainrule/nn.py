@@ -281,3 +281,27 @@ class MLP(Module):
 
     def __repr__(self) -> str:
         return f"MLP of [{', '.join(str(layer) for layer in self.layers)}]"
+
+
+#: The Tensor engine's layers (chainrule.tensor.nn), importable from here too.
+#: Loaded on first use: they need NumPy, this module does not.
+_TENSOR_LAYERS = frozenset(
+    {
+        "Linear",
+        "Embedding",
+        "RMSNorm",
+        "LayerNorm",
+        "CausalSelfAttention",
+        "Block",
+        "GPT",
+        "GPTConfig",
+    }
+)
+
+
+def __getattr__(name: str) -> Any:
+    if name in _TENSOR_LAYERS:
+        from .tensor import nn as tensor_nn
+
+        return getattr(tensor_nn, name)
+    raise AttributeError(f"module 'chainrule.nn' has no attribute {name!r}")
