@@ -407,3 +407,17 @@ def test_attention(torch: Any, causal: bool, shape: tuple[int, ...]) -> None:
         lambda q, k, v: sdpa(q, k, v, is_causal=causal),
         arrays,
     )
+
+
+def test_embedding_large_table_path(torch: Any) -> None:
+    """A table too large for the one-hot product takes np.add.at: same result."""
+    rng = np.random.default_rng(9)
+    w = rng.normal(size=(3000, 2))
+    idx = rng.integers(0, 3000, size=(20, 30))
+    idx[0, :5] = 7  # repeats
+    compare(
+        torch,
+        lambda t: ct.embedding(t, idx),
+        lambda t: torch.nn.functional.embedding(torch.tensor(idx), t),
+        [w],
+    )

@@ -246,8 +246,7 @@ def _relu_vjp(g: np.ndarray, out: Tensor) -> tuple[np.ndarray]:
 
 
 def relu(x: Tensor) -> Tensor:
-    xd = x.data
-    return make(np.where(xd < 0.0, 0.0, xd), (x,), _relu_vjp)
+    return make(np.maximum(x.data, 0.0), (x,), _relu_vjp)  # keeps nan, as PyTorch
 
 
 def _abs_vjp(g: np.ndarray, out: Tensor) -> tuple[np.ndarray]:

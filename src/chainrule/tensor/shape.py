@@ -101,8 +101,15 @@ def getitem(x: Tensor, index: Any) -> Tensor:
 def _embedding_vjp(g: np.ndarray, out: Tensor) -> tuple[np.ndarray]:
     w = out._prev[0].data
     flat = out._ctx.reshape(-1)
+    g2 = g.reshape(flat.size, -1)
+    if w.shape[0] * flat.size <= 1 << 20:
+        # onehot(indices)^T @ g sums each row's picks in one matrix product,
+        # several times faster than the unbuffered np.add.at for small tables
+        onehot = np.zeros((w.shape[0], flat.size), dtype=w.dtype)
+        onehot[flat, np.arange(flat.size)] = 1.0
+        return ((onehot @ g2).reshape(w.shape),)
     gw = np.zeros(w.shape, dtype=w.dtype)
-    np.add.at(gw, flat, g.reshape(flat.size, -1))
+    np.add.at(gw, flat, g2)
     return (gw,)
 
 
