@@ -67,12 +67,10 @@ def _d_logsumexp(M: Any, *args: Any) -> list[Any]:
 LOGSUMEXP = Primitive("logsumexp", lambda *xs: _logsumexp(xs), _d_logsumexp)
 
 #: ``exp(a - b)``: one softmax entry once ``b`` is the logsumexp.
-EXP_SUB = Primitive(
-    "exp(a-b)", lambda a, b: ieee.exp(a - b), lambda M, a, b, out: (out, -out)
-)
+EXP_SUB = Primitive("exp(a-b)", lambda a, b: ieee.exp(a - b), lambda M, a, b, out: (out, -out))
 
 
-@functools.lru_cache(maxsize=None)
+@functools.lru_cache(maxsize=1024)
 def _cross_entropy(target: int) -> Primitive:
     """``-log softmax(logits)[target]`` for one fixed target index."""
 
@@ -90,7 +88,7 @@ def _cross_entropy(target: int) -> Primitive:
     return Primitive(f"cross_entropy[{target}]", forward, rule)
 
 
-@functools.lru_cache(maxsize=None)
+@functools.lru_cache(maxsize=1024)
 def _inv_rms(n: int, eps: float) -> Primitive:
     """``1 / sqrt(mean(x**2) + eps)`` of ``n`` inputs."""
 
