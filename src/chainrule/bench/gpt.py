@@ -203,7 +203,7 @@ class GPT:
             x = [h.relu() for h in ops.linear(x, sd[layer + "mlp_fc1"])]
             x = ops.linear(x, sd[layer + "mlp_fc2"])
             x = [a + b for a, b in zip(x, residual)]
-        return ops.linear(x, sd["lm_head"])  # type: ignore[no-any-return]
+        return ops.linear(x, sd["lm_head"])
 
     def loss(self, tokens: Sequence[int]) -> Any:
         """Mean cross-entropy of predicting ``tokens[i + 1]`` from

@@ -203,7 +203,7 @@ def table(workloads: Sequence[Workload], results: Sequence[Result]) -> str:
 def header(settings: Settings) -> str:
     return (
         f"chainrule bench ({settings.label}): {settings.warmup} warm-up, "
-        f"{settings.repeat} timed runs, median; "
+        f"{settings.repeat} timed run{'s' if settings.repeat != 1 else ''}, median; "
         f"{platform.python_implementation()} {platform.python_version()}, "
         f"{platform.system()} {platform.machine()}"
     )

@@ -63,7 +63,7 @@ def _make(value_class: Callable[[], Callable[[float], Any]]) -> Callable[[Sizes]
 def _micrograd_value() -> Callable[[float], Any]:
     from micrograd.engine import Value as MicrogradValue
 
-    return MicrogradValue  # type: ignore[no-any-return]
+    return MicrogradValue
 
 
 MEMORY = Workload(

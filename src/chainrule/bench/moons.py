@@ -20,6 +20,7 @@ Three engines run it from the same data and the same initial weights:
 
 from __future__ import annotations
 
+import itertools
 import math
 import random
 from collections.abc import Callable, Sequence
@@ -38,7 +39,9 @@ SEED = 1337
 # --------------------------------------------------------------------------
 
 
-def make_moons(n: int = 100, noise: float = 0.1, seed: int = SEED) -> tuple[list[list[float]], list[int]]:
+def make_moons(
+    n: int = 100, noise: float = 0.1, seed: int = SEED
+) -> tuple[list[list[float]], list[int]]:
     """Two interleaving half circles with Gaussian noise; labels -1 and +1.
 
     A seeded pure-Python generator, so every engine (and every machine)
@@ -66,7 +69,7 @@ def initial_weights(layers: Sequence[int] = LAYERS, seed: int = SEED) -> list[fl
     bias): weights uniform in [-1, 1], biases 0, as micrograd initialises."""
     rng = random.Random(seed + 1)
     flat: list[float] = []
-    for nin, nout in zip(layers[:-1], layers[1:]):
+    for nin, nout in itertools.pairwise(layers):
         for _ in range(nout):
             flat.extend(rng.uniform(-1.0, 1.0) for _ in range(nin))
             flat.append(0.0)
@@ -93,7 +96,7 @@ class UserMLP:
     def __init__(self, value: type, layers: Sequence[int], weights: Sequence[float]) -> None:
         self.layers: list[list[tuple[list[Any], Any]]] = []
         it = iter(weights)
-        for nin, nout in zip(layers[:-1], layers[1:]):
+        for nin, nout in itertools.pairwise(layers):
             layer = []
             for _ in range(nout):
                 w = [value(next(it)) for _ in range(nin)]
@@ -180,7 +183,7 @@ class _StandInMLP:
         sizes = [nin, *nouts]
         self.layers = [
             [([Value(0.0) for _ in range(a)], Value(0.0)) for _ in range(b)]
-            for a, b in zip(sizes[:-1], sizes[1:])
+            for a, b in itertools.pairwise(sizes)
         ]
 
     def __call__(self, x: Sequence[Any]) -> Any:
@@ -211,7 +214,7 @@ class ChainruleStep:
     def __init__(self, sizes: Sizes) -> None:
         self.X, self.y = make_moons(sizes.moons_points)
         self.model = _StandInMLP(LAYERS[0], LAYERS[1:])
-        self.params = self.model.parameters()
+        self.params: list[Any] = self.model.parameters()
         _load(self.params, initial_weights())
         self.k = 0
 
@@ -264,8 +267,7 @@ def _engines(wrap: Callable[[Maker], Callable[[Sizes], Arm]]) -> tuple[Engine, .
 
 MOONS_STEP = Workload(
     "moons-step",
-    "micrograd's demo step: MLP 2-16-16-1, 100 points, SVM loss + L2, "
-    "forward + backward + SGD",
+    "micrograd's demo step: MLP 2-16-16-1, 100 points, SVM loss + L2, forward + backward + SGD",
     baseline="micrograd",
     engines=_engines(_step_arm),
 )

@@ -12,7 +12,7 @@ import sys
 from collections.abc import Sequence
 
 # One line per command module (chainrule/cli/<name>.py).
-COMMANDS: list[str] = []
+COMMANDS: list[str] = ["bench"]
 
 
 def build_parser() -> argparse.ArgumentParser:
