@@ -415,7 +415,9 @@ class Value:
         return _unary(SIGMOID, self)
 
     def relu(self) -> Value:
-        return _unary(RELU, self)
+        x = self.data
+        y = 0.0 if x < 0.0 else x  # inlined: the activation of every hidden neuron
+        return _node(y, (self,), RELU.derivative(FLOAT, x, y), RELU)  # type: ignore[misc]
 
     def softplus(self) -> Value:
         return _unary(SOFTPLUS, self)
@@ -656,6 +658,8 @@ GRAPH = SimpleNamespace(
 )
 
 _ONLY_VALUES = frozenset({Value})
+_ONLY_FLOATS = frozenset({float})
+_get_data = operator.attrgetter("data")
 
 
 def _split(xs: Iterable[Scalar], op: str) -> tuple[list[Any], list[float], bool]:
@@ -664,20 +668,21 @@ def _split(xs: Iterable[Scalar], op: str) -> tuple[list[Any], list[float], bool]
     items: list[Any] = xs if type(xs) is list else list(xs)
     kinds = set(map(type, items))
     if kinds == _ONLY_VALUES:
-        return items, [v.data for v in items], True
-    if Value not in kinds and not any(issubclass(k, Value) for k in kinds):
-        datas = [_as_float(x, op) for x in items]
-        return items, datas, False
+        return items, list(map(_get_data, items)), True
+    if kinds == _ONLY_FLOATS:
+        return items, items, False
+    if not any(issubclass(k, Value) for k in kinds):
+        return items, [_as_float(x, op) for x in items], False
     items = [_lift(x, op) for x in items]
-    return items, [v.data for v in items], True
+    return items, list(map(_get_data, items)), True
 
 
 def dot(w: Iterable[Scalar], x: Iterable[Scalar], bias: Scalar | None = None) -> Value:
     """``sum(w[i] * x[i]) + bias`` as one node instead of ``2n`` binary ones.
 
-    The same value and gradients as the long form, with far fewer nodes: it
-    is what ``nn.Neuron`` uses. When ``x`` holds plain numbers (a network's
-    input) they are constants and get no gradient.
+    The same value and gradients as the long form, with far fewer nodes and
+    edges: it is what ``nn.Neuron`` uses. When ``x`` holds plain numbers (a
+    network's input) they are constants and get no gradient.
 
     >>> from chainrule import Value, dot
     >>> w = [Value(1.0), Value(2.0)]
@@ -692,19 +697,21 @@ def dot(w: Iterable[Scalar], x: Iterable[Scalar], bias: Scalar | None = None) ->
     if not w_values:  # constant weights: swap roles so the Values come first
         ws, wd, xs, xd, w_values, x_values = xs, xd, ws, wd, x_values, w_values
     y = sum(map(operator.mul, wd, xd))
+    # The local derivatives are _d_dot's / _d_affine's rule (d/dw = x,
+    # d/dx = w, d/db = 1), built here directly from the lists.
     if bias is None:
         if not x_values:
             if not w_values:
                 return Value(y)
             return _node(y, tuple(ws), tuple(xd), AFFINE_CONST)
-        return _node(y, (*ws, *xs), _d_dot(FLOAT, *wd, *xd, y), DOT)
-    b = _lift(bias, "dot")
+        return _node(y, (*ws, *xs), (*xd, *wd), DOT)
+    b = bias if type(bias) is Value else _lift(bias, "dot")
     y += b.data
     if not w_values:
         return _node(y, (b,), (1.0,), ADD_CONST)
     if not x_values:
         return _node(y, (*ws, b), (*xd, 1.0), AFFINE_CONST)
-    return _node(y, (*ws, *xs, b), _d_affine(FLOAT, *wd, *xd, b.data, y), AFFINE)
+    return _node(y, (*ws, *xs, b), (*xd, *wd, 1.0), AFFINE)
 
 
 def add_n(values: Iterable[Scalar]) -> Value:
