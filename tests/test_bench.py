@@ -244,3 +244,12 @@ def test_memory_chain_counts_every_op() -> None:
 
 def test_every_workload_is_registered() -> None:
     assert {w.name: [e.name for e in w.engines] for w in WORKLOADS} == ENGINES
+
+
+def test_a_slower_engine_is_called_slower() -> None:
+    from chainrule.bench import Result
+
+    a = Engine("base", lambda sizes: lambda: lambda: None)
+    b = Engine("other", lambda sizes: lambda: lambda: None)
+    text = table([_workload(a, b)], [Result("w", "base", 1.0), Result("w", "other", 4.0)])
+    assert "4.0x slower than base" in text

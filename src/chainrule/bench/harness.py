@@ -164,8 +164,13 @@ def _ratio(workload: Workload, result: Result, by_engine: dict[str, Result]) -> 
     if result.engine == workload.baseline:
         return "1.0x (baseline)"
     ratio = base.value / result.value
-    what = "smaller" if workload.unit == "B/op" else "faster"
-    return f"{ratio:.1f}x {what} than {workload.baseline}"
+    if workload.unit == "B/op":
+        better, worse = "smaller", "larger"
+    else:
+        better, worse = "faster", "slower"
+    if ratio >= 1.0:
+        return f"{ratio:.1f}x {better} than {workload.baseline}"
+    return f"{1.0 / ratio:.1f}x {worse} than {workload.baseline}"
 
 
 def table(workloads: Sequence[Workload], results: Sequence[Result]) -> str:
