@@ -197,3 +197,31 @@ def test_fused_ops_under_no_grad_record_nothing() -> None:
         ps = softmax(v)
     assert loss._prev == () and all(y._prev == () for y in ys + ps)
     assert math.isclose(sum(p.data for p in ps), 1.0, rel_tol=1e-15)
+
+
+def test_linear_builds_the_same_nodes_as_dot() -> None:
+    from chainrule import dot
+
+    w = [[Value(0.5), Value(-1.0)], [Value(2.0), Value(0.25)]]
+    x = [Value(3.0), Value(-4.0)]
+    fast = linear(w, x)
+    slow = [dot(row, x) for row in w]
+    for a, b in zip(fast, slow):
+        assert (a.data, a._prev, a._op) == (b.data, b._prev, b._op)
+        assert tuple(a._local) == tuple(b._local)
+    # Second derivatives go through DOT's rule: with f = w . x,
+    # d2(f * f) / dw00 dx0 = 2 (w00 x0 + f).
+    y = fast[0] * fast[0]
+    (g,) = gradients(y, [w[0][0]], create_graph=True)
+    (h,) = gradients(g, [x[0]])
+    assert h == 2 * (3.0 * 0.5 + fast[0].data)
+
+
+def test_linear_with_constant_inputs_or_mixed_rows_falls_back_to_dot() -> None:
+    w = [[Value(1.0), 2.0], [Value(3.0), Value(4.0)]]
+    ys = linear(w, [1.0, 2.0])  # constant x: weights only
+    assert [y.data for y in ys] == [5.0, 11.0]
+    ys = linear(w, [Value(1.0), Value(2.0)])  # a row holding a number
+    assert [y.data for y in ys] == [5.0, 11.0]
+    with pytest.raises(ValueError, match="lengths differ"):
+        linear([[Value(1.0)]], [Value(1.0), Value(2.0)])
