@@ -19,7 +19,9 @@ from .engine import (
     sqrt,
     tanh,
 )
+from .explain import explain
 from .graph import enable_grad, is_grad_enabled, no_grad
+from .viz import draw, to_dot
 
 __version__ = "0.1.0"
 
@@ -29,8 +31,10 @@ __all__ = [
     "add_n",
     "cos",
     "dot",
+    "draw",
     "enable_grad",
     "exp",
+    "explain",
     "gradients",
     "is_grad_enabled",
     "log",
@@ -43,4 +47,5 @@ __all__ = [
     "softplus",
     "sqrt",
     "tanh",
+    "to_dot",
 ]

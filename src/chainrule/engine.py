@@ -334,6 +334,13 @@ class Value:
     def __format__(self, spec: str) -> str:
         return format(self.data, spec)
 
+    def _repr_svg_(self) -> str | None:
+        """Jupyter shows a Value as the drawing of its graph when Graphviz's
+        ``dot`` is installed; None falls back to the repr."""
+        from .viz import svg_or_none  # lazily: drawing is not the engine's job
+
+        return svg_or_none(self)
+
     # -- arithmetic ---------------------------------------------------------
 
     def __add__(self, other: Scalar) -> Value:

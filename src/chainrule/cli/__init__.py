@@ -12,7 +12,10 @@ import sys
 from collections.abc import Sequence
 
 # One line per command module (chainrule/cli/<name>.py).
-COMMANDS: list[str] = ["bench"]
+COMMANDS: list[str] = [
+    "bench",
+    "explain",
+]
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -1,0 +1,107 @@
+"""``chainrule explain``: the backward pass of a formula, step by step.
+
+    chainrule explain "relu(a*b + d)" a=2 b=-3 d=10 --svg graph.svg
+
+The formula is read by :mod:`chainrule.expr` (never ``eval``), its graph is
+built and backpropagated, and the table of :func:`chainrule.explain` is
+printed. A mistake in the formula is reported with a caret under it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+import sys
+from typing import Any
+
+from ..engine import Value
+from ..explain import explain
+from ..expr import ExprError, evaluate
+from ..viz import GraphvizNotFound, draw, to_dot
+
+_BINDING = re.compile(r"([A-Za-z_][A-Za-z0-9_]*)=(.*)", re.S)
+
+EPILOG = """\
+formula: numbers, names, + - * / ** and parentheses, and the functions
+exp log sqrt tanh sigmoid relu softplus sin cos abs max min.
+A formula that starts with '-' goes after '--':  chainrule explain -- "-a*b" a=1 b=2
+"""
+
+
+def register(subparsers: Any) -> None:
+    p = subparsers.add_parser(
+        "explain",
+        help="print the backward pass of a formula as a table, node by node",
+        description="Build the graph of FORMULA with the given values, run the backward\n"
+        "pass and print, for every node in reverse topological order, its\n"
+        "operation, data, local gradients and grad.",
+        epilog=EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    p.add_argument("formula", metavar="FORMULA", help='e.g. "relu(a*b + d)"')
+    p.add_argument("bindings", metavar="NAME=VALUE", nargs="*", help="e.g. a=2 b=-3 d=10")
+    p.add_argument("--markdown", action="store_true", help="print the table as Markdown")
+    p.add_argument("--svg", metavar="FILE", help="also draw the graph as SVG (needs Graphviz)")
+    p.add_argument("--dot", metavar="FILE", help="also write the graph as Graphviz DOT text")
+    p.add_argument(
+        "--digits", type=int, default=6, metavar="N", help="significant digits (default 6)"
+    )
+    p.set_defaults(func=run)
+
+
+def _fail(message: str, code: int = 2) -> int:
+    print(f"error: {message}", file=sys.stderr)
+    return code
+
+
+def parse_bindings(items: list[str]) -> dict[str, float]:
+    """``["a=2", "b=-3"]`` as ``{"a": 2.0, "b": -3.0}``; ValueError with a
+    one-line message for anything else."""
+    values: dict[str, float] = {}
+    for item in items:
+        m = _BINDING.fullmatch(item.strip())
+        if m is None:
+            raise ValueError(f"{item!r} is not NAME=VALUE (e.g. a=2)")
+        name, text = m.groups()
+        try:
+            number = float(text)
+        except ValueError:
+            raise ValueError(f"{item!r}: {text!r} is not a number") from None
+        if name in values:
+            raise ValueError(f"{name} is given twice")
+        values[name] = number
+    return values
+
+
+def run(args: argparse.Namespace) -> int:
+    if not 1 <= args.digits <= 17:
+        return _fail("--digits must be between 1 and 17")
+    try:
+        values = parse_bindings(args.bindings)
+    except ValueError as e:
+        return _fail(str(e))
+    try:
+        root: Value = evaluate(args.formula, values)
+    except ExprError as e:
+        print(f"error: {e}\n{e.caret()}", file=sys.stderr)
+        return 2
+    root.backward()  # a fresh graph: the drawing then shows one pass's grads
+    fmt = "markdown" if args.markdown else "text"
+    print(explain(root, fmt, digits=args.digits))
+    if args.dot:
+        try:
+            with open(args.dot, "w", encoding="utf-8") as f:
+                f.write(to_dot(root) + "\n")
+        except OSError as e:
+            return _fail(f"cannot write {args.dot}: {e.strerror or e}", 1)
+    if args.svg:
+        try:
+            draw(root, args.svg, format="svg")
+        except GraphvizNotFound as e:
+            return _fail(str(e), 1)
+        except OSError as e:
+            return _fail(f"cannot write {args.svg}: {e.strerror or e}", 1)
+        except RuntimeError as e:
+            return _fail(str(e), 1)
+        print(f"wrote {args.svg}", file=sys.stderr)
+    return 0

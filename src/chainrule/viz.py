@@ -1,0 +1,276 @@
+"""Drawing the graph of a Value: Graphviz DOT text, and SVG or PNG files.
+
+:func:`to_dot` needs nothing: it writes the DOT language as text. Each Value
+is a record ``label | data | grad``; each operation is an oval between its
+inputs and its output; edges run forward, the way the values flowed. Node
+ids follow a fixed forward order (``v0``, ``v1``, ...), so the same graph
+always gives the same text.
+
+:func:`draw` hands that text to Graphviz's ``dot`` program, which must be
+installed (``apt-get install graphviz``, ``brew install graphviz``);
+:func:`to_svg` returns the SVG as a string, which is what a Value shows in
+Jupyter.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import shutil
+import subprocess
+from pathlib import Path
+from typing import Any
+
+from .engine import Value
+from .graph import reverse_topological_order
+
+#: Graphs with more Values than this are drawn as a one-node summary.
+DEFAULT_MAX_NODES = 200
+#: Labels longer than this are shortened with "..." in pictures and tables.
+LABEL_WIDTH = 40
+#: Output formats ``draw`` accepts, by file extension.
+FORMATS = ("svg", "png", "pdf")
+
+INSTALL_HINT = (
+    "install Graphviz (apt-get install graphviz, or brew install graphviz), "
+    "or write the DOT text with to_dot() and render it elsewhere"
+)
+
+
+class GraphvizNotFound(RuntimeError):
+    """Graphviz's ``dot`` program is not on the PATH."""
+
+
+# --------------------------------------------------------------------------
+# Shared with explain: the nodes in order, their names, their numbers
+# --------------------------------------------------------------------------
+
+
+def forward_order(root: Value) -> list[Value]:
+    """Every node ``root`` depends on, each after the nodes it was computed
+    from; a leaf comes just before its first use. Iterative.
+
+    >>> from chainrule import Value
+    >>> a, b = Value(2.0, label="a"), Value(3.0, label="b")
+    >>> [v.label for v in forward_order(a * b + a)]
+    ['a', 'b', '', '']
+    """
+    interior, _ = reverse_topological_order(root)
+    if not interior:
+        return [root]
+    order: list[Value] = []
+    placed: set[Value] = set()
+    for node in reversed(interior):  # oldest first: inputs before outputs
+        for child in node._prev:
+            if child not in placed and not child._prev:
+                placed.add(child)
+                order.append(child)
+        order.append(node)
+    return order
+
+
+def display_name(node: Value, index: int) -> str:
+    """The node's label, shortened to :data:`LABEL_WIDTH`, or ``#index``
+    when it has none (the same number in the drawing and in the table)."""
+    label = " ".join(node.label.split())
+    if not label:
+        return f"#{index}"
+    if len(label) > LABEL_WIDTH:
+        return label[: LABEL_WIDTH - 3] + "..."
+    return label
+
+
+def format_number(x: Any, digits: int = 6) -> str:
+    """A float as Python would print it when short (``-3.0``, ``0.25``),
+    else rounded to ``digits`` significant digits (``0.333333``).
+
+    >>> format_number(64), format_number(1 / 3), format_number(float("nan"))
+    ('64.0', '0.333333', 'nan')
+    """
+    if isinstance(x, Value):  # a grad from backward(create_graph=True)
+        x = x.data
+    x = float(x)
+    text = repr(x)
+    if len(text) <= digits + 3 or not math.isfinite(x):
+        return text
+    text = f"{x:.{digits}g}"
+    if text.lstrip("-").isdigit():
+        text += ".0"
+    return text
+
+
+# --------------------------------------------------------------------------
+# DOT
+# --------------------------------------------------------------------------
+
+
+def _quoted(text: str) -> str:
+    """A DOT quoted string that shows ``text`` literally (escString)."""
+    return '"' + text.replace("\\", "\\\\").replace('"', '\\"') + '"'
+
+
+def _field(text: str) -> str:
+    """``text`` as one field of a record label: its separators escaped."""
+    for c in "\\{}|<>":
+        text = text.replace(c, "\\" + c)
+    return text
+
+
+def _record(node: Value, index: int, root: bool) -> str:
+    fields = "|".join(
+        (
+            _field(display_name(node, index)),
+            "data " + format_number(node.data),
+            "grad " + format_number(node.grad),
+        )
+    )
+    # Backslashes are already escaped for the record parser, which reads the
+    # string as written; only the quote needs the string-level escape.
+    label = '"{' + fields.replace('"', '\\"') + '}"'
+    extra = ", penwidth=2" if root else ""
+    return f"  v{index} [shape=record, label={label}{extra}];"
+
+
+def to_dot(root: Value, *, max_nodes: int = DEFAULT_MAX_NODES, rankdir: str = "LR") -> str:
+    """The graph of ``root`` in Graphviz's DOT language.
+
+    One record per Value (label, data, grad; the root drawn bold), one oval
+    per operation, edges from inputs to the operation and from it to its
+    output. Unlabelled Values are shown as ``#n``, their place in the order.
+    Grads are shown as they are: call ``backward()`` first to see them.
+
+    A graph of more than ``max_nodes`` Values is drawn as the root alone
+    with a note giving the graph's size, rather than an unreadable picture.
+
+    >>> from chainrule import Value
+    >>> x = Value(3.0, label="x")
+    >>> y = x * x
+    >>> y.backward()
+    >>> print(to_dot(y))
+    digraph chainrule {
+      rankdir=LR;
+      node [fontname="Helvetica", fontsize=12];
+      v0 [shape=record, label="{x|data 3.0|grad 6.0}"];
+      v1 [shape=record, label="{#1|data 9.0|grad 1.0}", penwidth=2];
+      v1_op [shape=ellipse, label="*"];
+      v0 -> v1_op;
+      v0 -> v1_op;
+      v1_op -> v1;
+    }
+    """
+    if not isinstance(root, Value):
+        raise TypeError(f"to_dot: expected a Value, got {type(root).__name__}")
+    if rankdir not in ("LR", "RL", "TB", "BT"):
+        raise ValueError(f"to_dot: rankdir must be LR, RL, TB or BT, got {rankdir!r}")
+    nodes = forward_order(root)
+    lines = [
+        "digraph chainrule {",
+        f"  rankdir={rankdir};",
+        '  node [fontname="Helvetica", fontsize=12];',
+    ]
+    if len(nodes) > max_nodes:
+        operations = sum(1 for v in nodes if v._prev)
+        note = (
+            f"{len(nodes)} values and {operations} operations: "
+            f"more than max_nodes={max_nodes}.\\nOnly the root is drawn; "
+            "pass a larger max_nodes to draw them all."
+        )
+        lines.append(_record(root, len(nodes) - 1, root=True))
+        lines.append(f'  note [shape=note, label="{note}"];')
+        lines.append(f"  note -> v{len(nodes) - 1} [style=dashed, arrowhead=none];")
+        lines.append("}")
+        return "\n".join(lines)
+
+    index = {node: i for i, node in enumerate(nodes)}
+    edges: list[str] = []
+    for i, node in enumerate(nodes):
+        lines.append(_record(node, i, root=node is root))
+        if node._prev:
+            lines.append(f"  v{i}_op [shape=ellipse, label={_quoted(node._op or '?')}];")
+            edges.extend(f"  v{index[child]} -> v{i}_op;" for child in node._prev)
+            edges.append(f"  v{i}_op -> v{i};")
+    lines.extend(edges)
+    lines.append("}")
+    return "\n".join(lines)
+
+
+# --------------------------------------------------------------------------
+# Rendering through Graphviz
+# --------------------------------------------------------------------------
+
+
+def graphviz_available() -> bool:
+    """True when Graphviz's ``dot`` program is on the PATH."""
+    return shutil.which("dot") is not None
+
+
+def _render(dot_text: str, fmt: str, timeout: float) -> bytes:
+    exe = shutil.which("dot")
+    if exe is None:
+        raise GraphvizNotFound(f"drawing needs Graphviz's `dot` program: {INSTALL_HINT}")
+    try:
+        done = subprocess.run(
+            [exe, f"-T{fmt}"],
+            input=dot_text.encode("utf-8"),
+            capture_output=True,
+            timeout=timeout,
+            check=False,
+        )
+    except subprocess.TimeoutExpired:
+        raise RuntimeError(f"dot took longer than {timeout:g} s; try a smaller max_nodes") from None
+    if done.returncode != 0:
+        reason = done.stderr.decode("utf-8", "replace").strip().splitlines()
+        raise RuntimeError(f"dot failed: {reason[0] if reason else f'exit {done.returncode}'}")
+    return done.stdout
+
+
+def draw(
+    root: Value,
+    path: str | os.PathLike[str],
+    *,
+    format: str | None = None,  # noqa: A002
+    max_nodes: int = DEFAULT_MAX_NODES,
+    rankdir: str = "LR",
+    timeout: float = 30.0,
+) -> Path:
+    """Draw the graph of ``root`` into ``path``, an ``.svg``, ``.png`` or
+    ``.pdf`` file, and return the path. The extension picks the format
+    unless ``format`` names one.
+
+    Runs Graphviz's ``dot``; raises :class:`GraphvizNotFound` with the
+    install hint when it is missing. Call ``backward()`` first to see grads.
+
+    >>> from chainrule import Value
+    >>> y = Value(2.0, label="x").tanh()
+    >>> y.backward()
+    >>> draw(y, "graph.svg")  # doctest: +SKIP
+    PosixPath('graph.svg')
+    """
+    path = Path(path)
+    fmt = format or path.suffix.lower().lstrip(".")
+    if format is not None and format not in FORMATS:
+        raise ValueError(f"draw: format must be one of {', '.join(FORMATS)}, got {format!r}")
+    if fmt not in FORMATS:
+        raise ValueError(
+            f"draw: cannot tell the format of {str(path)!r}: "
+            f"end the name with {', '.join('.' + f for f in FORMATS)}"
+        )
+    data = _render(to_dot(root, max_nodes=max_nodes, rankdir=rankdir), fmt, timeout)
+    path.write_bytes(data)
+    return path
+
+
+def to_svg(root: Value, *, max_nodes: int = DEFAULT_MAX_NODES, timeout: float = 30.0) -> str:
+    """The drawing of ``root``'s graph as SVG text (needs ``dot``)."""
+    return _render(to_dot(root, max_nodes=max_nodes), "svg", timeout).decode("utf-8")
+
+
+def svg_or_none(root: Value) -> str | None:
+    """SVG for Jupyter's display protocol, or None when it cannot be drawn
+    (no ``dot``, or ``dot`` failed), so Jupyter falls back to the repr."""
+    if not graphviz_available():
+        return None
+    try:
+        return to_svg(root, timeout=10.0)
+    except (RuntimeError, OSError):
+        return None

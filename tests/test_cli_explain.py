@@ -1,0 +1,184 @@
+"""``chainrule explain``: the seeds' worked examples as commands, the
+drawing options, and one-line errors (never a traceback) for bad input."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+import chainrule.viz
+from chainrule.cli import main
+
+SRC = Path(__file__).resolve().parent.parent / "src"
+
+
+def require_dot() -> None:
+    """Skip without Graphviz, except in CI, where drawing must be tested."""
+    if shutil.which("dot") is None:
+        if os.environ.get("CI"):
+            pytest.fail("Graphviz's `dot` is required in CI (apt-get install graphviz)")
+        pytest.skip("Graphviz's `dot` is not installed")
+
+
+def run(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:
+    code = main(["explain", *args])
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def grads(table: str) -> dict[str, str]:
+    """node label -> the last cell (its grad) of each row of a text table."""
+    rows = table.splitlines()[2:]
+    return {row.split("  ")[0].strip(): row.rsplit("  ", 1)[-1].strip() for row in rows}
+
+
+def test_seed_002(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, err = run(capsys, "relu(a*b + d)", "a=2", "b=-3", "d=10")
+    assert (code, err) == (0, "")
+    assert grads(out) == {
+        "relu(a*b + d)": "1.0 (seed)",
+        "a*b + d": "1.0",
+        "d": "1.0",
+        "a*b": "1.0",
+        "b": "2.0",
+        "a": "-3.0",
+    }
+    assert "a*b            *     -6.0  a: -3.0, b: 2.0" in out
+
+
+def test_seed_003(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = run(capsys, "(a*b + a)**2", "a=2", "b=3")
+    assert code == 0
+    assert grads(out) == {
+        "(a*b + a)**2": "1.0 (seed)",
+        "a*b + a": "16.0",
+        "a*b": "16.0",
+        "b": "32.0",
+        "a": "16.0 + 48.0 = 64.0",
+    }
+    assert out.splitlines()[2] == (
+        "(a*b + a)**2  **2  64.0  a*b + a: 16.0                     1.0 (seed)"
+    )
+
+
+def test_markdown_and_digits(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = run(capsys, "a/b", "a=1", "b=3", "--markdown", "--digits", "3")
+    assert code == 0
+    assert out.splitlines()[2] == "| `a/b` | `/` | 0.333 | `a`: 0.333, `b`: -0.111 | 1.0 (seed) |"
+
+
+def test_values_accept_any_float_spelling(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = run(capsys, "x*y", "x=1e-3", "y=-2.5")
+    assert code == 0 and grads(out)["x"] == "-2.5" and grads(out)["y"] == "0.001"
+
+
+def test_formula_starting_with_minus_goes_after_double_dash(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    code, out, _ = run(capsys, "--", "-a*b", "a=1", "b=2")
+    assert code == 0 and grads(out)["a"] == "-2.0"
+
+
+@pytest.mark.parametrize(
+    ("formula", "message", "caret"),
+    [
+        ("__import__('os')", "unknown function '__import__'", "  ^"),
+        ("a.__class__", "no attribute access (column 2)", "   ^"),
+        ("relu(a*b", "'(' is never closed (column 5)", "      ^"),
+        ("a*b)", "unmatched ')' (column 4)", "     ^"),
+        ("a*x", "unknown name 'x' (bind it: x=...) (column 3)", "    ^"),
+        ("a**9**9", "exponent 3.8742e+08 is too large", "     ^"),
+    ],
+)
+def test_malformed_formula(
+    capsys: pytest.CaptureFixture[str], formula: str, message: str, caret: str
+) -> None:
+    code, out, err = run(capsys, formula, "a=2", "b=3")
+    assert code == 2 and out == ""
+    first, echo, pointer = err.splitlines()
+    assert first.startswith("error: ") and message in first
+    assert (echo, pointer) == (f"  {formula}", caret)
+
+
+@pytest.mark.parametrize(
+    ("binding", "message"),
+    [
+        ("a", "'a' is not NAME=VALUE (e.g. a=2)"),
+        ("a=two", "'a=two': 'two' is not a number"),
+        ("2a=1", "'2a=1' is not NAME=VALUE (e.g. a=2)"),
+        ("a=", "'a=': '' is not a number"),
+    ],
+)
+def test_bad_binding(capsys: pytest.CaptureFixture[str], binding: str, message: str) -> None:
+    code, out, err = run(capsys, "a", binding)
+    assert (code, out, err) == (2, "", f"error: {message}\n")
+
+
+def test_name_given_twice(capsys: pytest.CaptureFixture[str]) -> None:
+    assert run(capsys, "a", "a=1", "a=2") == (2, "", "error: a is given twice\n")
+
+
+def test_bad_digits(capsys: pytest.CaptureFixture[str]) -> None:
+    assert run(capsys, "a", "a=1", "--digits", "0")[0] == 2
+
+
+def test_missing_formula_is_a_usage_error(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as info:
+        main(["explain"])
+    assert info.value.code == 2
+    assert "required: FORMULA" in capsys.readouterr().err
+
+
+def test_dot_file_needs_nothing(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    path = tmp_path / "g.dot"
+    code, _, _ = run(capsys, "relu(a*b + d)", "a=2", "b=-3", "d=10", "--dot", str(path))
+    text = path.read_text()
+    assert code == 0 and text.startswith("digraph chainrule {")
+    assert 'v0 [shape=record, label="{a|data 2.0|grad -3.0}"];' in text
+
+
+def test_svg_without_graphviz(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(chainrule.viz.shutil, "which", lambda name: None)
+    code, out, err = run(capsys, "a*b", "a=2", "b=3", "--svg", str(tmp_path / "g.svg"))
+    assert code == 1
+    assert grads(out)["a"] == "3.0"  # the table is still printed
+    assert err.count("\n") == 1 and "apt-get install graphviz" in err
+    assert err.startswith("error: drawing needs Graphviz's `dot` program")
+
+
+def test_svg_into_a_missing_directory(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    require_dot()
+    target = tmp_path / "no" / "such" / "g.svg"
+    code, _, err = run(capsys, "a*b", "a=2", "b=3", "--svg", str(target))
+    assert code == 1 and err.startswith(f"error: cannot write {target}")
+
+
+def test_svg_of_seed_002(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    require_dot()
+    path = tmp_path / "seed002.svg"
+    code, _, err = run(capsys, "relu(a*b + d)", "a=2", "b=-3", "d=10", "--svg", str(path))
+    assert (code, err) == (0, f"wrote {path}\n")
+    svg = path.read_text()
+    assert "<svg" in svg and "relu(a*b + d)" in svg and "grad &#45;3.0" in svg
+
+
+def test_malformed_input_in_a_real_process_gives_no_traceback() -> None:
+    env = {**os.environ, "PYTHONPATH": str(SRC)}
+    done = subprocess.run(
+        [sys.executable, "-m", "chainrule", "explain", "__import__('os').system('ls')"],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=60,
+        check=False,
+    )
+    assert done.returncode == 2 and done.stdout == ""
+    assert "Traceback" not in done.stderr
+    assert done.stderr.splitlines()[0].startswith("error: unknown function '__import__'")
