@@ -253,3 +253,30 @@ def test_a_slower_engine_is_called_slower() -> None:
     b = Engine("other", lambda sizes: lambda: lambda: None)
     text = table([_workload(a, b)], [Result("w", "base", 1.0), Result("w", "other", 4.0)])
     assert "4.0x slower than base" in text
+
+
+def test_readme_tables_are_the_run_in_results_json() -> None:
+    """The README's table and benchmarks/README.md's are the output of the
+    run whose JSON is benchmarks/results.json."""
+    from chainrule.bench.harness import _format_value
+
+    root = Path(__file__).resolve().parent.parent
+    results = json.loads((root / "benchmarks" / "results.json").read_text())
+    units = results["meta"]["units"]
+    for readme in (root / "README.md", root / "benchmarks" / "README.md"):
+        text = readme.read_text()
+        table_start = text.index("chainrule bench (full)")
+        block = text[table_start : text.index("```", table_start)]
+        rows = [line.split() for line in block.splitlines()]
+        for name, engines in results["workloads"].items():
+            unit = "B/op" if units[name] == "bytes per operation" else "s"
+            for engine, value in engines.items():
+                shown = results["notes"][name][engine] if value is None else None
+                shown = shown or _format_value(value, unit)
+                assert any(engine in row and shown in " ".join(row) for row in rows), (
+                    readme.name,
+                    name,
+                    engine,
+                    shown,
+                )
+        assert f"{results['meta']['repetitions']} timed runs" in block
