@@ -1,6 +1,7 @@
 """chainrule: reverse-mode automatic differentiation, micrograd's backward
 pass made exact, deep and fast."""
 
+from .check import AnomalyError, GradcheckError, GradcheckReport, detect_anomaly, gradcheck
 from .engine import (
     Primitive,
     Value,
@@ -20,22 +21,30 @@ from .engine import (
     tanh,
 )
 from .explain import explain
+from .functional import grad, hessian, value_and_grad
 from .graph import enable_grad, is_grad_enabled, no_grad
 from .viz import draw, to_dot
 
 __version__ = "0.1.0"
 
 __all__ = [
+    "AnomalyError",
+    "GradcheckError",
+    "GradcheckReport",
     "Primitive",
     "Value",
     "add_n",
     "cos",
+    "detect_anomaly",
     "dot",
     "draw",
     "enable_grad",
     "exp",
     "explain",
+    "grad",
+    "gradcheck",
     "gradients",
+    "hessian",
     "is_grad_enabled",
     "log",
     "maximum",
@@ -48,4 +57,5 @@ __all__ = [
     "sqrt",
     "tanh",
     "to_dot",
+    "value_and_grad",
 ]

@@ -532,6 +532,7 @@ def _propagate(root: Value, seed: Any, create_graph: bool) -> dict[Value, Any]:
     ``.grad`` is touched. With ``create_graph`` they are Values."""
     grads: dict[Value, Any] = {root: seed}
     get = grads.get
+    observer = mode.observer  # detect_anomaly sees these contributions too
     for v in reverse_topological_order(root)[0]:
         g = get(v)
         if g is None:
@@ -543,6 +544,8 @@ def _propagate(root: Value, seed: Any, create_graph: bool) -> dict[Value, Any]:
             local = v._local
         for child, d in zip(v._prev, local):
             contribution = d * g
+            if observer is not None:
+                observer.backward(v, child, contribution, g)
             acc = get(child)
             grads[child] = contribution if acc is None else acc + contribution
     return grads
