@@ -95,8 +95,8 @@ def test_gpt_matches_pytorch(torch: Any, weights: dict[str, Any], ops: Any) -> N
 
 def test_a_step_of_each_variant_updates_the_same_way() -> None:
     steps = [
-        gpt.GPTStep(gpt.CompatOps, gpt.CompatAdam, "emma"),
-        gpt.GPTStep(gpt.FusedOps, gpt._StandInAdam, "emma"),
+        gpt.GPTStep(gpt.CompatOps, gpt.compat_adam, "emma"),
+        gpt.GPTStep(gpt.FusedOps, gpt.chainrule_adam, "emma"),
     ]
     losses = [[s() for _ in range(3)] for s in steps]
     assert all(math.isclose(a, b, rel_tol=1e-12) for a, b in zip(*losses))

@@ -1,12 +1,14 @@
 """chainrule: reverse-mode automatic differentiation, micrograd's backward
 pass made exact, deep and fast."""
 
+from . import checkpoint, data, losses, nn, optim
 from .check import AnomalyError, GradcheckError, GradcheckReport, detect_anomaly, gradcheck
 from .engine import (
     Primitive,
     Value,
     add_n,
     cos,
+    dense,
     dot,
     exp,
     gradients,
@@ -23,18 +25,30 @@ from .engine import (
 from .explain import explain
 from .functional import grad, hessian, value_and_grad
 from .graph import enable_grad, is_grad_enabled, no_grad
+from .nn import MLP, Layer, Module, Neuron
+from .optim import SGD, Adam, LinearDecay
 from .viz import draw, to_dot
 
 __version__ = "0.1.0"
 
 __all__ = [
+    "MLP",
+    "SGD",
+    "Adam",
     "AnomalyError",
     "GradcheckError",
     "GradcheckReport",
+    "Layer",
+    "LinearDecay",
+    "Module",
+    "Neuron",
     "Primitive",
     "Value",
     "add_n",
+    "checkpoint",
     "cos",
+    "data",
+    "dense",
     "detect_anomaly",
     "dot",
     "draw",
@@ -47,9 +61,12 @@ __all__ = [
     "hessian",
     "is_grad_enabled",
     "log",
+    "losses",
     "maximum",
     "minimum",
+    "nn",
     "no_grad",
+    "optim",
     "relu",
     "sigmoid",
     "sin",

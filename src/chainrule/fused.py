@@ -25,14 +25,11 @@ from __future__ import annotations
 import functools
 import math
 from collections.abc import Iterable, Sequence
-from operator import attrgetter, mul
 from typing import Any
 
 from . import ieee
-from .engine import DOT, Primitive, Scalar, Value, _node, _split, dot
-
-_ONLY_VALUES = frozenset({Value})
-_data = attrgetter("data")
+from .engine import Primitive, Scalar, Value, dense
+from .losses import LOGSUMEXP
 
 __all__ = [
     "EXP_SUB",
@@ -45,30 +42,14 @@ __all__ = [
 ]
 
 
-def _logsumexp(xs: Sequence[float]) -> float:
-    """``log(sum(exp(x)))`` shifted by the maximum so it never overflows;
-    as ``torch.logsumexp``, an infinite maximum is not subtracted."""
-    if not xs:
-        return -math.inf
-    m = max(xs)
-    if math.isinf(m):
-        return ieee.log(math.fsum(ieee.exp(x) for x in xs))
-    exp = math.exp  # x - m <= 0 (or nan): never overflows
-    return m + math.log(sum([exp(x - m) for x in xs]))
-
-
 # --------------------------------------------------------------------------
 # The rules: d out / d input, on floats (M = FLOAT) or on Values (M = GRAPH)
 # --------------------------------------------------------------------------
 
 
-def _d_logsumexp(M: Any, *args: Any) -> list[Any]:
-    # d lse / d x_i = softmax(x)_i = exp(x_i - lse)
-    out = args[-1]
-    return [M.exp(x - out) for x in args[:-1]]
+# logsumexp is losses.LOGSUMEXP: one node whose local gradients are the
+# softmax. The rules below are for the other fused ops.
 
-
-LOGSUMEXP = Primitive("logsumexp", lambda *xs: _logsumexp(xs), _d_logsumexp)
 
 #: ``exp(a - b)``: one softmax entry once ``b`` is the logsumexp.
 EXP_SUB = Primitive("exp(a-b)", lambda a, b: ieee.exp(a - b), lambda M, a, b, out: (out, -out))
@@ -78,8 +59,10 @@ EXP_SUB = Primitive("exp(a-b)", lambda a, b: ieee.exp(a - b), lambda M, a, b, ou
 def _cross_entropy(target: int) -> Primitive:
     """``-log softmax(logits)[target]`` for one fixed target index."""
 
+    lse = LOGSUMEXP.forward
+
     def forward(*xs: float) -> float:
-        return _logsumexp(xs) - xs[target]
+        return lse(*xs) - xs[target]
 
     def rule(M: Any, *args: Any) -> list[Any]:
         # d/dx_i = softmax_i - [i == target]; the logsumexp is out + x_target
@@ -181,28 +164,11 @@ def rmsnorm(xs: Iterable[Scalar], eps: float = 1e-5) -> list[Value]:
 
 
 def linear(w: Sequence[Sequence[Scalar]], x: Sequence[Scalar]) -> list[Value]:
-    """``w @ x`` (no bias): one :func:`~chainrule.dot` node per row of ``w``.
-
-    The same nodes as ``[dot(row, x) for row in w]``, built faster: the
-    inputs ``x`` are checked and read once for all the rows.
+    """``w @ x`` (no bias): one :func:`~chainrule.dot` node per row of ``w``,
+    built by :func:`~chainrule.dense`, which reads ``x`` once for all rows.
 
     >>> from chainrule import Value
     >>> [y.data for y in linear([[Value(1.0), Value(2.0)]], [Value(3.0), Value(4.0)])]
     [11.0]
     """
-    xs, xd, x_values = _split(x, "linear")
-    if not x_values:
-        return [dot(row, xs) for row in w]
-    n = len(xs)
-    x_prev: tuple[Any, ...] = tuple(xs)
-    x_local = tuple(xd)
-    out = []
-    row: Any
-    for row in w:
-        if len(row) != n or set(map(type, row)) != _ONLY_VALUES:
-            out.append(dot(row, xs))  # the general case, and its errors
-            continue
-        wd = list(map(_data, row))
-        # A DOT node exactly as dot() makes it: inputs (*w, *x), d/dw = x, d/dx = w.
-        out.append(_node(sum(map(mul, wd, xd)), (*row, *x_prev), (*x_local, *wd), DOT))
-    return out
+    return dense(w, x)

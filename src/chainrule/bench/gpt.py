@@ -25,11 +25,11 @@ from __future__ import annotations
 
 import math
 import random
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from .. import Value, add_n, dot
+from .. import Value, add_n, dot, optim
 from .. import fused as F
 from .harness import Arm, Engine, Sizes, Workload
 
@@ -248,50 +248,45 @@ class CompatAdam:
             p.grad = 0.0
 
 
-class _StandInAdam:
-    """Stand-in for ``chainrule.optim.Adam`` until branch ``train`` lands:
-    the same update, with the bias corrections hoisted out of the loop."""
+def chainrule_adam(params: list[Any]) -> Callable[[], None]:
+    """``chainrule.optim.Adam`` with the same hyperparameters; the update
+    and then ``zero_grad``."""
+    adam = optim.Adam(params, lr=LEARNING_RATE, betas=BETAS, eps=EPS)
 
-    def __init__(self, params: list[Any]) -> None:
-        self.params = params
-        self.m = [0.0] * len(params)
-        self.v = [0.0] * len(params)
-        self.t = 0
+    def update() -> None:
+        adam.step()
+        adam.zero_grad()
 
-    def step(self) -> None:
-        self.t += 1
-        b1, b2 = BETAS
-        c1, c2 = 1.0 - b1, 1.0 - b2
-        bc1, bc2 = 1.0 - b1**self.t, 1.0 - b2**self.t
-        grads = [p.grad for p in self.params]
-        self.m = m = [b1 * mi + c1 * g for mi, g in zip(self.m, grads)]
-        self.v = v = [b2 * vi + c2 * g * g for vi, g in zip(self.v, grads)]
-        for p, mi, vi in zip(self.params, m, v):
-            p.data -= LEARNING_RATE * (mi / bc1) / ((vi / bc2) ** 0.5 + EPS)
-            p.grad = 0.0
+    return update
 
-    def zero_grad(self) -> None:
-        for p in self.params:
-            p.grad = 0.0
+
+def compat_adam(params: list[Any]) -> Callable[[], None]:
+    return CompatAdam(params).step
 
 
 class GPTStep:
     """Forward, backward, Adam on one name."""
 
-    def __init__(self, ops: Any, optimizer: type, name: str, config: GPTConfig | None = None):
+    def __init__(
+        self,
+        ops: Any,
+        optimizer: Callable[[list[Any]], Callable[[], None]],
+        name: str,
+        config: GPTConfig | None = None,
+    ) -> None:
         self.config = config or GPTConfig()
         self.model = GPT(initial_weights(self.config), ops, self.config)
-        self.optimizer = optimizer(self.model.parameters())
+        self.update = optimizer(self.model.parameters())
         self.tokens = encode(name)
 
     def __call__(self) -> float:
         loss = self.model.loss(self.tokens)
         loss.backward()
-        self.optimizer.step()
+        self.update()
         return float(loss.data)
 
 
-def _make(ops: Any, optimizer: type) -> Any:
+def _make(ops: Any, optimizer: Callable[[list[Any]], Callable[[], None]]) -> Any:
     def make(sizes: Sizes) -> Arm:
         step = GPTStep(ops, optimizer, sizes.gpt_name)
         return lambda: step
@@ -305,7 +300,7 @@ GPT_STEP = Workload(
     "1 layer, block 16) on one name",
     baseline="chainrule-compat",
     engines=(
-        Engine("chainrule-compat", _make(CompatOps, CompatAdam)),
-        Engine("chainrule", _make(FusedOps, _StandInAdam)),
+        Engine("chainrule-compat", _make(CompatOps, compat_adam)),
+        Engine("chainrule", _make(FusedOps, chainrule_adam)),
     ),
 )

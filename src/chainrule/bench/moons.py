@@ -21,12 +21,11 @@ Three engines run it from the same data and the same initial weights:
 from __future__ import annotations
 
 import itertools
-import math
 import random
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from .. import Value, add_n, dot
+from .. import Value, data, dot, losses, nn, optim
 from .harness import Arm, Engine, Sizes, Workload
 
 LAYERS = [2, 16, 16, 1]
@@ -42,26 +41,10 @@ SEED = 1337
 def make_moons(
     n: int = 100, noise: float = 0.1, seed: int = SEED
 ) -> tuple[list[list[float]], list[int]]:
-    """Two interleaving half circles with Gaussian noise; labels -1 and +1.
-
-    A seeded pure-Python generator, so every engine (and every machine)
-    gets the same points.
-    """
-    rng = random.Random(seed)
-    n_outer = n // 2
-    points: list[tuple[list[float], int]] = []
-    for i in range(n):
-        outer = i < n_outer
-        count = n_outer if outer else n - n_outer
-        k = i if outer else i - n_outer
-        t = math.pi * k / max(count - 1, 1)
-        if outer:
-            x, y = math.cos(t), math.sin(t)
-        else:
-            x, y = 1.0 - math.cos(t), 0.5 - math.sin(t)
-        points.append(([x + rng.gauss(0.0, noise), y + rng.gauss(0.0, noise)], -1 if outer else 1))
-    rng.shuffle(points)
-    return [p for p, _ in points], [label for _, label in points]
+    """``chainrule.data.make_moons`` (seeded, so every engine and every
+    machine gets the same points) with the demo's labels -1 and +1."""
+    X, labels = data.make_moons(n, noise=noise, seed=seed)
+    return X, [2 * label - 1 for label in labels]
 
 
 def initial_weights(layers: Sequence[int] = LAYERS, seed: int = SEED) -> list[float]:
@@ -175,62 +158,31 @@ def _compat(sizes: Sizes) -> DemoStep:
 # --------------------------------------------------------------------------
 
 
-class _StandInMLP:
-    """Stand-in for ``chainrule.nn.MLP`` until branch ``train`` lands: the
-    same construction and API, one ``dot`` node per neuron."""
-
-    def __init__(self, nin: int, nouts: Sequence[int]) -> None:
-        sizes = [nin, *nouts]
-        self.layers = [
-            [([Value(0.0) for _ in range(a)], Value(0.0)) for _ in range(b)]
-            for a, b in itertools.pairwise(sizes)
-        ]
-
-    def __call__(self, x: Sequence[Any]) -> Any:
-        last = len(self.layers) - 1
-        for i, layer in enumerate(self.layers):
-            x = [dot(w, x, b) if i == last else dot(w, x, b).relu() for w, b in layer]
-        return x[0] if len(x) == 1 else x
-
-    def parameters(self) -> list[Value]:
-        return [p for layer in self.layers for w, b in layer for p in [*w, b]]
-
-    def zero_grad(self) -> None:
-        for p in self.parameters():
-            p.grad = 0.0
-
-
-def _svm_loss(scores: Sequence[Value], y: Sequence[int]) -> Value:
-    return add_n([(1.0 - yi * s).relu() for yi, s in zip(y, scores)]) * (1.0 / len(scores))
-
-
-def _l2(parameters: Sequence[Value], alpha: float) -> Value:
-    return dot(parameters, parameters) * alpha
-
-
 class ChainruleStep:
-    """The same step written with chainrule's network, losses and SGD."""
+    """The same step written with chainrule's ``nn.MLP``, ``losses`` and
+    ``optim.SGD``: one ``dot`` node per neuron, one ``add_n`` for the mean
+    hinge loss, one ``dot`` node for the sum of squared parameters."""
 
     def __init__(self, sizes: Sizes) -> None:
         self.X, self.y = make_moons(sizes.moons_points)
-        self.model = _StandInMLP(LAYERS[0], LAYERS[1:])
+        self.model = nn.MLP(LAYERS[0], LAYERS[1:], rng=random.Random(SEED))
         self.params: list[Any] = self.model.parameters()
         _load(self.params, initial_weights())
+        self.optimizer = optim.SGD(self.params, lr=1.0)
         self.k = 0
 
     def graph(self) -> Value:
-        model = self.model
+        model, params = self.model, self.params
         scores = [model(x) for x in self.X]
-        loss = _svm_loss(scores, self.y) + _l2(self.params, ALPHA)
-        model.zero_grad()
+        loss = losses.hinge_loss(scores, self.y) + ALPHA * dot(params, params)
+        self.optimizer.zero_grad()
         return loss
 
     def __call__(self) -> None:
         loss = self.graph()
         loss.backward()
-        learning_rate = 1.0 - 0.9 * self.k / 100
-        for p in self.params:
-            p.data -= learning_rate * p.grad
+        self.optimizer.lr = 1.0 - 0.9 * self.k / 100
+        self.optimizer.step()
         self.k += 1
 
 

@@ -15,6 +15,7 @@ from collections.abc import Sequence
 COMMANDS: list[str] = [
     "bench",
     "explain",
+    "moons",
 ]
 
 

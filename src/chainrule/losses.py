@@ -1,0 +1,147 @@
+"""Loss functions on Values, each the mean over the examples, as PyTorch's
+default ``reduction="mean"``.
+
+Sums are single ``add_n`` nodes and ``logsumexp`` is one node whose local
+gradients are the softmax, so a loss adds a handful of nodes per example,
+not one per arithmetic step.
+
+>>> from chainrule import Value
+>>> from chainrule.losses import hinge_loss
+>>> hinge_loss([Value(2.0), Value(0.5)], [1, -1]).data  # (0 + 1.5) / 2
+0.75
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from typing import Any
+
+from . import ieee
+from .engine import Primitive, Scalar, Value, add_n, dot, relu
+
+__all__ = [
+    "binary_cross_entropy_with_logits",
+    "cross_entropy",
+    "hinge_loss",
+    "log_softmax",
+    "logsumexp",
+    "mse_loss",
+]
+
+
+def _lse_forward(*xs: float) -> float:
+    # Shift by the largest input so exp never overflows: log sum exp(x - m) + m.
+    if any(math.isnan(x) for x in xs):
+        return math.nan
+    m = max(xs)
+    if math.isinf(m):
+        return m
+    return m + math.log(math.fsum(math.exp(x - m) for x in xs))
+
+
+def _lse_derivative(M: Any, *args: Any) -> tuple[Any, ...]:
+    # d logsumexp / d x_i = softmax(x)_i = exp(x_i - out)
+    *xs, out = args
+    return tuple(M.exp(x - out) for x in xs)
+
+
+#: ``log(exp(x1) + ... + exp(xn))`` as one node, computed without overflow.
+LOGSUMEXP = Primitive("logsumexp", _lse_forward, _lse_derivative)
+
+
+def logsumexp(values: Sequence[Scalar]) -> Value:
+    """``log(sum(exp(v)))``, stable for large inputs, as one node.
+
+    >>> from chainrule.losses import logsumexp
+    >>> round(logsumexp([1000.0, 1000.0]).data - 1000.0, 12)  # log 2, no overflow
+    0.69314718056
+    """
+    if len(values) == 0:
+        raise ValueError("logsumexp: needs at least one value")
+    return LOGSUMEXP(*values)
+
+
+def log_softmax(logits: Sequence[Scalar]) -> list[Value]:
+    """``logits[i] - logsumexp(logits)`` for each i: log-probabilities."""
+    lse = logsumexp(logits)
+    return [z - lse for z in _values(logits)]
+
+
+def _values(xs: Sequence[Scalar]) -> list[Value]:
+    return [x if isinstance(x, Value) else Value(x) for x in xs]
+
+
+def _pairs(predictions: Any, targets: Any, op: str) -> tuple[list[Any], list[Any]]:
+    """Both arguments as lists of equal, non-zero length (a lone scalar is a
+    list of one)."""
+    ps = [predictions] if isinstance(predictions, (Value, int, float)) else list(predictions)
+    ts = [targets] if isinstance(targets, (Value, int, float)) else list(targets)
+    if len(ps) != len(ts):
+        raise ValueError(f"{op}: {len(ps)} predictions but {len(ts)} targets")
+    if not ps:
+        raise ValueError(f"{op}: no examples")
+    return ps, ts
+
+
+def mse_loss(predictions: Any, targets: Any) -> Value:
+    """Mean squared error, ``mean((p - t) ** 2)``.
+
+    >>> from chainrule import Value
+    >>> mse_loss([Value(1.0), Value(3.0)], [0.0, 1.0]).data  # (1 + 4) / 2
+    2.5
+    """
+    ps, ts = _pairs(predictions, targets, "mse_loss")
+    diffs = [p - t for p, t in zip(ps, ts)]
+    # diffs . diffs: one node for the sum of squares; each diff appears on
+    # both sides, so its gradient is 2 * diff, as for diff ** 2.
+    return dot(diffs, diffs) / len(diffs)
+
+
+def hinge_loss(scores: Any, labels: Any) -> Value:
+    """The SVM max-margin loss of micrograd's demo: ``mean(relu(1 - y * s))``
+    for labels ``y`` in {-1, +1}."""
+    ss, ys = _pairs(scores, labels, "hinge_loss")
+    return add_n([relu(1.0 - y * s) for s, y in zip(ss, ys)]) / len(ss)
+
+
+def binary_cross_entropy_with_logits(logits: Any, targets: Any) -> Value:
+    """Binary cross-entropy of ``sigmoid(logit)`` against targets in [0, 1],
+    computed from the logit as ``softplus(z) - t * z`` so it never takes the
+    log of 0 (``torch.nn.functional.binary_cross_entropy_with_logits``).
+
+    >>> from chainrule import Value
+    >>> round(binary_cross_entropy_with_logits([Value(0.0)], [1.0]).data, 12)  # log 2
+    0.69314718056
+    """
+    zs, ts = _pairs(logits, targets, "binary_cross_entropy_with_logits")
+    return add_n([_softplus(z) - t * z for z, t in zip(zs, ts)]) / len(zs)
+
+
+def _softplus(z: Any) -> Value:
+    return z.softplus() if isinstance(z, Value) else Value(ieee.softplus(float(z)))
+
+
+def cross_entropy(logits: Any, targets: Any) -> Value:
+    """Multi-class cross-entropy, ``mean(logsumexp(z) - z[target])``: the
+    negative log-likelihood of each target class under ``softmax(z)``.
+
+    ``logits`` is one list of class scores per example and ``targets`` one
+    class index per example; a single example may be given as a flat list
+    and an int.
+
+    >>> from chainrule import Value
+    >>> z = [Value(2.0), Value(2.0)]
+    >>> round(cross_entropy(z, 0).data, 12)  # two equal classes: log 2
+    0.69314718056
+    """
+    if isinstance(targets, int):
+        logits, targets = [logits], [targets]
+    rows, ts = _pairs(logits, targets, "cross_entropy")
+    losses = []
+    for row, t in zip(rows, ts):
+        if isinstance(t, bool) or not isinstance(t, int) or not 0 <= t < len(row):
+            raise ValueError(f"cross_entropy: target {t!r} is not a class index below {len(row)}")
+        z = row[t]
+        losses.append(logsumexp(row) - z)
+    return add_n(losses) / len(losses)

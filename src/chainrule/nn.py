@@ -1,0 +1,289 @@
+"""Neural networks on the scalar engine: micrograd's ``Neuron``, ``Layer``
+and ``MLP``, with the same signatures, parameter order and reprs, so code
+written for ``micrograd.nn`` runs with only the import swapped.
+
+Two things differ, neither visible to that code: a neuron computes
+``w . x + b`` as one ``dot`` node (not ``2n`` binary ones), and every
+module can name its parameters, save them (``state_dict``) and load them
+back. The losses live in :mod:`chainrule.losses`.
+
+>>> import random
+>>> from chainrule.nn import MLP
+>>> random.seed(1337)
+>>> model = MLP(2, [3, 1])
+>>> model
+MLP of [Layer of [ReLUNeuron(2), ReLUNeuron(2), ReLUNeuron(2)], Layer of [LinearNeuron(3)]]
+>>> len(model.parameters())
+13
+"""
+
+from __future__ import annotations
+
+import numbers
+import random
+from collections.abc import Iterator, Mapping, Sequence
+from typing import Any
+
+from .engine import Scalar, Value, dense, dot
+
+#: The activations a neuron can apply to ``w . x + b``, and the repr prefix.
+ACTIVATIONS: dict[str, str] = {"relu": "ReLU", "tanh": "Tanh", "linear": "Linear"}
+
+
+def _check_activation(activation: str) -> str:
+    if activation not in ACTIVATIONS:
+        choices = ", ".join(repr(a) for a in ACTIVATIONS)
+        raise ValueError(f"unknown activation {activation!r}: choose one of {choices}")
+    return activation
+
+
+def _check_size(n: object, what: str) -> int:
+    if isinstance(n, bool) or not isinstance(n, int) or n < 1:
+        raise ValueError(f"{what} must be a positive int, got {n!r}")
+    return n
+
+
+class Module:
+    """Something with parameters: objects with ``.data`` and ``.grad``.
+
+    A subclass defines ``parameters()`` (micrograd's contract); it may also
+    define ``named_parameters()`` to give them readable names in
+    ``state_dict()``, and ``config()`` to describe its architecture for
+    checkpoints.
+    """
+
+    def parameters(self) -> list[Any]:
+        return []
+
+    def named_parameters(self) -> Iterator[tuple[str, Any]]:
+        """``(name, parameter)`` pairs in ``parameters()`` order."""
+        for i, p in enumerate(self.parameters()):
+            yield str(i), p
+
+    def zero_grad(self) -> None:
+        for p in self.parameters():
+            p.grad = 0.0
+
+    def config(self) -> dict[str, Any]:
+        """The architecture, as JSON-ready data (checkpoints compare it)."""
+        return {"type": type(self).__name__}
+
+    def state_dict(self) -> dict[str, Any]:
+        """Every parameter's value by name, e.g. ``{"layers.0.neurons.0.w.0": 0.23, ...}``."""
+        return {name: p.data for name, p in self.named_parameters()}
+
+    def load_state_dict(self, state: Mapping[str, Any]) -> None:
+        """Set every parameter from ``state`` (as made by ``state_dict()``).
+
+        Everything is checked before anything changes: the names must be
+        exactly this module's and each value a real number (or, for an
+        array parameter, an array or nested lists of its shape). On any mismatch a
+        ``ValueError`` says what is wrong and the module is left as it was.
+        """
+        named = dict(self.named_parameters())
+        missing = [n for n in named if n not in state]
+        unexpected = [n for n in state if n not in named]
+        if missing or unexpected:
+            parts = []
+            if missing:
+                parts.append(f"missing {_some(missing)}")
+            if unexpected:
+                parts.append(f"unexpected {_some(unexpected)}")
+            raise ValueError(f"state_dict does not fit this model: {'; '.join(parts)}")
+        values = {name: _convert(name, p.data, state[name]) for name, p in named.items()}
+        for name, p in named.items():
+            p.data = values[name]
+
+
+def _some(names: Sequence[str], limit: int = 3) -> str:
+    shown = ", ".join(repr(n) for n in names[:limit])
+    more = len(names) - limit
+    return f"{shown} and {more} more" if more > 0 else shown
+
+
+def _convert(name: str, old: Any, new: Any) -> Any:
+    """``new`` in the form of the parameter's current ``old`` data, or a
+    ValueError: a float for a scalar, an array of the same shape and dtype
+    for an array (which may come as nested lists, as from JSON)."""
+    shape = getattr(old, "shape", None)
+    if shape is not None:  # an array parameter (the Tensor engine): NumPy is there
+        import numpy as np
+
+        try:
+            array = np.array(new, dtype=old.dtype)
+        except (TypeError, ValueError):
+            array = None
+        if array is None or array.shape != shape:
+            raise ValueError(f"parameter {name!r}: expected an array of shape {shape}")
+        return array
+    if isinstance(new, bool) or not isinstance(new, numbers.Real):
+        raise ValueError(f"parameter {name!r}: expected a number, got {new!r:.60}")
+    return float(new)
+
+
+class Neuron(Module):
+    """One unit: ``activation(w . x + b)`` with ``nin`` weights drawn from
+    ``uniform(-1, 1)`` and bias 0, as in micrograd.
+
+    ``nonlin=True`` means ReLU and ``nonlin=False`` linear (micrograd's
+    switch); ``activation`` chooses explicitly: ``"relu"``, ``"tanh"`` or
+    ``"linear"``. Weights come from Python's global ``random``, like
+    micrograd, unless ``rng`` (a ``random.Random``) is given.
+
+    >>> n = Neuron(3, activation="tanh")
+    >>> n
+    TanhNeuron(3)
+    >>> n([0.0, 0.0, 0.0]).data
+    0.0
+    """
+
+    def __init__(
+        self,
+        nin: int,
+        nonlin: bool = True,
+        *,
+        activation: str | None = None,
+        rng: random.Random | None = None,
+    ) -> None:
+        _check_size(nin, "nin")
+        if activation is None:
+            activation = "relu" if nonlin else "linear"
+        self.activation = _check_activation(activation)
+        uniform = (rng or random).uniform
+        self.w = [Value(uniform(-1, 1)) for _ in range(nin)]
+        self.b = Value(0.0)
+
+    @property
+    def nonlin(self) -> bool:
+        return self.activation != "linear"
+
+    @nonlin.setter
+    def nonlin(self, on: bool) -> None:
+        self.activation = "relu" if on else "linear"
+
+    def __call__(self, x: Sequence[Scalar]) -> Value:
+        # One n-ary node for the weighted sum: the same value and gradients
+        # as micrograd's chain of + and *, with 2n fewer nodes.
+        return self.activate(dot(self.w, x, self.b))
+
+    def activate(self, act: Value) -> Value:
+        """This neuron's activation function applied to ``act``."""
+        if self.activation == "relu":
+            return act.relu()
+        if self.activation == "tanh":
+            return act.tanh()
+        return act
+
+    def parameters(self) -> list[Value]:
+        return self.w + [self.b]
+
+    def named_parameters(self) -> Iterator[tuple[str, Value]]:
+        for i, w in enumerate(self.w):
+            yield f"w.{i}", w
+        yield "b", self.b
+
+    def config(self) -> dict[str, Any]:
+        return {"type": "Neuron", "nin": len(self.w), "activation": self.activation}
+
+    def __repr__(self) -> str:
+        return f"{ACTIVATIONS[self.activation]}Neuron({len(self.w)})"
+
+
+class Layer(Module):
+    """``nout`` neurons reading the same ``nin`` inputs. Keyword arguments
+    go to every :class:`Neuron`. A layer of one neuron returns a Value, a
+    wider one a list, as in micrograd."""
+
+    def __init__(self, nin: int, nout: int, **kwargs: Any) -> None:
+        _check_size(nout, "nout")
+        self.neurons = [Neuron(nin, **kwargs) for _ in range(nout)]
+
+    def __call__(self, x: Sequence[Scalar]) -> Value | list[Value]:
+        # The neurons' weighted sums in one call, which reads x once; each
+        # is the same node Neuron.__call__ makes.
+        sums = dense([n.w for n in self.neurons], x, [n.b for n in self.neurons])
+        out = [n.activate(s) for n, s in zip(self.neurons, sums)]
+        return out[0] if len(out) == 1 else out
+
+    def parameters(self) -> list[Value]:
+        return [p for n in self.neurons for p in n.parameters()]
+
+    def named_parameters(self) -> Iterator[tuple[str, Value]]:
+        for i, n in enumerate(self.neurons):
+            for name, p in n.named_parameters():
+                yield f"neurons.{i}.{name}", p
+
+    def config(self) -> dict[str, Any]:
+        first = self.neurons[0]
+        return {
+            "type": "Layer",
+            "nin": len(first.w),
+            "nout": len(self.neurons),
+            "activation": first.activation,
+        }
+
+    def __repr__(self) -> str:
+        return f"Layer of [{', '.join(str(n) for n in self.neurons)}]"
+
+
+class MLP(Module):
+    """A multi-layer perceptron: ``nin`` inputs, then one layer per entry
+    of ``nouts``. Hidden layers use ``activation`` (ReLU by default, as in
+    micrograd); the last layer is linear.
+
+    >>> import random
+    >>> random.seed(0)
+    >>> model = MLP(2, [3, 1], activation="tanh")
+    >>> model
+    MLP of [Layer of [TanhNeuron(2), TanhNeuron(2), TanhNeuron(2)], Layer of [LinearNeuron(3)]]
+    >>> isinstance(model([1.0, -1.0]).data, float)
+    True
+    """
+
+    def __init__(
+        self,
+        nin: int,
+        nouts: Sequence[int],
+        *,
+        activation: str = "relu",
+        rng: random.Random | None = None,
+    ) -> None:
+        _check_size(nin, "nin")
+        if isinstance(nouts, (str, bytes)) or not isinstance(nouts, Sequence) or not nouts:
+            raise ValueError(f"nouts must be a non-empty list of layer sizes, got {nouts!r}")
+        self.activation = _check_activation(activation)
+        sizes = [nin, *nouts]
+        last = len(nouts) - 1
+        self.layers = [
+            Layer(
+                sizes[i],
+                sizes[i + 1],
+                activation=activation if i != last else "linear",
+                rng=rng,
+            )
+            for i in range(len(nouts))
+        ]
+
+    def __call__(self, x: Sequence[Scalar]) -> Any:
+        for layer in self.layers:
+            x = layer(x)  # type: ignore[assignment]
+        return x
+
+    def parameters(self) -> list[Value]:
+        return [p for layer in self.layers for p in layer.parameters()]
+
+    def named_parameters(self) -> Iterator[tuple[str, Value]]:
+        for i, layer in enumerate(self.layers):
+            for name, p in layer.named_parameters():
+                yield f"layers.{i}.{name}", p
+
+    def config(self) -> dict[str, Any]:
+        return {
+            "type": "MLP",
+            "nin": len(self.layers[0].neurons[0].w),
+            "nouts": [len(layer.neurons) for layer in self.layers],
+            "activation": self.activation,
+        }
+
+    def __repr__(self) -> str:
+        return f"MLP of [{', '.join(str(layer) for layer in self.layers)}]"

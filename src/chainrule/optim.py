@@ -1,0 +1,188 @@
+"""Optimizers: ``SGD`` and ``Adam``, and a linear learning-rate decay.
+
+An optimizer holds a list of parameters (anything with ``.data`` and
+``.grad``) and updates ``.data`` from ``.grad`` in ``step()``. The updates
+are plain arithmetic, so they work the same whether ``data`` and ``grad``
+are floats (``Value``) or NumPy arrays (``Tensor``), and they follow
+PyTorch's ``torch.optim`` step for step: from the same parameters and
+gradients, one step gives the same numbers.
+
+>>> from chainrule import Value
+>>> from chainrule.optim import SGD
+>>> w = Value(1.0)
+>>> opt = SGD([w], lr=0.1)
+>>> (w * w).backward()  # grad 2.0
+>>> opt.step()
+>>> w.data
+0.8
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
+__all__ = ["SGD", "Adam", "LinearDecay", "Optimizer"]
+
+
+def _check_nonnegative(name: str, x: float) -> None:
+    if not x >= 0.0:  # also rejects nan
+        raise ValueError(f"{name} must be >= 0, got {x!r}")
+
+
+class Optimizer:
+    """The shared part: the parameter list, the learning rate ``lr`` (which
+    a schedule may change between steps) and ``zero_grad()``."""
+
+    def __init__(self, params: Iterable[Any], lr: float) -> None:
+        self.params = list(params)
+        if not self.params:
+            raise ValueError(f"{type(self).__name__}: no parameters to optimize")
+        _check_nonnegative("lr", lr)
+        self.lr = lr
+
+    def zero_grad(self) -> None:
+        """Reset every parameter's gradient to 0 before the next backward."""
+        for p in self.params:
+            p.grad = 0.0
+
+    def step(self) -> None:
+        raise NotImplementedError
+
+
+class SGD(Optimizer):
+    """Stochastic gradient descent, as ``torch.optim.SGD``.
+
+    For each parameter: ``g = grad + weight_decay * data``; with momentum
+    the velocity ``buf`` is ``g`` on the first step and
+    ``momentum * buf + g`` after it, and ``g`` becomes ``buf`` (or
+    ``g + momentum * buf`` with ``nesterov``); then ``data = data - lr * g``.
+    """
+
+    def __init__(
+        self,
+        params: Iterable[Any],
+        lr: float = 0.01,
+        momentum: float = 0.0,
+        weight_decay: float = 0.0,
+        nesterov: bool = False,
+    ) -> None:
+        super().__init__(params, lr)
+        _check_nonnegative("momentum", momentum)
+        _check_nonnegative("weight_decay", weight_decay)
+        if nesterov and momentum == 0.0:
+            raise ValueError("nesterov momentum needs momentum > 0")
+        self.momentum = momentum
+        self.weight_decay = weight_decay
+        self.nesterov = nesterov
+        self.buffers: list[Any] = [None] * len(self.params)
+
+    def step(self) -> None:
+        lr, momentum, decay = self.lr, self.momentum, self.weight_decay
+        buffers = self.buffers
+        for i, p in enumerate(self.params):
+            g = p.grad
+            if decay:
+                g = g + decay * p.data
+            if momentum:
+                # The first step starts the velocity at the gradient itself
+                # (not at zero), as PyTorch does.
+                # g * 1.0 copies an array gradient, so a later in-place update
+                # of .grad cannot reach into the velocity.
+                buf = g * 1.0 if buffers[i] is None else momentum * buffers[i] + g
+                buffers[i] = buf
+                g = g + momentum * buf if self.nesterov else buf
+            p.data = p.data - lr * g
+
+
+class Adam(Optimizer):
+    """Adam (Kingma & Ba) with bias correction, as ``torch.optim.Adam``::
+
+        m = m + (1 - beta1) * (g - m)          running mean of g
+        v = beta2 * v + (1 - beta2) * g * g    running mean of g**2
+        m_hat = m / (1 - beta1**t), v_hat = v / (1 - beta2**t)
+        data = data - lr * m_hat / (sqrt(v_hat) + eps)
+
+    ``weight_decay`` adds ``weight_decay * data`` to the gradient (L2, not
+    AdamW's decoupled decay).
+    """
+
+    def __init__(
+        self,
+        params: Iterable[Any],
+        lr: float = 0.001,
+        betas: tuple[float, float] = (0.9, 0.999),
+        eps: float = 1e-8,
+        weight_decay: float = 0.0,
+    ) -> None:
+        super().__init__(params, lr)
+        beta1, beta2 = betas
+        for name, beta in (("beta1", beta1), ("beta2", beta2)):
+            if not 0.0 <= beta < 1.0:
+                raise ValueError(f"{name} must be in [0, 1), got {beta!r}")
+        _check_nonnegative("eps", eps)
+        _check_nonnegative("weight_decay", weight_decay)
+        self.betas = (beta1, beta2)
+        self.eps = eps
+        self.weight_decay = weight_decay
+        self.t = 0
+        # Scalar zeros: the first update broadcasts them to the gradient's
+        # own type (a float, or an array of its shape and dtype).
+        self.m: list[Any] = [0.0] * len(self.params)
+        self.v: list[Any] = [0.0] * len(self.params)
+
+    def step(self) -> None:
+        self.t += 1
+        beta1, beta2 = self.betas
+        decay, eps = self.weight_decay, self.eps
+        # Grouped as PyTorch groups them, so the roundings agree too.
+        step_size = self.lr / (1 - beta1**self.t)
+        correction2_sqrt = (1 - beta2**self.t) ** 0.5
+        m, v = self.m, self.v
+        for i, p in enumerate(self.params):
+            g = p.grad
+            if decay:
+                g = g + decay * p.data
+            m[i] = m[i] + (1 - beta1) * (g - m[i])
+            v[i] = v[i] * beta2 + (1 - beta2) * g * g
+            denom = v[i] ** 0.5 / correction2_sqrt + eps
+            p.data = p.data - step_size * m[i] / denom
+
+
+class LinearDecay:
+    """Lower an optimizer's learning rate linearly, from its value when the
+    schedule is made down to ``end_factor`` times that over ``total_steps``
+    calls to ``step()``, then hold it.
+
+    After ``k`` steps the rate is ``lr0 * (1 - (1 - end_factor) * k / total_steps)``;
+    with ``lr0 = 1``, ``end_factor = 0.1`` and 100 steps that is micrograd's
+    demo schedule ``1.0 - 0.9 * k / 100``.
+
+    >>> from chainrule import Value
+    >>> opt = SGD([Value(0.0)], lr=1.0)
+    >>> schedule = LinearDecay(opt, total_steps=100, end_factor=0.1)
+    >>> for _ in range(50):
+    ...     schedule.step()
+    >>> opt.lr
+    0.55
+    """
+
+    def __init__(self, optimizer: Optimizer, total_steps: int, end_factor: float = 0.1) -> None:
+        if isinstance(total_steps, bool) or not isinstance(total_steps, int) or total_steps < 1:
+            raise ValueError(f"total_steps must be a positive int, got {total_steps!r}")
+        if not 0.0 <= end_factor <= 1.0:
+            raise ValueError(f"end_factor must be in [0, 1], got {end_factor!r}")
+        self.optimizer = optimizer
+        self.base_lr = optimizer.lr
+        self.total_steps = total_steps
+        self.end_factor = end_factor
+        self.steps_done = 0
+
+    def lr_at(self, k: int) -> float:
+        """The learning rate after ``k`` steps."""
+        k = min(k, self.total_steps)
+        return self.base_lr * (1.0 - (1.0 - self.end_factor) * k / self.total_steps)
+
+    def step(self) -> None:
+        self.steps_done += 1
+        self.optimizer.lr = self.lr_at(self.steps_done)
