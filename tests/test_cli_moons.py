@@ -62,7 +62,7 @@ def test_same_seed_same_numbers() -> None:
     assert a.X == b.X and a.loss != c.loss
 
 
-def test_without_matplotlib_a_hint_and_no_traceback(
+def test_without_matplotlib_a_basic_plot_a_hint_and_no_traceback(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     # None in sys.modules makes "import matplotlib..." raise ImportError.
@@ -72,7 +72,9 @@ def test_without_matplotlib_a_hint_and_no_traceback(
     stdout, stderr = capsys.readouterr()
     assert PLOT_HINT in stderr.splitlines()
     assert "Traceback" not in stderr
-    assert not (tmp_path / "moons.png").exists() and (tmp_path / "moons.json").exists()
+    # the standard-library picture instead of matplotlib's
+    assert (tmp_path / "moons.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert (tmp_path / "moons.json").exists()
     assert stdout.splitlines()[-1].startswith("accuracy: ")
 
 

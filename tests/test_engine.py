@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 import chainrule
-from chainrule import Value, add_n, dot, gradients, no_grad
+from chainrule import Value, add_n, dense, dot, gradients, no_grad
 from chainrule.engine import Value as EngineValue
 
 
@@ -310,3 +310,20 @@ def test_custom_primitive() -> None:
     wrong = chainrule.Primitive("bad", lambda x: x, lambda M, x, out: (1.0, 2.0))
     with pytest.raises(ValueError, match="bad: derivative gave 2 local gradients for 1 inputs"):
         wrong(x)
+
+
+def test_dense_is_dot_per_row() -> None:
+    rows = [[Value(0.5 * i - j) for i in range(3)] for j in range(4)]
+    biases = [Value(0.1 * j) for j in range(4)]
+    x = [Value(0.3), Value(-1.2), Value(2.0)]
+    outs = dense(rows, x, biases)
+    add_n(o * o for o in outs).backward()
+    fast = [v.grad for v in x] + [w.grad for row in rows for w in row]
+    for v in x + biases + [w for row in rows for w in row]:
+        v.grad = 0.0
+    add_n(dot(r, x, b) ** 2 for r, b in zip(rows, biases)).backward()
+    assert fast == [v.grad for v in x] + [w.grad for row in rows for w in row]
+    assert [o.data for o in outs] == [dot(r, x, b).data for r, b in zip(rows, biases)]
+    assert [o.data for o in dense(rows, [1.0, 0.0, 0.0])] == [r[0].data for r in rows]
+    with pytest.raises(ValueError, match="dense: 4 weight rows but 1 biases"):
+        dense(rows, x, [1.0])

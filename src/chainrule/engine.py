@@ -700,8 +700,18 @@ def dot(w: Iterable[Scalar], x: Iterable[Scalar], bias: Scalar | None = None) ->
     >>> y.data
     11.5
     """
-    ws, wd, w_values = _split(w, "dot")
-    xs, xd, x_values = _split(x, "dot")
+    return _dot(*_split(w, "dot"), *_split(x, "dot"), bias)
+
+
+def _dot(
+    ws: list[Any],
+    wd: list[float],
+    w_values: bool,
+    xs: list[Any],
+    xd: list[float],
+    x_values: bool,
+    bias: Scalar | None,
+) -> Value:
     if len(ws) != len(xs):
         raise ValueError(f"dot: lengths differ ({len(ws)} weights, {len(xs)} inputs)")
     if not w_values:  # constant weights: swap roles so the Values come first
@@ -722,6 +732,28 @@ def dot(w: Iterable[Scalar], x: Iterable[Scalar], bias: Scalar | None = None) ->
     if not x_values:
         return _node(y, (*ws, b), (*xd, 1.0), AFFINE_CONST)
     return _node(y, (*ws, *xs, b), (*xd, *wd, 1.0), AFFINE)
+
+
+def dense(
+    weights: Iterable[Iterable[Scalar]],
+    x: Iterable[Scalar],
+    biases: Iterable[Scalar | None] | None = None,
+) -> list[Value]:
+    """``[dot(w, x, b) for w, b in zip(weights, biases)]``: a layer's
+    weighted sums, with the shared input ``x`` read once instead of once
+    per row. What ``nn.Layer`` uses.
+
+    >>> from chainrule import Value, dense
+    >>> rows = [[Value(1.0), Value(0.0)], [Value(2.0), Value(-1.0)]]
+    >>> [v.data for v in dense(rows, [3.0, 4.0], [0.5, 0.0])]
+    [3.5, 2.0]
+    """
+    xs, xd, x_values = _split(x, "dense")
+    rows = weights if type(weights) is list else list(weights)
+    bs = [None] * len(rows) if biases is None else list(biases)
+    if len(bs) != len(rows):
+        raise ValueError(f"dense: {len(rows)} weight rows but {len(bs)} biases")
+    return [_dot(*_split(w, "dense"), xs, xd, x_values, b) for w, b in zip(rows, bs)]
 
 
 def add_n(values: Iterable[Scalar]) -> Value:

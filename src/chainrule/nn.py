@@ -24,7 +24,7 @@ import random
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
-from .engine import Scalar, Value, dot
+from .engine import Scalar, Value, dense, dot
 
 #: The activations a neuron can apply to ``w . x + b``, and the repr prefix.
 ACTIVATIONS: dict[str, str] = {"relu": "ReLU", "tanh": "Tanh", "linear": "Linear"}
@@ -164,7 +164,10 @@ class Neuron(Module):
     def __call__(self, x: Sequence[Scalar]) -> Value:
         # One n-ary node for the weighted sum: the same value and gradients
         # as micrograd's chain of + and *, with 2n fewer nodes.
-        act = dot(self.w, x, self.b)
+        return self.activate(dot(self.w, x, self.b))
+
+    def activate(self, act: Value) -> Value:
+        """This neuron's activation function applied to ``act``."""
         if self.activation == "relu":
             return act.relu()
         if self.activation == "tanh":
@@ -196,7 +199,10 @@ class Layer(Module):
         self.neurons = [Neuron(nin, **kwargs) for _ in range(nout)]
 
     def __call__(self, x: Sequence[Scalar]) -> Value | list[Value]:
-        out = [n(x) for n in self.neurons]
+        # The neurons' weighted sums in one call, which reads x once; each
+        # is the same node Neuron.__call__ makes.
+        sums = dense([n.w for n in self.neurons], x, [n.b for n in self.neurons])
+        out = [n.activate(s) for n, s in zip(self.neurons, sums)]
         return out[0] if len(out) == 1 else out
 
     def parameters(self) -> list[Value]:

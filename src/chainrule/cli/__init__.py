@@ -13,6 +13,7 @@ from collections.abc import Sequence
 
 # One line per command module (chainrule/cli/<name>.py).
 COMMANDS: list[str] = [
+    "bench",
     "explain",
     "gpt",
     "moons",

@@ -23,13 +23,14 @@ from ..losses import hinge_loss
 from ..nn import MLP
 from ..optim import SGD, LinearDecay
 from ..progress import ProgressBar
+from ..raster import decision_boundary_png
 
 DEFAULT_SEED = 1337  # micrograd's demo seed
 DEFAULT_STEPS = 100
 N_SAMPLES = 100
 NOISE = 0.1
 ALPHA = 1e-4  # L2 strength
-PLOT_HINT = "install the plot extra: pip install -e '.[plot]'"
+PLOT_HINT = "for a matplotlib plot, install the plot extra: pip install -e '.[plot]'"
 
 
 @dataclass
@@ -114,6 +115,18 @@ def plot_decision_boundary(
     fig.savefig(path, dpi=100)
 
 
+def plot_decision_boundary_basic(
+    model: MLP, X: list[list[float]], labels: list[int], path: Path
+) -> None:
+    """The same picture without matplotlib (see :mod:`chainrule.raster`)."""
+
+    def score(a: float, b: float) -> float:
+        return model([a, b]).data
+
+    with no_grad():
+        decision_boundary_png(score, X, labels, path)
+
+
 def _positive_int(text: str) -> int:
     try:
         n = int(text)
@@ -188,13 +201,14 @@ def run(args: argparse.Namespace) -> int:
 
     png = out / "moons.png"
     try:
-        plot_decision_boundary(result.model, result.X, result.labels, png)
-    except ImportError:
-        print(PLOT_HINT, file=sys.stderr)
+        try:
+            plot_decision_boundary(result.model, result.X, result.labels, png)
+        except ImportError:  # no matplotlib: the standard-library picture
+            plot_decision_boundary_basic(result.model, result.X, result.labels, png)
+            print(PLOT_HINT, file=sys.stderr)
     except OSError as e:
         return _error(f"cannot write {png} ({e.strerror or e})")
-    else:
-        print(f"plot: {png}")
+    print(f"plot: {png}")
 
     ckpt = out / "moons.json"
     metadata = {

@@ -1,0 +1,306 @@
+"""``gpt-step``: one training step of a character-level GPT on scalars.
+
+The model has microgpt's size and shape: a vocabulary of 27 (the letters
+and one BOS token that starts and ends a name), embeddings of 16, one
+transformer layer with 4 heads of 4, a context of 16 positions, RMSNorm
+without a gain, a ReLU MLP of 64 hidden units, no biases, an LM head; 4,192
+parameters. One step feeds one name (``"emma"`` as ``BOS e m m a BOS``) a
+token at a time with a key/value cache, takes the mean cross-entropy of the
+next-token predictions, backpropagates and updates with Adam.
+
+The architecture is written once, in :class:`GPT`; the operations it is
+built from come from one of two namespaces:
+
+* :class:`CompatOps` — binary operators, ``exp``, ``log``, ``relu``, ``**``
+  and builtin ``sum``: user code as it is written for micrograd-style
+  engines (``chainrule-compat``);
+* :class:`FusedOps` — chainrule's fused ops: a ``dot`` node per output of a
+  linear layer, one node per RMS scale, a softmax of ``n + 1`` nodes, one
+  cross-entropy node per position (``chainrule``).
+
+Both compute the same loss and the same gradients (the tests check it).
+"""
+
+from __future__ import annotations
+
+import math
+import random
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from .. import Value, add_n, dot, optim
+from .. import fused as F
+from .harness import Arm, Engine, Sizes, Workload
+
+SEED = 42
+BOS = 26
+Matrix = list[list[Any]]
+
+
+@dataclass(frozen=True)
+class GPTConfig:
+    vocab_size: int = 27
+    n_embd: int = 16
+    n_head: int = 4
+    n_layer: int = 1
+    block_size: int = 16
+    mlp_ratio: int = 4
+    init_std: float = 0.08
+
+    @property
+    def head_dim(self) -> int:
+        return self.n_embd // self.n_head
+
+
+def encode(name: str) -> list[int]:
+    """``BOS`` + one token per letter (a=0 ... z=25) + ``BOS``."""
+    letters = [ord(c) - ord("a") for c in name.lower()]
+    if not letters or any(not 0 <= t < 26 for t in letters):
+        raise ValueError(f"encode: a name of letters a-z expected, got {name!r}")
+    return [BOS, *letters, BOS]
+
+
+def shapes(config: GPTConfig) -> dict[str, tuple[int, int]]:
+    """Every weight matrix, rows x columns (``y = W @ x``)."""
+    e, h = config.n_embd, config.n_embd * config.mlp_ratio
+    out = {
+        "wte": (config.vocab_size, e),
+        "wpe": (config.block_size, e),
+        "lm_head": (config.vocab_size, e),
+    }
+    for i in range(config.n_layer):
+        for name in ("attn_wq", "attn_wk", "attn_wv", "attn_wo"):
+            out[f"layer{i}.{name}"] = (e, e)
+        out[f"layer{i}.mlp_fc1"] = (h, e)
+        out[f"layer{i}.mlp_fc2"] = (e, h)
+    return out
+
+
+def initial_weights(config: GPTConfig, seed: int = SEED) -> dict[str, list[list[float]]]:
+    """Gaussian weights (std ``init_std``) from a seeded generator."""
+    rng = random.Random(seed)
+    return {
+        name: [[rng.gauss(0.0, config.init_std) for _ in range(cols)] for _ in range(rows)]
+        for name, (rows, cols) in shapes(config).items()
+    }
+
+
+# --------------------------------------------------------------------------
+# The two op sets
+# --------------------------------------------------------------------------
+
+
+class CompatOps:
+    """Binary operators and builtin ``sum`` only: micrograd-style user code."""
+
+    @staticmethod
+    def linear(x: Sequence[Any], w: Matrix) -> list[Any]:
+        return [sum(wi * xi for wi, xi in zip(row, x)) for row in w]
+
+    @staticmethod
+    def rmsnorm(x: Sequence[Any]) -> list[Any]:
+        ms = sum(xi * xi for xi in x) / len(x)
+        scale = (ms + 1e-5) ** -0.5
+        return [xi * scale for xi in x]
+
+    @staticmethod
+    def softmax(logits: Sequence[Any]) -> list[Any]:
+        top = max(v.data for v in logits)
+        exps = [(v - top).exp() for v in logits]
+        total = sum(exps)
+        return [e / total for e in exps]
+
+    @staticmethod
+    def score(q: Sequence[Any], k: Sequence[Any], scale: float) -> Any:
+        return sum(qi * ki for qi, ki in zip(q, k)) * scale
+
+    @staticmethod
+    def mix(weights: Sequence[Any], values: Sequence[Any]) -> Any:
+        return sum(w * v for w, v in zip(weights, values))
+
+    @classmethod
+    def cross_entropy(cls, logits: Sequence[Any], target: int) -> Any:
+        return -cls.softmax(logits)[target].log()
+
+    @staticmethod
+    def mean(xs: Sequence[Any]) -> Any:
+        return (1.0 / len(xs)) * sum(xs)
+
+
+class FusedOps:
+    """chainrule's fused ops: far fewer nodes, the same gradients."""
+
+    linear = staticmethod(lambda x, w: F.linear(w, x))
+    rmsnorm = staticmethod(F.rmsnorm)
+    softmax = staticmethod(F.softmax)
+    cross_entropy = staticmethod(F.cross_entropy)
+
+    @staticmethod
+    def score(q: Sequence[Any], k: Sequence[Any], scale: float) -> Any:
+        return dot(q, k) * scale
+
+    @staticmethod
+    def mix(weights: Sequence[Any], values: Sequence[Any]) -> Any:
+        return dot(weights, values)
+
+    @staticmethod
+    def mean(xs: Sequence[Any]) -> Any:
+        return add_n(xs) * (1.0 / len(xs))
+
+
+# --------------------------------------------------------------------------
+# The model, written once
+# --------------------------------------------------------------------------
+
+
+class GPT:
+    """The transformer on scalar Values, one token at a time with a KV cache."""
+
+    def __init__(
+        self,
+        weights: dict[str, list[list[float]]],
+        ops: Any,
+        config: GPTConfig | None = None,
+        value: type = Value,
+    ) -> None:
+        self.config = config or GPTConfig()
+        self.ops = ops
+        self.state: dict[str, Matrix] = {
+            name: [[value(w) for w in row] for row in rows] for name, rows in weights.items()
+        }
+
+    def parameters(self) -> list[Any]:
+        return [p for rows in self.state.values() for row in rows for p in row]
+
+    def forward(
+        self, token: int, pos: int, keys: list[list[Any]], values: list[list[Any]]
+    ) -> list[Any]:
+        """The logits of the token after ``token`` at position ``pos``;
+        appends this position's keys and values to the caches."""
+        cfg, ops, sd = self.config, self.ops, self.state
+        x = [t + p for t, p in zip(sd["wte"][token], sd["wpe"][pos])]
+        x = ops.rmsnorm(x)
+        hd = cfg.head_dim
+        scale = 1.0 / math.sqrt(hd)
+        for li in range(cfg.n_layer):
+            layer = f"layer{li}."
+            residual = x
+            x = ops.rmsnorm(x)
+            q = ops.linear(x, sd[layer + "attn_wq"])
+            keys[li].append(ops.linear(x, sd[layer + "attn_wk"]))
+            values[li].append(ops.linear(x, sd[layer + "attn_wv"]))
+            heads: list[Any] = []
+            for h in range(cfg.n_head):
+                lo, hi = h * hd, (h + 1) * hd
+                att = ops.softmax([ops.score(q[lo:hi], k[lo:hi], scale) for k in keys[li]])
+                for j in range(lo, hi):
+                    heads.append(ops.mix(att, [v[j] for v in values[li]]))
+            x = ops.linear(heads, sd[layer + "attn_wo"])
+            x = [a + b for a, b in zip(x, residual)]
+            residual = x
+            x = ops.rmsnorm(x)
+            x = [h.relu() for h in ops.linear(x, sd[layer + "mlp_fc1"])]
+            x = ops.linear(x, sd[layer + "mlp_fc2"])
+            x = [a + b for a, b in zip(x, residual)]
+        return ops.linear(x, sd["lm_head"])
+
+    def loss(self, tokens: Sequence[int]) -> Any:
+        """Mean cross-entropy of predicting ``tokens[i + 1]`` from
+        ``tokens[: i + 1]``, over the first ``block_size`` positions."""
+        n = min(self.config.block_size, len(tokens) - 1)
+        keys: list[list[Any]] = [[] for _ in range(self.config.n_layer)]
+        values: list[list[Any]] = [[] for _ in range(self.config.n_layer)]
+        losses = []
+        for pos in range(n):
+            logits = self.forward(tokens[pos], pos, keys, values)
+            losses.append(self.ops.cross_entropy(logits, tokens[pos + 1]))
+        return self.ops.mean(losses)
+
+
+# --------------------------------------------------------------------------
+# Adam, and the step
+# --------------------------------------------------------------------------
+
+LEARNING_RATE = 0.01
+BETAS = (0.85, 0.99)
+EPS = 1e-8
+
+
+class CompatAdam:
+    """Adam as microgpt's user code writes it: a loop over the parameters."""
+
+    def __init__(self, params: list[Any]) -> None:
+        self.params = params
+        self.m = [0.0] * len(params)
+        self.v = [0.0] * len(params)
+        self.t = 0
+
+    def step(self) -> None:
+        self.t += 1
+        b1, b2 = BETAS
+        for i, p in enumerate(self.params):
+            self.m[i] = b1 * self.m[i] + (1 - b1) * p.grad
+            self.v[i] = b2 * self.v[i] + (1 - b2) * p.grad**2
+            m_hat = self.m[i] / (1 - b1**self.t)
+            v_hat = self.v[i] / (1 - b2**self.t)
+            p.data -= LEARNING_RATE * m_hat / (v_hat**0.5 + EPS)
+            p.grad = 0.0
+
+
+def chainrule_adam(params: list[Any]) -> Callable[[], None]:
+    """``chainrule.optim.Adam`` with the same hyperparameters; the update
+    and then ``zero_grad``."""
+    adam = optim.Adam(params, lr=LEARNING_RATE, betas=BETAS, eps=EPS)
+
+    def update() -> None:
+        adam.step()
+        adam.zero_grad()
+
+    return update
+
+
+def compat_adam(params: list[Any]) -> Callable[[], None]:
+    return CompatAdam(params).step
+
+
+class GPTStep:
+    """Forward, backward, Adam on one name."""
+
+    def __init__(
+        self,
+        ops: Any,
+        optimizer: Callable[[list[Any]], Callable[[], None]],
+        name: str,
+        config: GPTConfig | None = None,
+    ) -> None:
+        self.config = config or GPTConfig()
+        self.model = GPT(initial_weights(self.config), ops, self.config)
+        self.update = optimizer(self.model.parameters())
+        self.tokens = encode(name)
+
+    def __call__(self) -> float:
+        loss = self.model.loss(self.tokens)
+        loss.backward()
+        self.update()
+        return float(loss.data)
+
+
+def _make(ops: Any, optimizer: Callable[[list[Any]], Callable[[], None]]) -> Any:
+    def make(sizes: Sizes) -> Arm:
+        step = GPTStep(ops, optimizer, sizes.gpt_name)
+        return lambda: step
+
+    return make
+
+
+GPT_STEP = Workload(
+    "gpt-step",
+    "one Adam step of a microgpt-size character GPT (27 tokens, 16 dims, 4 heads, "
+    "1 layer, block 16) on one name",
+    baseline="chainrule-compat",
+    engines=(
+        Engine("chainrule-compat", _make(CompatOps, compat_adam)),
+        Engine("chainrule", _make(FusedOps, chainrule_adam)),
+    ),
+)

@@ -1,0 +1,248 @@
+"""Time every engine on every workload in one process, side by side.
+
+For each (workload, engine): a few warm-up runs, then ``repeat`` timed runs
+with :func:`time.perf_counter`, and the median.
+
+The garbage collector stays on, as a user runs it. A ``gc.collect()``
+(outside the timing) before each engine's first run gives every engine the
+same clean start; after that its runs follow each other as the steps of a
+training loop do, so each run pays for the collections its predecessors'
+garbage causes. That matters: micrograd's graphs are reference cycles (a
+node's ``_backward`` closure refers to the node), which only the cyclic
+collector frees, and a user's loop pays for that on every step. An engine
+that is not installed, or a run that raises (micrograd's ``RecursionError``
+on a deep graph), gives ``None`` and a word that says why.
+
+A workload whose unit is ``"B/op"`` measures memory instead of time: its
+runs return bytes per operation, and the median of those is reported.
+"""
+
+from __future__ import annotations
+
+import gc
+import importlib.util
+import json
+import platform
+import statistics
+import sys
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+#: Untimed set-up for one run: returns the function that is timed (or, for a
+#: memory workload, the function whose return value is the measurement).
+Arm = Callable[[], Callable[[], Any]]
+
+
+@dataclass(frozen=True)
+class Sizes:
+    """How big each workload is. ``FULL`` is the benchmark; ``TINY`` keeps
+    the same workloads small enough for the test suite."""
+
+    moons_points: int = 100
+    chain_length: int = 100_000
+    memory_ops: int = 30_000
+    gpt_name: str = "emma"
+
+
+FULL = Sizes()
+TINY = Sizes(moons_points=8, chain_length=3_000, memory_ops=1_500, gpt_name="ab")
+
+
+@dataclass(frozen=True)
+class Engine:
+    """One implementation of a workload. ``make(sizes)`` builds what the
+    runs share (data, model, weights) and returns the :data:`Arm`."""
+
+    name: str
+    make: Callable[[Sizes], Arm]
+    requires: tuple[str, ...] = ()  # importable modules it needs
+
+
+@dataclass(frozen=True)
+class Workload:
+    name: str
+    description: str
+    baseline: str  # the engine the ratios are relative to
+    engines: tuple[Engine, ...]
+    unit: str = "s"  # "s": median seconds; "B/op": median bytes per operation
+
+
+@dataclass(frozen=True)
+class Settings:
+    warmup: int
+    repeat: int
+    sizes: Sizes
+    label: str
+
+
+FULL_SETTINGS = Settings(warmup=1, repeat=7, sizes=FULL, label="full")
+QUICK_SETTINGS = Settings(warmup=1, repeat=3, sizes=FULL, label="quick")
+
+
+@dataclass
+class Result:
+    workload: str
+    engine: str
+    value: float | None  # median seconds or bytes/op; None: see note
+    note: str = ""  # why there is no value: "not installed", "RecursionError"
+    samples: list[float] = field(default_factory=list)
+
+
+def _missing(engine: Engine) -> list[str]:
+    return [m for m in engine.requires if importlib.util.find_spec(m) is None]
+
+
+def measure(workload: Workload, engine: Engine, settings: Settings) -> Result:
+    """The median over ``settings.repeat`` runs after ``settings.warmup``."""
+    result = Result(workload.name, engine.name, None)
+    missing = _missing(engine)
+    if missing:
+        result.note = "not installed"
+        return result
+    timed = workload.unit == "s"
+    samples: list[float] = []
+    try:
+        arm = engine.make(settings.sizes)
+        gc.collect()
+        for i in range(settings.warmup + settings.repeat):
+            run = arm()
+            start = time.perf_counter()
+            out = run()
+            elapsed = time.perf_counter() - start
+            del run  # what the arm built (a graph) is freed outside the timing
+            if i >= settings.warmup:
+                samples.append(elapsed if timed else float(out))
+            del out
+    except Exception as error:  # a workload the engine cannot run
+        result.note = type(error).__name__
+        del error
+        gc.collect()
+        return result
+    gc.collect()
+    result.samples = samples
+    result.value = statistics.median(samples)
+    return result
+
+
+def run(
+    workloads: Sequence[Workload],
+    settings: Settings,
+    progress: Callable[[str], None] | None = None,
+) -> list[Result]:
+    """Every engine of every workload, in order, in this process."""
+    results = []
+    for workload in workloads:
+        for engine in workload.engines:
+            if progress:
+                progress(f"{workload.name} / {engine.name} ...")
+            results.append(measure(workload, engine, settings))
+    return results
+
+
+# --------------------------------------------------------------------------
+# Reporting
+# --------------------------------------------------------------------------
+
+
+def _format_value(value: float, unit: str) -> str:
+    if unit == "B/op":
+        return f"{value:.0f} B/op"
+    if value >= 1.0:
+        return f"{value:.3f} s"
+    if value >= 1e-3:
+        return f"{value * 1e3:.2f} ms"
+    return f"{value * 1e6:.1f} us"
+
+
+def _ratio(workload: Workload, result: Result, by_engine: dict[str, Result]) -> str:
+    base = by_engine.get(workload.baseline)
+    if result.value is None or base is None or base.value is None:
+        return "-"
+    if result.engine == workload.baseline:
+        return "1.0x (baseline)"
+    ratio = base.value / result.value
+    if workload.unit == "B/op":
+        better, worse = "smaller", "larger"
+    else:
+        better, worse = "faster", "slower"
+    if ratio >= 1.0:
+        return f"{ratio:.1f}x {better} than {workload.baseline}"
+    return f"{1.0 / ratio:.1f}x {worse} than {workload.baseline}"
+
+
+def table(workloads: Sequence[Workload], results: Sequence[Result]) -> str:
+    """A plain-text table: workload, engine, median, ratio vs the baseline."""
+    rows = [("workload", "engine", "median", "ratio")]
+    for workload in workloads:
+        mine = {r.engine: r for r in results if r.workload == workload.name}
+        first = True
+        for engine in workload.engines:
+            result = mine.get(engine.name)
+            if result is None:
+                continue
+            shown = (
+                result.note if result.value is None else _format_value(result.value, workload.unit)
+            )
+            rows.append(
+                (
+                    workload.name if first else "",
+                    engine.name,
+                    shown,
+                    _ratio(workload, result, mine),
+                )
+            )
+            first = False
+    widths = [max(len(row[i]) for row in rows) for i in range(3)]
+    lines = []
+    for n, row in enumerate(rows):
+        cells = [cell.ljust(width) for cell, width in zip(row, widths)] + [row[3]]
+        lines.append("  ".join(cells).rstrip())
+        if n == 0:
+            lines.append("  ".join("-" * len(cell) for cell in [*cells[:3], row[3]]))
+    return "\n".join(lines)
+
+
+def header(settings: Settings) -> str:
+    return (
+        f"chainrule bench ({settings.label}): {settings.warmup} warm-up, "
+        f"{settings.repeat} timed run{'s' if settings.repeat != 1 else ''}, median; "
+        f"{platform.python_implementation()} {platform.python_version()}, "
+        f"{platform.system()} {platform.machine()}"
+    )
+
+
+def to_json(
+    workloads: Sequence[Workload], results: Sequence[Result], settings: Settings
+) -> dict[str, Any]:
+    """``{"workloads": {NAME: {ENGINE: value_or_null}}}`` plus ``notes``
+    (why a value is null) and ``meta`` (units, settings, machine)."""
+    values: dict[str, dict[str, float | None]] = {w.name: {} for w in workloads}
+    notes: dict[str, dict[str, str]] = {}
+    for r in results:
+        values.setdefault(r.workload, {})[r.engine] = r.value
+        if r.note:
+            notes.setdefault(r.workload, {})[r.engine] = r.note
+    return {
+        "workloads": values,
+        "notes": notes,
+        "meta": {
+            "units": {
+                w.name: ("bytes per operation" if w.unit == "B/op" else "seconds")
+                for w in workloads
+            },
+            "baselines": {w.name: w.baseline for w in workloads},
+            "settings": settings.label,
+            "warmup": settings.warmup,
+            "repetitions": settings.repeat,
+            "statistic": "median",
+            "python": f"{platform.python_implementation()} {sys.version.split()[0]}",
+            "machine": f"{platform.system()} {platform.machine()}",
+        },
+    }
+
+
+def write_json(path: str | Path, data: dict[str, Any]) -> None:
+    Path(path).write_text(json.dumps(data, indent=2) + "\n", encoding="utf-8")

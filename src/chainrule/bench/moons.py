@@ -1,0 +1,232 @@
+"""``moons-step`` and ``backward-only``: micrograd's demo training step.
+
+The step is the one in micrograd's demo notebook: an MLP 2-16-16-1 with
+ReLU hidden layers scores 100 two-moons points; the loss is the mean SVM
+max-margin loss ``relu(1 - y * score)`` plus ``1e-4`` times the sum of the
+squared parameters; then ``zero_grad``, ``backward`` and an SGD update with
+the demo's decaying learning rate ``1.0 - 0.9 * k / 100``.
+
+Three engines run it from the same data and the same initial weights:
+
+* ``micrograd`` — micrograd 0.1.0's ``Value`` and its own ``nn.MLP``;
+* ``chainrule-compat`` — the same user code (binary ops, builtin ``sum``,
+  inputs wrapped in Values) on ``chainrule.Value``;
+* ``chainrule`` — chainrule's own network and losses, which build one
+  ``dot`` node per neuron and one ``add_n`` node per sum.
+
+``backward-only`` builds the same graph outside the timed region and times
+``loss.backward()`` alone.
+"""
+
+from __future__ import annotations
+
+import itertools
+import random
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from .. import Value, data, dot, losses, nn, optim
+from .harness import Arm, Engine, Sizes, Workload
+
+LAYERS = [2, 16, 16, 1]
+ALPHA = 1e-4  # L2 strength of the demo
+SEED = 1337
+
+
+# --------------------------------------------------------------------------
+# Identical inputs for every engine
+# --------------------------------------------------------------------------
+
+
+def make_moons(
+    n: int = 100, noise: float = 0.1, seed: int = SEED
+) -> tuple[list[list[float]], list[int]]:
+    """``chainrule.data.make_moons`` (seeded, so every engine and every
+    machine gets the same points) with the demo's labels -1 and +1."""
+    X, labels = data.make_moons(n, noise=noise, seed=seed)
+    return X, [2 * label - 1 for label in labels]
+
+
+def initial_weights(layers: Sequence[int] = LAYERS, seed: int = SEED) -> list[float]:
+    """The parameters in micrograd's order (each neuron's weights, then its
+    bias): weights uniform in [-1, 1], biases 0, as micrograd initialises."""
+    rng = random.Random(seed + 1)
+    flat: list[float] = []
+    for nin, nout in itertools.pairwise(layers):
+        for _ in range(nout):
+            flat.extend(rng.uniform(-1.0, 1.0) for _ in range(nin))
+            flat.append(0.0)
+    return flat
+
+
+def _load(parameters: Sequence[Any], weights: Sequence[float]) -> None:
+    if len(parameters) != len(weights):
+        raise ValueError(f"model has {len(parameters)} parameters, expected {len(weights)}")
+    for p, w in zip(parameters, weights):
+        p.data = w
+
+
+# --------------------------------------------------------------------------
+# micrograd's demo, as user code: runs on micrograd's Value or chainrule's
+# --------------------------------------------------------------------------
+
+
+class UserMLP:
+    """A micrograd-style MLP written the way micrograd's user code is: each
+    neuron is ``sum((wi * xi for ...), b)``, binary nodes only. Generic over
+    the Value class, so it runs on chainrule.Value unchanged."""
+
+    def __init__(self, value: type, layers: Sequence[int], weights: Sequence[float]) -> None:
+        self.layers: list[list[tuple[list[Any], Any]]] = []
+        it = iter(weights)
+        for nin, nout in itertools.pairwise(layers):
+            layer = []
+            for _ in range(nout):
+                w = [value(next(it)) for _ in range(nin)]
+                layer.append((w, value(next(it))))
+            self.layers.append(layer)
+
+    def __call__(self, x: list[Any]) -> Any:
+        last = len(self.layers) - 1
+        for i, layer in enumerate(self.layers):
+            out = []
+            for w, b in layer:
+                act = sum((wi * xi for wi, xi in zip(w, x)), b)
+                out.append(act if i == last else act.relu())
+            x = out
+        return x[0]
+
+    def parameters(self) -> list[Any]:
+        return [p for layer in self.layers for w, b in layer for p in [*w, b]]
+
+    def zero_grad(self) -> None:
+        for p in self.parameters():
+            p.grad = 0
+
+
+class DemoStep:
+    """The demo notebook's training step, verbatim in spirit: wrap inputs
+    in Values, score, SVM loss, L2, zero_grad, backward, SGD."""
+
+    def __init__(self, value: type, model: Any, X: list[list[float]], y: list[int]) -> None:
+        self.value, self.model, self.X, self.y = value, model, X, y
+        self.k = 0
+
+    def loss(self) -> Any:
+        Value_, model = self.value, self.model
+        inputs = [list(map(Value_, xrow)) for xrow in self.X]
+        scores = list(map(model, inputs))
+        losses = [(1 + -yi * scorei).relu() for yi, scorei in zip(self.y, scores)]
+        data_loss = sum(losses) * (1.0 / len(losses))
+        reg_loss = ALPHA * sum(p * p for p in model.parameters())
+        return data_loss + reg_loss
+
+    def graph(self) -> Any:
+        """Forward and ``zero_grad``: the loss, ready for ``backward()``."""
+        total_loss = self.loss()
+        self.model.zero_grad()
+        return total_loss
+
+    def __call__(self) -> None:
+        total_loss = self.graph()
+        total_loss.backward()
+        learning_rate = 1.0 - 0.9 * self.k / 100
+        for p in self.model.parameters():
+            p.data -= learning_rate * p.grad
+        self.k += 1
+
+
+def _micrograd(sizes: Sizes) -> DemoStep:
+    from micrograd.engine import Value as MicrogradValue
+    from micrograd.nn import MLP as MicrogradMLP
+
+    state = random.getstate()  # micrograd's MLP draws from the global generator
+    model = MicrogradMLP(LAYERS[0], LAYERS[1:])
+    random.setstate(state)
+    _load(model.parameters(), initial_weights())
+    X, y = make_moons(sizes.moons_points)
+    return DemoStep(MicrogradValue, model, X, y)
+
+
+def _compat(sizes: Sizes) -> DemoStep:
+    X, y = make_moons(sizes.moons_points)
+    return DemoStep(Value, UserMLP(Value, LAYERS, initial_weights()), X, y)
+
+
+# --------------------------------------------------------------------------
+# chainrule's own: nn.MLP, its losses and SGD
+# --------------------------------------------------------------------------
+
+
+class ChainruleStep:
+    """The same step written with chainrule's ``nn.MLP``, ``losses`` and
+    ``optim.SGD``: one ``dot`` node per neuron, one ``add_n`` for the mean
+    hinge loss, one ``dot`` node for the sum of squared parameters."""
+
+    def __init__(self, sizes: Sizes) -> None:
+        self.X, self.y = make_moons(sizes.moons_points)
+        self.model = nn.MLP(LAYERS[0], LAYERS[1:], rng=random.Random(SEED))
+        self.params: list[Any] = self.model.parameters()
+        _load(self.params, initial_weights())
+        self.optimizer = optim.SGD(self.params, lr=1.0)
+        self.k = 0
+
+    def graph(self) -> Value:
+        model, params = self.model, self.params
+        scores = [model(x) for x in self.X]
+        loss = losses.hinge_loss(scores, self.y) + ALPHA * dot(params, params)
+        self.optimizer.zero_grad()
+        return loss
+
+    def __call__(self) -> None:
+        loss = self.graph()
+        loss.backward()
+        self.optimizer.lr = 1.0 - 0.9 * self.k / 100
+        self.optimizer.step()
+        self.k += 1
+
+
+# --------------------------------------------------------------------------
+# The two workloads
+# --------------------------------------------------------------------------
+
+Maker = Callable[[Sizes], Any]
+
+
+def _step_arm(make: Maker) -> Callable[[Sizes], Arm]:
+    def arm(sizes: Sizes) -> Arm:
+        step = make(sizes)
+        return lambda: step
+
+    return arm
+
+
+def _backward_arm(make: Maker) -> Callable[[Sizes], Arm]:
+    def arm(sizes: Sizes) -> Arm:
+        step = make(sizes)
+        return lambda: step.graph().backward
+
+    return arm
+
+
+def _engines(wrap: Callable[[Maker], Callable[[Sizes], Arm]]) -> tuple[Engine, ...]:
+    return (
+        Engine("micrograd", wrap(_micrograd), requires=("micrograd",)),
+        Engine("chainrule-compat", wrap(_compat)),
+        Engine("chainrule", wrap(ChainruleStep)),
+    )
+
+
+MOONS_STEP = Workload(
+    "moons-step",
+    "micrograd's demo step: MLP 2-16-16-1, 100 points, SVM loss + L2, forward + backward + SGD",
+    baseline="micrograd",
+    engines=_engines(_step_arm),
+)
+
+BACKWARD_ONLY = Workload(
+    "backward-only",
+    "loss.backward() alone on the moons-step graph (built outside the timing)",
+    baseline="micrograd",
+    engines=_engines(_backward_arm),
+)

@@ -1,0 +1,69 @@
+"""``chainrule bench``: every workload on every installed engine, one table."""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import sys
+from typing import Any
+
+
+def register(subparsers: Any) -> None:
+    from ..bench import WORKLOADS
+
+    names = [w.name for w in WORKLOADS]
+    p = subparsers.add_parser(
+        "bench",
+        help="time chainrule against micrograd on the standard workloads",
+        description="Run every workload for every installed engine in this process "
+        "(warm-up, repetitions, median) and print times and ratios. "
+        f"Workloads: {', '.join(names)}.",
+    )
+    p.add_argument("--quick", action="store_true", help="fewer repetitions: a short run")
+    p.add_argument("--json", metavar="FILE", help="also write the results as JSON to FILE")
+    p.add_argument(
+        "--workload",
+        action="append",
+        choices=names,
+        metavar="NAME",
+        help="run only this workload (repeatable)",
+    )
+    p.add_argument("--repeat", type=int, metavar="N", help="timed runs per engine")
+    p.add_argument("--warmup", type=int, metavar="N", help="untimed runs before them")
+    # Tiny sizes, the same workloads: for the test suite.
+    p.add_argument("--tiny", action="store_true", help=argparse.SUPPRESS)
+    p.set_defaults(func=main)
+
+
+def main(args: argparse.Namespace) -> int:
+    from .. import bench
+
+    settings = bench.QUICK_SETTINGS if args.quick else bench.FULL_SETTINGS
+    if args.tiny:
+        settings = dataclasses.replace(settings, sizes=bench.TINY, label=settings.label + ", tiny")
+    if args.repeat is not None:
+        if args.repeat < 1:
+            print("chainrule bench: --repeat must be at least 1", file=sys.stderr)
+            return 2
+        settings = dataclasses.replace(settings, repeat=args.repeat)
+    if args.warmup is not None:
+        if args.warmup < 0:
+            print("chainrule bench: --warmup must be at least 0", file=sys.stderr)
+            return 2
+        settings = dataclasses.replace(settings, warmup=args.warmup)
+    workloads = [w for w in bench.WORKLOADS if not args.workload or w.name in args.workload]
+
+    def progress(message: str) -> None:
+        print(message, file=sys.stderr, flush=True)
+
+    results = bench.run(workloads, settings, progress)
+    print(bench.header(settings))
+    print()
+    print(bench.table(workloads, results))
+    print()
+    print("median: seconds per run; memory: bytes per operation (tracemalloc).")
+    print("ratio: the baseline's median divided by the engine's.")
+    if args.json:
+        bench.write_json(args.json, bench.to_json(workloads, results, settings))
+        print(f"wrote {args.json}")
+    return 0
