@@ -32,10 +32,11 @@ from chainrule.bench import (
 from chainrule.cli import main
 
 ENGINES = {
-    "moons-step": ["micrograd", "chainrule-compat", "chainrule"],
-    "backward-only": ["micrograd", "chainrule-compat", "chainrule"],
+    "moons-step": ["micrograd", "chainrule-compat", "chainrule", "tensor"],
+    "backward-only": ["micrograd", "chainrule-compat", "chainrule", "tensor"],
     "deep-chain": ["micrograd", "chainrule"],
-    "gpt-step": ["chainrule-compat", "chainrule"],
+    "gpt-step": ["chainrule", "tensor-float64", "tensor-float32", "torch-float64", "torch-float32"],
+    "gpt-name-step": ["chainrule-compat", "chainrule"],
     "memory": ["micrograd", "chainrule"],
 }
 

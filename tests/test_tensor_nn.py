@@ -9,9 +9,9 @@ import numpy as np
 import pytest
 
 from chainrule import Tensor
+from chainrule.bench.torch_gpt import torch_gpt
 from chainrule.tensor import nn
 from tensor_oracle import assert_close
-from torch_gpt import torch_gpt
 
 
 def _load(torch: Any, module: Any, state: dict[str, np.ndarray]) -> None:

@@ -421,3 +421,14 @@ def test_embedding_large_table_path(torch: Any) -> None:
         lambda t: torch.nn.functional.embedding(torch.tensor(idx), t),
         [w],
     )
+
+
+def test_linear_with_a_constant_input(torch: Any) -> None:
+    rng = np.random.default_rng(10)
+    x = rng.normal(size=(4, 3))
+    compare(
+        torch,
+        lambda w, b: ct.linear(x, w, b),
+        lambda w, b: torch.nn.functional.linear(torch.tensor(x), w, b),
+        [rng.normal(size=(2, 3)), rng.normal(size=2)],
+    )

@@ -2,13 +2,13 @@
 
 >>> from chainrule.bench import WORKLOADS
 >>> [w.name for w in WORKLOADS]
-['moons-step', 'backward-only', 'deep-chain', 'gpt-step', 'memory']
+['moons-step', 'backward-only', 'deep-chain', 'gpt-step', 'gpt-name-step', 'memory']
 """
 
 from __future__ import annotations
 
 from .chain import DEEP_CHAIN
-from .gpt import GPT_STEP
+from .gpt import GPT_NAME_STEP, GPT_STEP
 from .harness import (
     FULL,
     FULL_SETTINGS,
@@ -29,7 +29,14 @@ from .harness import (
 from .memory import MEMORY
 from .moons import BACKWARD_ONLY, MOONS_STEP
 
-WORKLOADS: tuple[Workload, ...] = (MOONS_STEP, BACKWARD_ONLY, DEEP_CHAIN, GPT_STEP, MEMORY)
+WORKLOADS: tuple[Workload, ...] = (
+    MOONS_STEP,
+    BACKWARD_ONLY,
+    DEEP_CHAIN,
+    GPT_STEP,
+    GPT_NAME_STEP,
+    MEMORY,
+)
 
 __all__ = [
     "FULL",

@@ -4,9 +4,11 @@ The model has microgpt's size and shape: a vocabulary of 27 (the letters
 and one BOS token that starts and ends a name), embeddings of 16, one
 transformer layer with 4 heads of 4, a context of 16 positions, RMSNorm
 without a gain, a ReLU MLP of 64 hidden units, no biases, an LM head; 4,192
-parameters. One step feeds one name (``"emma"`` as ``BOS e m m a BOS``) a
-token at a time with a key/value cache, takes the mean cross-entropy of the
-next-token predictions, backpropagates and updates with Adam.
+parameters. One step feeds a batch of names (``"emma"`` as ``BOS e m m a
+BOS``), each a token at a time with a key/value cache, takes the mean
+cross-entropy of all the next-token predictions, backpropagates once and
+updates with Adam. The batch is :func:`batch_names`: 32 of the names shipped
+with chainrule in the full benchmark.
 
 The architecture is written once, in :class:`GPT`; the operations it is
 built from come from one of two namespaces:
@@ -27,6 +29,7 @@ import math
 import random
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from importlib import resources
 from typing import Any
 
 from .. import Value, add_n, dot, optim
@@ -205,9 +208,9 @@ class GPT:
             x = [a + b for a, b in zip(x, residual)]
         return ops.linear(x, sd["lm_head"])
 
-    def loss(self, tokens: Sequence[int]) -> Any:
-        """Mean cross-entropy of predicting ``tokens[i + 1]`` from
-        ``tokens[: i + 1]``, over the first ``block_size`` positions."""
+    def position_losses(self, tokens: Sequence[int]) -> list[Any]:
+        """The cross-entropy of predicting ``tokens[i + 1]`` from
+        ``tokens[: i + 1]``, for the first ``block_size`` positions."""
         n = min(self.config.block_size, len(tokens) - 1)
         keys: list[list[Any]] = [[] for _ in range(self.config.n_layer)]
         values: list[list[Any]] = [[] for _ in range(self.config.n_layer)]
@@ -215,7 +218,16 @@ class GPT:
         for pos in range(n):
             logits = self.forward(tokens[pos], pos, keys, values)
             losses.append(self.ops.cross_entropy(logits, tokens[pos + 1]))
-        return self.ops.mean(losses)
+        return losses
+
+    def loss(self, tokens: Sequence[int]) -> Any:
+        """The mean of :meth:`position_losses`."""
+        return self.ops.mean(self.position_losses(tokens))
+
+    def batch_loss(self, batch: Sequence[Sequence[int]]) -> Any:
+        """The mean cross-entropy over every position of every name: one
+        graph, as a batched model computes it."""
+        return self.ops.mean([loss for tokens in batch for loss in self.position_losses(tokens)])
 
 
 # --------------------------------------------------------------------------
@@ -265,42 +277,64 @@ def compat_adam(params: list[Any]) -> Callable[[], None]:
 
 
 class GPTStep:
-    """Forward, backward, Adam on one name."""
+    """Forward, backward, Adam on a batch of names (or one name)."""
 
     def __init__(
         self,
         ops: Any,
         optimizer: Callable[[list[Any]], Callable[[], None]],
-        name: str,
+        names: str | Sequence[str],
         config: GPTConfig | None = None,
     ) -> None:
         self.config = config or GPTConfig()
         self.model = GPT(initial_weights(self.config), ops, self.config)
         self.update = optimizer(self.model.parameters())
-        self.tokens = encode(name)
+        self.batch = [encode(n) for n in ([names] if isinstance(names, str) else names)]
 
     def __call__(self) -> float:
-        loss = self.model.loss(self.tokens)
+        loss = self.model.batch_loss(self.batch)
         loss.backward()
         self.update()
         return float(loss.data)
 
 
-def _make(ops: Any, optimizer: Callable[[list[Any]], Callable[[], None]]) -> Any:
+def batch_names(n: int) -> list[str]:
+    """``n`` names spread evenly over the list shipped with chainrule
+    (``chainrule/datasets/names.txt``): the same batch for every engine."""
+    text = resources.files("chainrule").joinpath("datasets/names.txt").read_text("utf-8")
+    names = text.split()
+    return names[:: max(len(names) // n, 1)][:n]
+
+
+def _make(ops: Any, optimizer: Callable[[list[Any]], Callable[[], None]], batch: bool) -> Any:
     def make(sizes: Sizes) -> Arm:
-        step = GPTStep(ops, optimizer, sizes.gpt_name)
+        names = batch_names(sizes.gpt_batch) if batch else sizes.gpt_name
+        step = GPTStep(ops, optimizer, names)
         return lambda: step
 
     return make
 
 
+def _gpt_step_engines() -> tuple[Engine, ...]:
+    from .tensor import gpt_engines  # NumPy and torch are imported by the engines, lazily
+
+    return (Engine("chainrule", _make(FusedOps, chainrule_adam, batch=True)), *gpt_engines())
+
+
 GPT_STEP = Workload(
     "gpt-step",
     "one Adam step of a microgpt-size character GPT (27 tokens, 16 dims, 4 heads, "
-    "1 layer, block 16) on one name",
+    "1 layer, block 16) on a batch of 32 names: the scalar engine, the Tensor engine, PyTorch",
+    baseline="chainrule",
+    engines=_gpt_step_engines(),
+)
+
+GPT_NAME_STEP = Workload(
+    "gpt-name-step",
+    "the same step on one name: micrograd-style user code against chainrule's fused ops",
     baseline="chainrule-compat",
     engines=(
-        Engine("chainrule-compat", _make(CompatOps, compat_adam)),
-        Engine("chainrule", _make(FusedOps, chainrule_adam)),
+        Engine("chainrule-compat", _make(CompatOps, compat_adam, batch=False)),
+        Engine("chainrule", _make(FusedOps, chainrule_adam, batch=False)),
     ),
 )

@@ -9,7 +9,11 @@ same clean start; after that its runs follow each other as the steps of a
 training loop do, so each run pays for the collections its predecessors'
 garbage causes. That matters: micrograd's graphs are reference cycles (a
 node's ``_backward`` closure refers to the node), which only the cyclic
-collector frees, and a user's loop pays for that on every step. An engine
+collector frees, and a user's loop pays for that on every step. Engines
+that need NumPy run after all the others, and those that need PyTorch
+last: an imported library's objects stay alive and every later full
+collection scans them (PyTorch alone leaves 150,000), which would slow the
+pure-Python engines measured after it. An engine
 that is not installed, or a run that raises (micrograd's ``RecursionError``
 on a deep graph), gives ``None`` and a word that says why.
 
@@ -44,11 +48,12 @@ class Sizes:
     moons_points: int = 100
     chain_length: int = 100_000
     memory_ops: int = 30_000
-    gpt_name: str = "emma"
+    gpt_name: str = "emma"  # gpt-name-step
+    gpt_batch: int = 32  # names per gpt-step
 
 
 FULL = Sizes()
-TINY = Sizes(moons_points=8, chain_length=3_000, memory_ops=1_500, gpt_name="ab")
+TINY = Sizes(moons_points=8, chain_length=3_000, memory_ops=1_500, gpt_name="ab", gpt_batch=2)
 
 
 @dataclass(frozen=True)
@@ -132,14 +137,25 @@ def run(
     settings: Settings,
     progress: Callable[[str], None] | None = None,
 ) -> list[Result]:
-    """Every engine of every workload, in order, in this process."""
-    results = []
-    for workload in workloads:
-        for engine in workload.engines:
-            if progress:
-                progress(f"{workload.name} / {engine.name} ...")
-            results.append(measure(workload, engine, settings))
-    return results
+    """Every engine of every workload, in this process; the results in
+    workload and engine order. The pure-Python engines are measured first,
+    then those needing NumPy, then those needing PyTorch."""
+    pairs = [(w, e) for w in workloads for e in w.engines]
+    results: list[Result | None] = [None] * len(pairs)
+    for i in sorted(range(len(pairs)), key=lambda i: _import_weight(pairs[i][1])):
+        workload, engine = pairs[i]
+        if progress:
+            progress(f"{workload.name} / {engine.name} ...")
+        results[i] = measure(workload, engine, settings)
+    return [r for r in results if r is not None]
+
+
+def _import_weight(engine: Engine) -> int:
+    """0 for pure Python, 1 if the engine imports NumPy, 2 if PyTorch."""
+    return max((_HEAVY.get(m, 0) for m in engine.requires), default=0)
+
+
+_HEAVY = {"numpy": 1, "torch": 2}
 
 
 # --------------------------------------------------------------------------

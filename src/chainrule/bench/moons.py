@@ -210,10 +210,13 @@ def _backward_arm(make: Maker) -> Callable[[Sizes], Arm]:
 
 
 def _engines(wrap: Callable[[Maker], Callable[[Sizes], Arm]]) -> tuple[Engine, ...]:
+    from .tensor import TensorMoonsStep  # imports NumPy only when built
+
     return (
         Engine("micrograd", wrap(_micrograd), requires=("micrograd",)),
         Engine("chainrule-compat", wrap(_compat)),
         Engine("chainrule", wrap(ChainruleStep)),
+        Engine("tensor", wrap(TensorMoonsStep), requires=("numpy",)),
     )
 
 

@@ -90,25 +90,33 @@ def matmul(a: Any, b: Any) -> Tensor:
 
 
 def _linear_vjp(g: np.ndarray, out: Tensor) -> tuple[np.ndarray, ...]:
-    x, w = out._prev[0].data, out._prev[1].data
+    prev = out._prev
+    constant_input = out._ctx is not None
+    x = out._ctx if constant_input else prev[0].data
+    w = prev[0 if constant_input else 1].data
     n_out, n_in = w.shape
     # Flattened to one matrix product each, not one per batch row.
     g2 = g.reshape(-1, n_out)
-    gx = (g2 @ w).reshape(x.shape)
-    gw = g2.T @ x.reshape(-1, n_in)
-    if len(out._prev) == 3:
-        return gx, gw, g2.sum(axis=0)
-    return gx, gw
+    grads = [] if constant_input else [(g2 @ w).reshape(x.shape)]
+    grads.append(g2.T @ x.reshape(-1, n_in))
+    if len(prev) == (2 if constant_input else 3):  # a bias
+        grads.append(g2.sum(axis=0))
+    return tuple(grads)
 
 
-def linear(x: Tensor, weight: Tensor, bias: Tensor | None = None) -> Tensor:
+def linear(x: Tensor | np.ndarray, weight: Tensor, bias: Tensor | None = None) -> Tensor:
     """``x @ weight.T + bias`` (PyTorch's layout: ``weight`` is
-    ``(out_features, in_features)``), one node."""
-    xd, w = x.data, weight.data
+    ``(out_features, in_features)``), one node. ``x`` may be a plain array
+    (a network's input), which gets no gradient."""
+    constant_input = not isinstance(x, Tensor)
+    xd = x.data if isinstance(x, Tensor) else np.asarray(constant(x, "linear"))
+    w = weight.data
     if w.ndim != 2 or xd.ndim == 0 or xd.shape[-1] != w.shape[1]:
         raise ValueError(f"linear: input {xd.shape} does not fit weight {w.shape}")
     y = (xd.reshape(-1, w.shape[1]) @ w.T).reshape(*xd.shape[:-1], w.shape[0])
-    if bias is None:
-        return make(y, (x, weight), _linear_vjp)
-    y += bias.data
-    return make(y, (x, weight, bias), _linear_vjp)
+    params = (weight,) if bias is None else (weight, bias)
+    if bias is not None:
+        y += bias.data
+    if constant_input:
+        return make(y, params, _linear_vjp, xd)
+    return make(y, (x, *params), _linear_vjp)  # type: ignore[arg-type]

@@ -1,6 +1,8 @@
 """The GPT of ``chainrule.tensor.nn``, written as an ordinary PyTorch
-module: the same parameters under the same names, so one state dict loads
-into both."""
+module: the same architecture, the same parameters under the same names, so
+one state dict loads into both. The oracle of the Tensor GPT's tests and
+the ``torch-*`` engines of the gpt-step benchmark. Imports torch when
+called."""
 
 from __future__ import annotations
 
@@ -8,6 +10,10 @@ from typing import Any
 
 
 def torch_gpt(config: Any, dtype: Any = None) -> Any:
+    """A ``torch.nn.Module`` for ``config`` (anything with ``vocab_size``,
+    ``block_size``, ``n_embd``, ``n_head``, ``n_layer``), in ``dtype``;
+    ``model(idx, targets)`` returns the logits and the mean cross-entropy
+    (targets of -100 ignored)."""
     import torch
     from torch import nn
     from torch.nn import functional as F

@@ -1,0 +1,66 @@
+"""The Tensor and PyTorch engines of the benchmark compute what the scalar
+engines compute: the same losses and the same parameters after each step
+(no timing here)."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+import pytest
+
+from chainrule.bench import TINY, gpt, moons
+from chainrule.bench.tensor import TensorGPTStep, TensorMoonsStep, TorchGPTStep, _names_map
+
+
+def test_batch_is_spread_over_the_shipped_names() -> None:
+    names = gpt.batch_names(32)
+    assert len(names) == len(set(names)) == 32
+    assert names[0] == "aaron" and names[-1] > "t"  # from a to the end of the list
+
+
+def _scalar_parameters(step: gpt.GPTStep) -> dict[str, np.ndarray]:
+    names = _names_map(step.config.n_layer)
+    return {
+        names[k]: np.array([[p.data for p in row] for row in rows])
+        for k, rows in step.model.state.items()
+    }
+
+
+def test_tensor_gpt_step_is_the_scalar_step() -> None:
+    """Two Adam steps on the same two names: the scalar engine (one name at
+    a time) and the Tensor engine (padded batch) agree in float64."""
+    scalar = gpt.GPTStep(gpt.FusedOps, gpt.chainrule_adam, gpt.batch_names(TINY.gpt_batch))
+    tensor = TensorGPTStep(TINY, "float64")
+    for _ in range(2):
+        assert math.isclose(scalar(), tensor(), rel_tol=1e-12)
+    ours = dict(tensor.model.named_parameters())
+    for name, value in _scalar_parameters(scalar).items():
+        np.testing.assert_allclose(ours[name].data, value, rtol=1e-9, atol=1e-12, err_msg=name)
+
+
+@pytest.mark.parametrize("dtype", ["float64", "float32"])
+def test_torch_gpt_step_is_the_tensor_step(torch: Any, dtype: str) -> None:
+    ours, theirs = TensorGPTStep(TINY, dtype), TorchGPTStep(TINY, dtype)
+    rtol = 1e-12 if dtype == "float64" else 1e-5
+    for _ in range(2):
+        assert math.isclose(ours(), theirs(), rel_tol=rtol)
+    params = dict(theirs.model.named_parameters())
+    for name, p in ours.model.named_parameters():
+        assert p.data.dtype == np.dtype(dtype)
+        np.testing.assert_allclose(
+            p.data, params[name].detach().numpy(), rtol=rtol * 100, atol=1e-6, err_msg=name
+        )
+
+
+def test_tensor_moons_step_is_the_scalar_step() -> None:
+    scalar, tensor = moons.ChainruleStep(TINY), TensorMoonsStep(TINY)
+    for _ in range(3):
+        assert math.isclose(scalar.graph().data, tensor.graph().item(), rel_tol=1e-12)
+        scalar()
+        tensor()
+    flat = np.concatenate(
+        [np.concatenate([w.data, b.data[:, None]], axis=1).ravel() for w, b in tensor.layers]
+    )
+    np.testing.assert_allclose(flat, [p.data for p in scalar.params], rtol=1e-10, atol=1e-12)
