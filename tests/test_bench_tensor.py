@@ -64,3 +64,24 @@ def test_tensor_moons_step_is_the_scalar_step() -> None:
         [np.concatenate([w.data, b.data[:, None]], axis=1).ravel() for w, b in tensor.layers]
     )
     np.testing.assert_allclose(flat, [p.data for p in scalar.params], rtol=1e-10, atol=1e-12)
+
+
+def test_readme_speed_paragraph_is_the_run_in_results_json() -> None:
+    """The Tensor section's numbers are those of benchmarks/results.json."""
+    import json
+    from pathlib import Path
+
+    from chainrule.bench.harness import _format_value
+
+    root = Path(__file__).resolve().parent.parent
+    step = json.loads((root / "benchmarks" / "results.json").read_text())["workloads"]["gpt-step"]
+    text = (root / "README.md").read_text()
+    paragraph = text[text.index("Speed: in the `chainrule bench` run") :]
+    paragraph = paragraph[: paragraph.index("\n\n")]
+    paragraph = " ".join(paragraph.split())
+    for engine in ("chainrule", "tensor-float64", "tensor-float32", "torch-float64"):
+        assert _format_value(step[engine], "s") in paragraph, engine
+    for dtype in ("float64", "float32"):
+        speedup = step["chainrule"] / step[f"tensor-{dtype}"]
+        share = step[f"tensor-{dtype}"] / step[f"torch-{dtype}"]
+        assert f"{speedup:.0f}x" in paragraph and f"{share:.2f}x" in paragraph, dtype
