@@ -20,6 +20,7 @@ with IEEE semantics (:mod:`chainrule.ieee`) or Value arithmetic.
 from __future__ import annotations
 
 import functools
+import itertools
 import numbers
 import operator
 from collections.abc import Callable, Iterable, Sequence
@@ -226,7 +227,7 @@ SQRT = Primitive("sqrt", ieee.sqrt, lambda M, x, out: (M.div(0.5, out),))
 TANH = Primitive("tanh", ieee.tanh, lambda M, x, out: (1.0 - out * out,))
 SIGMOID = Primitive("sigmoid", ieee.sigmoid, lambda M, x, out: (out * (1.0 - out),))
 SOFTPLUS = Primitive("softplus", ieee.softplus, lambda M, x, out: (M.sigmoid(x),))
-RELU = Primitive("ReLU", _relu, lambda M, x, out: (0.0,) if M.data(out) <= 0.0 else (1.0,))
+RELU = Primitive("ReLU", _relu, lambda M, x, out: (0.0,) if out <= 0.0 else (1.0,))
 ABS = Primitive("abs", abs, lambda M, x, out: (M.sign(x),))
 SIN = Primitive("sin", ieee.sin, lambda M, x, out: (M.cos(x),))
 COS = Primitive("cos", ieee.cos, lambda M, x, out: (-M.sin(x),))
@@ -749,10 +750,15 @@ def dense(
     [3.5, 2.0]
     """
     xs, xd, x_values = _split(x, "dense")
-    rows = weights if type(weights) is list else list(weights)
+    rows = [w if type(w) is list else list(w) for w in weights]
     bs = [None] * len(rows) if biases is None else list(biases)
     if len(bs) != len(rows):
         raise ValueError(f"dense: {len(rows)} weight rows but {len(bs)} biases")
+    if set(map(type, itertools.chain.from_iterable(rows))) == _ONLY_VALUES:
+        # the usual case, a layer's parameters: one type check for the matrix
+        return [
+            _dot(w, list(map(_get_data, w)), True, xs, xd, x_values, b) for w, b in zip(rows, bs)
+        ]
     return [_dot(*_split(w, "dense"), xs, xd, x_values, b) for w, b in zip(rows, bs)]
 
 
