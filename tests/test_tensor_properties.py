@@ -58,6 +58,14 @@ def test_every_node_has_its_gradient() -> None:
     assert np.allclose(x.grad, 2.0 * np.exp([0.5, 1.5]))  # type: ignore[arg-type]
 
 
+def test_leaf_gradients_are_writable_arrays() -> None:
+    x = Tensor(np.ones((2, 3)))
+    x.sum().backward()  # the VJP of sum is a broadcast view
+    assert x.grad is not None
+    x.grad *= 0.5  # what gradient clipping does
+    assert x.grad.tolist() == [[0.5] * 3] * 2
+
+
 def test_zero_grad_and_leaf_backward() -> None:
     x = Tensor(3.0)
     x.backward()

@@ -190,8 +190,13 @@ class Tensor:
                         # view of another node's gradient.
                         child.grad = cg if acc is None else acc + cg
         for leaf, before in held:
-            if before is not None:
-                leaf.grad = before if leaf.grad is None else before + leaf.grad
+            g = leaf.grad
+            if g is None:
+                leaf.grad = before
+            elif before is not None:
+                leaf.grad = before + g
+            elif not g.flags.writeable:  # a broadcast view (from sum): give the leaf its own
+                leaf.grad = g.copy()
 
     # -- arithmetic (the rules live in elementwise.py and friends) ------------
 
