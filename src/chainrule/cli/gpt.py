@@ -107,7 +107,7 @@ def register(subparsers: Any) -> None:
         description=(
             "Train microgpt's transformer on chainrule.Tensor, in batches, on a list of "
             "names: the 5,163 first names shipped with chainrule (1990 US Census, public "
-            "domain) or one document per line from --data FILE. 10%% of the names (chosen "
+            "domain) or one document per line from --data FILE. 10% of the names (chosen "
             "by the seed) are held out. Shows a progress bar on stderr; prints the held-out "
             "loss next to a bigram baseline's, and samples new names. Writes a JSON "
             "checkpoint DIR/gpt.json; --resume continues from it. Needs NumPy."
