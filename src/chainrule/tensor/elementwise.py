@@ -195,6 +195,7 @@ def _exp_vjp(g: np.ndarray, out: Tensor) -> tuple[np.ndarray]:
 
 
 def exp(x: Tensor) -> Tensor:
+    """``e ** x``; its derivative is its own output."""
     with np.errstate(over="ignore"):
         return make(np.exp(x.data), (x,), _exp_vjp)
 
@@ -216,6 +217,7 @@ def _sqrt_vjp(g: np.ndarray, out: Tensor) -> tuple[np.ndarray]:
 
 
 def sqrt(x: Tensor) -> Tensor:
+    """Square root; nan below 0, derivative ``1 / (2 sqrt(x))``."""
     with np.errstate(invalid="ignore"):
         return make(np.sqrt(x.data), (x,), _sqrt_vjp)
 
@@ -226,6 +228,7 @@ def _tanh_vjp(g: np.ndarray, out: Tensor) -> tuple[np.ndarray]:
 
 
 def tanh(x: Tensor) -> Tensor:
+    """Hyperbolic tangent; derivative ``1 - tanh(x)^2``."""
     return make(np.tanh(x.data), (x,), _tanh_vjp)
 
 
@@ -235,6 +238,7 @@ def _sigmoid_vjp(g: np.ndarray, out: Tensor) -> tuple[np.ndarray]:
 
 
 def sigmoid(x: Tensor) -> Tensor:
+    """``1 / (1 + e^-x)``; derivative ``s (1 - s)``."""
     with np.errstate(over="ignore"):
         return make(1.0 / (1.0 + np.exp(-x.data)), (x,), _sigmoid_vjp)
 
@@ -246,6 +250,7 @@ def _relu_vjp(g: np.ndarray, out: Tensor) -> tuple[np.ndarray]:
 
 
 def relu(x: Tensor) -> Tensor:
+    """``max(x, 0)``; the gradient passes where the output is positive."""
     return make(np.maximum(x.data, 0.0), (x,), _relu_vjp)  # keeps nan, as PyTorch
 
 
@@ -258,4 +263,5 @@ def _abs_vjp(g: np.ndarray, out: Tensor) -> tuple[np.ndarray]:
 
 
 def abs(x: Tensor) -> Tensor:  # noqa: A001 - the field's name for it
+    """``|x|``; derivative ``sign(x)`` (0 at 0)."""
     return make(np.abs(x.data), (x,), _abs_vjp)
