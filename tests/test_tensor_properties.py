@@ -198,6 +198,7 @@ def test_chainrule_imports_without_numpy() -> None:
     code = (
         "import sys; sys.modules['numpy'] = None\n"
         "import chainrule\n"
+        "from chainrule import *\n"
         "assert chainrule.Value(2.0).data == 2.0\n"
         "try:\n"
         "    chainrule.Tensor\n"

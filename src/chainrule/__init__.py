@@ -33,7 +33,8 @@ __version__ = "0.1.0"
 
 
 def __getattr__(name: str) -> object:
-    # Tensor needs NumPy; importing chainrule must not.
+    # Tensor needs NumPy; importing chainrule must not. (Not in __all__
+    # either, so `from chainrule import *` works without NumPy.)
     if name == "Tensor":
         from .tensor import Tensor
 
@@ -53,7 +54,6 @@ __all__ = [
     "Module",
     "Neuron",
     "Primitive",
-    "Tensor",
     "Value",
     "add_n",
     "checkpoint",
