@@ -35,7 +35,14 @@ ENGINES = {
     "moons-step": ["micrograd", "chainrule-compat", "chainrule", "tensor"],
     "backward-only": ["micrograd", "chainrule-compat", "chainrule", "tensor"],
     "deep-chain": ["micrograd", "chainrule"],
-    "gpt-step": ["chainrule", "tensor-float64", "tensor-float32", "torch-float64", "torch-float32"],
+    "gpt-step": [
+        "chainrule-compat",
+        "chainrule",
+        "tensor-float64",
+        "tensor-float32",
+        "torch-float64",
+        "torch-float32",
+    ],
     "gpt-name-step": ["chainrule-compat", "chainrule"],
     "memory": ["micrograd", "chainrule"],
 }

@@ -327,3 +327,42 @@ def test_dense_is_dot_per_row() -> None:
     assert [o.data for o in dense(rows, [1.0, 0.0, 0.0])] == [r[0].data for r in rows]
     with pytest.raises(ValueError, match="dense: 4 weight rows but 1 biases"):
         dense(rows, x, [1.0])
+
+
+@pytest.mark.parametrize("constant_x", [False, True])
+def test_relu_fused_into_dot_matches_two_nodes(constant_x: bool) -> None:
+    import random
+
+    rng = random.Random(7)
+    for _ in range(40):
+        w = [Value(rng.uniform(-1, 1)) for _ in range(4)]
+        xv = [rng.uniform(-1, 1) for _ in range(4)]
+        x = xv if constant_x else [Value(v) for v in xv]
+        b = Value(rng.uniform(-0.5, 0.5))
+        leaves = w + [b] + ([] if constant_x else x)  # type: ignore[operator]
+        fused = dot(w, x, b, activation="relu")
+        assert fused._op == "ReLU(dot)" and len(fused._prev) == len(leaves)
+        (fused * 3.0).backward()
+        got = [v.grad for v in leaves]
+        for v in leaves:
+            v.grad = 0.0
+        long = dot(w, x, b).relu()
+        (long * 3.0).backward()
+        assert fused.data == long.data
+        assert got == [v.grad for v in leaves]
+        # the second-order rule: d/dw_i of d(out)/dx_i is the active mask
+        if not constant_x:
+            g_fused = gradients(fused, [x[0]], create_graph=True)[0]  # type: ignore[list-item]
+            g_long = gradients(long, [x[0]], create_graph=True)[0]  # type: ignore[list-item]
+            assert gradients(g_fused, [w[0]]) == gradients(g_long, [w[0]])
+
+
+def test_dense_activations() -> None:
+    rows = [[Value(1.0), Value(-1.0)], [Value(-2.0), Value(0.5)]]
+    x = [Value(0.5), Value(0.25)]
+    relu = dense(rows, x, [0.0, 0.0], activation="relu")
+    tanh = dense(rows, x, [0.0, 0.0], activation="tanh")
+    assert [v.data for v in relu] == [0.25, 0.0]
+    assert [v.data for v in tanh] == [math.tanh(0.25), math.tanh(-0.875)]
+    with pytest.raises(ValueError, match="dense: unknown activation 'gelu'"):
+        dense(rows, x, activation="gelu")

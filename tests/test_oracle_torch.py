@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from chainrule import Value
+from chainrule import Value, dot, gradients
 from conftest import close
 
 ORDINARY = [-2.5, -1.0, -0.3, 0.7, 1.0, 1.5, 3.0]
@@ -97,3 +97,57 @@ def test_binary_op_matches_torch(name: str, torch: Any) -> None:
             _check(y.data, ty.item(), where + " value")
             _check(a.grad, ta.grad.item(), where + " grad a")
             _check(b.grad, tb.grad.item(), where + " grad b")
+
+
+# An infinite or nan gradient arriving at a zero local derivative: PyTorch
+# multiplies (0 * inf = nan) except where its backward selects (relu,
+# maximum, minimum), which leave a masked input at 0. chainrule does the same.
+NONFINITE_UPSTREAM: dict[str, tuple[Callable[..., Any], Callable[..., Any], list[float]]] = {
+    "relu then log": (lambda x: x.relu().log(), lambda t, x: t.relu(x).log(), [-1.0]),
+    "relu then nan": (
+        lambda x: x.relu() * math.nan,
+        lambda t, x: t.relu(x) * math.nan,
+        [-1.0],
+    ),
+    "max then log": (
+        lambda a, b: (a.max(b) - b).log(),
+        lambda t, a, b: (t.maximum(a, b) - b).log(),
+        [-1.0, 2.0],
+    ),
+    "min then log": (
+        lambda a, b: (a.min(b) - a).log(),
+        lambda t, a, b: (t.minimum(a, b) - a).log(),
+        [-1.0, 2.0],
+    ),
+    "abs then log": (lambda x: abs(x).log(), lambda t, x: t.abs(x).log(), [0.0]),
+    "times zero then log": (
+        lambda x: (x * 0.0).log(),
+        lambda t, x: (x * 0.0).log(),
+        [3.0],
+    ),
+    "dead fused unit": (
+        lambda w, x, b: dot([w], [x], b, activation="relu").log(),
+        lambda t, w, x, b: t.relu(w * x + b).log(),
+        [2.0, 0.5, -3.0],
+    ),
+    "live fused unit, zero input": (
+        lambda w, x, b: dot([w], [x], b, activation="relu") * math.inf,
+        lambda t, w, x, b: t.relu(w * x + b) * math.inf,
+        [2.0, 0.0, 1.0],
+    ),
+}
+
+
+@pytest.mark.parametrize("name", sorted(NONFINITE_UPSTREAM))
+def test_nonfinite_gradient_through_masks_matches_torch(name: str, torch: Any) -> None:
+    ours_f, torch_f, points = NONFINITE_UPSTREAM[name]
+    xs = [Value(p) for p in points]
+    y = ours_f(*xs)
+    y.backward()
+    txs = [torch.tensor(p, dtype=torch.float64, requires_grad=True) for p in points]
+    torch_f(torch, *txs).backward()
+    for i, (x, tx) in enumerate(zip(xs, txs)):
+        _check(x.grad, tx.grad.item(), f"{name}: grad of input {i}")
+    # the dict-based pass of gradients() follows the same rule
+    for g, tx in zip(gradients(ours_f(*xs), xs), txs):
+        _check(g, tx.grad.item(), f"{name}: gradients()")

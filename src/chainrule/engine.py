@@ -35,6 +35,14 @@ Scalar = Union["Value", int, float]
 Derivative = Callable[..., Sequence[Any]]
 
 
+# How a non-finite gradient (inf, nan) passes a zero local derivative.
+# PyTorch multiplies (0 * inf = nan) except in ops whose backward selects
+# rather than multiplies: relu, maximum, minimum keep a masked input at 0.
+MULTIPLY = 0  # 0 * inf = nan, as for mul, abs, ...
+ZERO_MASKS = 1  # a zero local derivative blocks the gradient (relu, max, min)
+DEAD_UNIT = 2  # fused relu(w . x + b): an inactive unit blocks all of it
+
+
 class Primitive:
     """An operation of the scalar engine: a name, a forward function on
     floats, and its local derivatives.
@@ -62,17 +70,19 @@ class Primitive:
         12.0
     """
 
-    __slots__ = ("name", "forward", "derivative")
+    __slots__ = ("name", "forward", "derivative", "masked")
 
     def __init__(
         self,
         name: str,
         forward: Callable[..., float],
         derivative: Derivative | None,
+        masked: int = MULTIPLY,
     ) -> None:
         self.name = name
         self.forward = forward
         self.derivative = derivative
+        self.masked = masked
 
     def __call__(self, *inputs: Scalar) -> Value:
         if self.derivative is None:
@@ -198,6 +208,13 @@ def _d_affine(M: Any, *args: Any) -> tuple[Any, ...]:
     return (*args[n : 2 * n], *args[:n], 1.0)
 
 
+def _d_affine_relu(M: Any, *args: Any) -> tuple[Any, ...]:
+    # relu(w . x + b): the affine rule where the unit is active, 0 where not
+    if args[-1] <= 0.0:  # the output; a Value compares by its data
+        return (0.0,) * (len(args) - 1)
+    return _d_affine(M, *args)
+
+
 def _dot_forward(*args: float) -> float:
     n = len(args) // 2
     return sum(map(operator.mul, args[:n], args[n : 2 * n]))
@@ -211,6 +228,10 @@ def _relu(x: float) -> float:
     return 0.0 if x < 0.0 else x  # keeps nan, as torch.relu
 
 
+def _affine_relu_forward(*args: float) -> float:
+    return _relu(_affine_forward(*args))
+
+
 LEAF = Primitive("", float, None)
 
 # name, forward on floats, local derivative(s) (M, inputs..., out) -> per input
@@ -219,21 +240,22 @@ SUB = Primitive("-", operator.sub, lambda M, a, b, out: (1.0, -1.0))
 MUL = Primitive("*", operator.mul, lambda M, a, b, out: (b, a))
 DIV = Primitive("/", ieee.div, lambda M, a, b, out: (M.div(1.0, b), M.div(-out, b)))
 POW = Primitive("**", ieee.pow, _d_pow)
-MAXIMUM = Primitive("max", ieee.maximum, _d_maximum)
-MINIMUM = Primitive("min", ieee.minimum, _d_minimum)
+MAXIMUM = Primitive("max", ieee.maximum, _d_maximum, ZERO_MASKS)
+MINIMUM = Primitive("min", ieee.minimum, _d_minimum, ZERO_MASKS)
 EXP = Primitive("exp", ieee.exp, lambda M, x, out: (out,))
 LOG = Primitive("log", ieee.log, lambda M, x, out: (M.div(1.0, x),))
 SQRT = Primitive("sqrt", ieee.sqrt, lambda M, x, out: (M.div(0.5, out),))
 TANH = Primitive("tanh", ieee.tanh, lambda M, x, out: (1.0 - out * out,))
 SIGMOID = Primitive("sigmoid", ieee.sigmoid, lambda M, x, out: (out * (1.0 - out),))
 SOFTPLUS = Primitive("softplus", ieee.softplus, lambda M, x, out: (M.sigmoid(x),))
-RELU = Primitive("ReLU", _relu, lambda M, x, out: (0.0,) if out <= 0.0 else (1.0,))
+RELU = Primitive("ReLU", _relu, lambda M, x, out: (0.0,) if out <= 0.0 else (1.0,), ZERO_MASKS)
 ABS = Primitive("abs", abs, lambda M, x, out: (M.sign(x),))
 SIN = Primitive("sin", ieee.sin, lambda M, x, out: (M.cos(x),))
 COS = Primitive("cos", ieee.cos, lambda M, x, out: (-M.sin(x),))
 RDIV_CONST = Primitive("/", ieee.div, lambda M, x, out: (M.div(-out, x),))  # c / x
 DOT = Primitive("dot", _dot_forward, _d_dot)
 AFFINE = Primitive("dot", _affine_forward, _d_affine)
+AFFINE_RELU = Primitive("ReLU(dot)", _affine_relu_forward, _d_affine_relu, DEAD_UNIT)
 
 # Linear: the local derivatives are constants, given when the node is made.
 NEG = Primitive("neg", operator.neg, None)  # (-1,)
@@ -244,6 +266,9 @@ MUL_CONST = Primitive("*", operator.mul, None)  # x * c: (c,)
 DIV_CONST = Primitive("/", ieee.div, None)  # x / c: (1/c,)
 ADD_N = Primitive("sum", lambda *a: sum(a), None)  # x1 + ... + xn: (1, ..., 1)
 AFFINE_CONST = Primitive("dot", _affine_forward, None)  # w . c + b: (c..., 1)
+# relu(w . c + b): (c..., 1) where active, zeros where not; constant wherever
+# the derivative exists, so linear too
+AFFINE_CONST_RELU = Primitive("ReLU(dot)", _affine_relu_forward, None, DEAD_UNIT)
 
 
 @functools.lru_cache(maxsize=256)
@@ -500,6 +525,9 @@ class Value:
         else:
             for v in order:
                 g = v.grad
+                if g - g != 0.0 and v._fn.masked:  # inf or nan into a mask
+                    _masked_step(v, g, _add_to_grad)
+                    continue
                 for child, local in zip(v._prev, v._local):
                     child.grad += local * g
         for leaf, before in held:
@@ -528,6 +556,30 @@ def _backward_create_graph(root: Value, gradient: Scalar) -> None:
             node.grad = node.grad + g
 
 
+def _add_to_grad(child: Value, contribution: float) -> None:
+    child.grad += contribution
+
+
+def _add_to_dict(grads: dict[Value, Any], child: Value, contribution: float) -> None:
+    acc = grads.get(child)
+    grads[child] = contribution if acc is None else acc + contribution
+
+
+def _masked_step(v: Value, g: float, add: Callable[[Value, float], None]) -> None:
+    """Pass a non-finite gradient ``g`` through a node whose op selects its
+    gradient (relu, max, min): masked inputs get nothing, not ``0 * inf``."""
+    local = v._local
+    if v._fn.masked == DEAD_UNIT:
+        if local[-1] == 0.0:  # the bias's local is 0 only for an inactive unit
+            return
+        for child, d in zip(v._prev, local):
+            add(child, d * g)
+        return
+    for child, d in zip(v._prev, local):
+        if d != 0.0:
+            add(child, d * g)
+
+
 def _propagate(root: Value, seed: Any, create_graph: bool) -> dict[Value, Any]:
     """Gradients of ``root`` for every node it depends on, in a dict; no
     ``.grad`` is touched. With ``create_graph`` they are Values."""
@@ -543,6 +595,9 @@ def _propagate(root: Value, seed: Any, create_graph: bool) -> dict[Value, Any]:
             local: Sequence[Any] = fn.derivative(GRAPH, *v._prev, v)
         else:
             local = v._local
+        if type(g) is float and g - g != 0.0 and fn.masked:
+            _masked_step(v, g, functools.partial(_add_to_dict, grads))
+            continue
         for child, d in zip(v._prev, local):
             contribution = d * g
             if observer is not None:
@@ -688,12 +743,21 @@ def _split(xs: Iterable[Scalar], op: str) -> tuple[list[Any], list[float], bool]
     return items, list(map(_get_data, items)), True
 
 
-def dot(w: Iterable[Scalar], x: Iterable[Scalar], bias: Scalar | None = None) -> Value:
+def dot(
+    w: Iterable[Scalar],
+    x: Iterable[Scalar],
+    bias: Scalar | None = None,
+    activation: str | None = None,
+) -> Value:
     """``sum(w[i] * x[i]) + bias`` as one node instead of ``2n`` binary ones.
 
     The same value and gradients as the long form, with far fewer nodes and
     edges: it is what ``nn.Neuron`` uses. When ``x`` holds plain numbers (a
     network's input) they are constants and get no gradient.
+
+    ``activation="relu"`` makes ``relu(w . x + bias)`` one node too (a
+    hidden neuron); ``"tanh"`` adds a tanh node; ``None`` or ``"linear"``
+    adds nothing.
 
     >>> from chainrule import Value, dot
     >>> w = [Value(1.0), Value(2.0)]
@@ -701,7 +765,17 @@ def dot(w: Iterable[Scalar], x: Iterable[Scalar], bias: Scalar | None = None) ->
     >>> y.data
     11.5
     """
-    return _dot(*_split(w, "dot"), *_split(x, "dot"), bias)
+    fused = _fused_activation(activation, "dot")
+    out = _dot(*_split(w, "dot"), *_split(x, "dot"), bias, fused)
+    return out.tanh() if activation == "tanh" else out
+
+
+def _fused_activation(activation: str | None, op: str) -> bool:
+    """Whether the activation is fused into the dot node (relu), after
+    checking its name."""
+    if activation not in (None, "linear", "relu", "tanh"):
+        raise ValueError(f"{op}: unknown activation {activation!r}; use 'relu', 'tanh' or 'linear'")
+    return activation == "relu"
 
 
 def _dot(
@@ -712,22 +786,27 @@ def _dot(
     xd: list[float],
     x_values: bool,
     bias: Scalar | None,
+    relu: bool = False,
 ) -> Value:
     if len(ws) != len(xs):
         raise ValueError(f"dot: lengths differ ({len(ws)} weights, {len(xs)} inputs)")
     if not w_values:  # constant weights: swap roles so the Values come first
         ws, wd, xs, xd, w_values, x_values = xs, xd, ws, wd, x_values, w_values
     y = sum(map(operator.mul, wd, xd))
+    b: Value | None = None
+    if bias is not None:
+        b = bias if type(bias) is Value else _lift(bias, "dot")
+        y += b.data
+    if relu:
+        return _dot_relu(ws, wd, w_values, xs, xd, x_values, b, y)
     # The local derivatives are _d_dot's / _d_affine's rule (d/dw = x,
     # d/dx = w, d/db = 1), built here directly from the lists.
-    if bias is None:
+    if b is None:
         if not x_values:
             if not w_values:
                 return Value(y)
             return _node(y, tuple(ws), tuple(xd), AFFINE_CONST)
         return _node(y, (*ws, *xs), (*xd, *wd), DOT)
-    b = bias if type(bias) is Value else _lift(bias, "dot")
-    y += b.data
     if not w_values:
         return _node(y, (b,), (1.0,), ADD_CONST)
     if not x_values:
@@ -735,13 +814,37 @@ def _dot(
     return _node(y, (*ws, *xs, b), (*xd, *wd, 1.0), AFFINE)
 
 
+def _dot_relu(
+    ws: list[Any],
+    wd: list[float],
+    w_values: bool,
+    xs: list[Any],
+    xd: list[float],
+    x_values: bool,
+    b: Value | None,
+    y: float,
+) -> Value:
+    """``relu(w . x + b)`` as one node; ``y`` is the pre-activation."""
+    if not w_values or b is None:  # rare shapes: two nodes
+        return _dot(ws, wd, w_values, xs, xd, x_values, b).relu()
+    out = _relu(y)
+    if not x_values:
+        prev: tuple[Value, ...] = (*ws, b)
+        local = (*xd, 1.0) if out > 0.0 else (0.0,) * len(prev)
+        return _node(out, prev, local, AFFINE_CONST_RELU)
+    prev = (*ws, *xs, b)
+    local = (*xd, *wd, 1.0) if out > 0.0 else (0.0,) * len(prev)
+    return _node(out, prev, local, AFFINE_RELU)
+
+
 def dense(
     weights: Iterable[Iterable[Scalar]],
     x: Iterable[Scalar],
     biases: Iterable[Scalar | None] | None = None,
+    activation: str | None = None,
 ) -> list[Value]:
-    """``[dot(w, x, b) for w, b in zip(weights, biases)]``: a layer's
-    weighted sums, with the shared input ``x`` read once instead of once
+    """``[dot(w, x, b, activation) for w, b in zip(weights, biases)]``: a
+    layer's units, with the shared input ``x`` read once instead of once
     per row. What ``nn.Layer`` uses.
 
     >>> from chainrule import Value, dense
@@ -749,6 +852,7 @@ def dense(
     >>> [v.data for v in dense(rows, [3.0, 4.0], [0.5, 0.0])]
     [3.5, 2.0]
     """
+    relu = _fused_activation(activation, "dense")
     xs, xd, x_values = _split(x, "dense")
     rows = [w if type(w) is list else list(w) for w in weights]
     bs = [None] * len(rows) if biases is None else list(biases)
@@ -756,10 +860,13 @@ def dense(
         raise ValueError(f"dense: {len(rows)} weight rows but {len(bs)} biases")
     if set(map(type, itertools.chain.from_iterable(rows))) == _ONLY_VALUES:
         # the usual case, a layer's parameters: one type check for the matrix
-        return [
-            _dot(w, list(map(_get_data, w)), True, xs, xd, x_values, b) for w, b in zip(rows, bs)
+        out = [
+            _dot(w, list(map(_get_data, w)), True, xs, xd, x_values, b, relu)
+            for w, b in zip(rows, bs)
         ]
-    return [_dot(*_split(w, "dense"), xs, xd, x_values, b) for w, b in zip(rows, bs)]
+    else:
+        out = [_dot(*_split(w, "dense"), xs, xd, x_values, b, relu) for w, b in zip(rows, bs)]
+    return [v.tanh() for v in out] if activation == "tanh" else out
 
 
 def add_n(values: Iterable[Scalar]) -> Value:

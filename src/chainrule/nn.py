@@ -162,17 +162,10 @@ class Neuron(Module):
         self.activation = "relu" if on else "linear"
 
     def __call__(self, x: Sequence[Scalar]) -> Value:
-        # One n-ary node for the weighted sum: the same value and gradients
-        # as micrograd's chain of + and *, with 2n fewer nodes.
-        return self.activate(dot(self.w, x, self.b))
-
-    def activate(self, act: Value) -> Value:
-        """This neuron's activation function applied to ``act``."""
-        if self.activation == "relu":
-            return act.relu()
-        if self.activation == "tanh":
-            return act.tanh()
-        return act
+        # One node for relu(w . x + b) (a tanh neuron adds a tanh node): the
+        # same value and gradients as micrograd's chain of + and *, with 2n
+        # fewer nodes.
+        return dot(self.w, x, self.b, self.activation)
 
     def parameters(self) -> list[Value]:
         return self.w + [self.b]
@@ -199,10 +192,13 @@ class Layer(Module):
         self.neurons = [Neuron(nin, **kwargs) for _ in range(nout)]
 
     def __call__(self, x: Sequence[Scalar]) -> Value | list[Value]:
-        # The neurons' weighted sums in one call, which reads x once; each
-        # is the same node Neuron.__call__ makes.
-        sums = dense([n.w for n in self.neurons], x, [n.b for n in self.neurons])
-        out = [n.activate(s) for n, s in zip(self.neurons, sums)]
+        # All the neurons in one call, which reads x once; each output is the
+        # node Neuron.__call__ makes.
+        kinds = {n.activation for n in self.neurons}
+        if len(kinds) == 1:
+            out = dense([n.w for n in self.neurons], x, [n.b for n in self.neurons], kinds.pop())
+        else:
+            out = [n(x) for n in self.neurons]
         return out[0] if len(out) == 1 else out
 
     def parameters(self) -> list[Value]:

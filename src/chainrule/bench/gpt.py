@@ -318,13 +318,18 @@ def _make(ops: Any, optimizer: Callable[[list[Any]], Callable[[], None]], batch:
 def _gpt_step_engines() -> tuple[Engine, ...]:
     from .tensor import gpt_engines  # NumPy and torch are imported by the engines, lazily
 
-    return (Engine("chainrule", _make(FusedOps, chainrule_adam, batch=True)), *gpt_engines())
+    return (
+        Engine("chainrule-compat", _make(CompatOps, compat_adam, batch=True)),
+        Engine("chainrule", _make(FusedOps, chainrule_adam, batch=True)),
+        *gpt_engines(),
+    )
 
 
 GPT_STEP = Workload(
     "gpt-step",
     "one Adam step of a microgpt-size character GPT (27 tokens, 16 dims, 4 heads, "
-    "1 layer, block 16) on a batch of 32 names: the scalar engine, the Tensor engine, PyTorch",
+    "1 layer, block 16) on a batch of 32 names: the scalar engine as micrograd-style "
+    "user code and with its fused ops, the Tensor engine, PyTorch",
     baseline="chainrule",
     engines=_gpt_step_engines(),
 )
