@@ -354,6 +354,7 @@ def test_relu_fused_into_dot_matches_two_nodes(constant_x: bool) -> None:
         if not constant_x:
             g_fused = gradients(fused, [x[0]], create_graph=True)[0]  # type: ignore[list-item]
             g_long = gradients(long, [x[0]], create_graph=True)[0]  # type: ignore[list-item]
+            assert g_fused.data == g_long.data
             assert gradients(g_fused, [w[0]]) == gradients(g_long, [w[0]])
 
 
@@ -366,3 +367,32 @@ def test_dense_activations() -> None:
     assert [v.data for v in tanh] == [math.tanh(0.25), math.tanh(-0.875)]
     with pytest.raises(ValueError, match="dense: unknown activation 'gelu'"):
         dense(rows, x, activation="gelu")
+
+
+@pytest.mark.parametrize("w_values", [True, False])
+@pytest.mark.parametrize("x_values", [True, False])
+@pytest.mark.parametrize("with_bias", [True, False])
+def test_every_dot_shape_matches_the_long_form(
+    w_values: bool, x_values: bool, with_bias: bool
+) -> None:
+    wf, xf, bf = [0.5, -1.25, 2.0], [1.5, 0.25, -0.75], 0.375
+    w = [Value(v) if w_values else v for v in wf]
+    x = [Value(v) if x_values else v for v in xf]
+    b = Value(bf) if with_bias else None
+    fast = dot(w, x, b) * 3.0
+    fast.backward()
+    leaves = [v for v in [*w, *x, b] if isinstance(v, Value)]
+    got = [v.grad for v in leaves]
+    for v in leaves:
+        v.grad = 0.0
+    slow = sum(wi * xi for wi, xi in zip(w, x))
+    if b is not None:
+        slow = slow + b
+    if isinstance(slow, Value):
+        (slow * 3.0).backward()
+    assert math.isclose(fast.data, 3.0 * (sum(a * c for a, c in zip(wf, xf)) + (bf if b else 0.0)))
+    assert got == [v.grad for v in leaves]
+    assert (
+        got
+        == [3.0 * c for c in xf] * w_values + [3.0 * a for a in wf] * x_values + [3.0] * with_bias
+    )
