@@ -342,11 +342,28 @@ def test_cross_entropy(torch: Any, reduction: str, data: st.DataObject) -> None:
     compare(torch, lambda t: ct.cross_entropy(t, targets, reduction=reduction), theirs, [x])
 
 
-def test_cross_entropy_all_ignored_is_nan(torch: Any) -> None:
+def test_cross_entropy_all_ignored_is_nan_with_zero_gradient(torch: Any) -> None:
     x = Tensor(np.zeros((2, 3)))
     loss = ct.cross_entropy(x, np.array([-100, -100]))
-    expected = torch.nn.functional.cross_entropy(torch.zeros(2, 3), torch.tensor([-100, -100]))
+    xt = torch.zeros(2, 3, dtype=torch.float64, requires_grad=True)
+    expected = torch.nn.functional.cross_entropy(xt, torch.tensor([-100, -100]))
     assert np.isnan(loss.item()) and torch.isnan(expected)
+    loss.backward()
+    expected.backward()
+    assert np.array_equal(x.grad, xt.grad.numpy())  # zeros: a step must not turn weights nan
+    assert np.array_equal(x.grad, np.zeros((2, 3)))
+
+
+def test_cross_entropy_ignored_row_blocks_nan_gradient(torch: Any) -> None:
+    logits = np.array([[1.0, 2.0], [3.0, 4.0]])
+    g = np.array([1.0, np.nan])
+    x = Tensor(logits)
+    ct.cross_entropy(x, np.array([0, -100]), reduction="none").backward(g)
+    xt = torch.tensor(logits, requires_grad=True)
+    F = torch.nn.functional
+    F.cross_entropy(xt, torch.tensor([0, -100]), reduction="none").backward(torch.tensor(g))
+    np.testing.assert_allclose(x.grad, xt.grad.numpy(), rtol=1e-12)
+    assert np.array_equal(x.grad[1], [0.0, 0.0])
 
 
 @pytest.mark.parametrize("weight", [False, True])
