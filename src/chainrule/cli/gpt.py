@@ -23,6 +23,7 @@ import hashlib
 import os
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -62,24 +63,24 @@ class Settings:
 # ----------------------------------------------------------------------------
 
 
-def _positive_int(text: str) -> int:
-    try:
-        n = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
-    if n < 1:
-        raise argparse.ArgumentTypeError(f"must be at least 1, got {n}")
-    return n
+def _int_at_least(least: int) -> Callable[[str], int]:
+    """An argparse type: a whole number, at least ``least``."""
+
+    def parse(text: str) -> int:
+        try:
+            n = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
+        if n < least:
+            raise argparse.ArgumentTypeError(f"must be at least {least}, got {n}")
+        return n
+
+    return parse
 
 
-def _non_negative_int(text: str) -> int:
-    try:
-        n = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
-    if n < 0:
-        raise argparse.ArgumentTypeError(f"must be at least 0, got {n}")
-    return n
+_positive_int = _int_at_least(1)
+_non_negative_int = _int_at_least(0)
+_seed = _non_negative_int  # NumPy's SeedSequence takes non-negative integers only
 
 
 def _positive_float(text: str) -> float:
@@ -90,16 +91,6 @@ def _positive_float(text: str) -> float:
     if not x > 0.0 or x == float("inf"):
         raise argparse.ArgumentTypeError(f"must be a positive number, got {text}")
     return x
-
-
-def _seed(text: str) -> int:
-    try:
-        n = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected an integer seed, got {text!r}") from None
-    if n < 0:  # NumPy's SeedSequence takes non-negative integers only
-        raise argparse.ArgumentTypeError(f"must be at least 0, got {n}")
-    return n
 
 
 def register(subparsers: Any) -> None:
