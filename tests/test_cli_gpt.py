@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import math
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -25,6 +26,14 @@ def gpt(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:
     code = main(["gpt", *args])
     captured = capsys.readouterr()
     return code, captured.out, captured.err
+
+
+@pytest.fixture(scope="module")
+def trained(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The output directory of one tiny run, shared by tests that only read it."""
+    out = tmp_path_factory.mktemp("trained")
+    assert main(["gpt", *TINY, "--samples", "0", "--out", str(out)]) == 0
+    return out
 
 
 def _parameters(path: Path) -> dict[str, Any]:
@@ -148,6 +157,13 @@ def test_gpt_user_errors(
     assert message in err and err.count("\n") == 1 and "Traceback" not in err
 
 
+def test_gpt_negative_seed_is_a_usage_error(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as exit_:
+        main(["gpt", "--seed", "-1"])
+    assert exit_.value.code == 2
+    assert "--seed: must be at least 0" in capsys.readouterr().err
+
+
 def test_gpt_resume_rejects_other_settings(
     capsys: pytest.CaptureFixture[str], tmp_path: Path
 ) -> None:
@@ -164,3 +180,51 @@ def test_gpt_bad_arguments_exit_2(capsys: pytest.CaptureFixture[str]) -> None:
         main(["gpt", "--steps", "0"])
     assert exit_info.value.code == 2
     assert "must be at least 1" in capsys.readouterr().err
+
+
+def _set(*keys: str, value: Any) -> Callable[[dict[str, Any]], None]:
+    """An edit of a checkpoint: ``doc[k1][k2]... = value`` (KeyError: delete)."""
+
+    def edit(doc: dict[str, Any]) -> None:
+        *path, last = ("metadata", "run", *keys)
+        for k in path:
+            doc = doc[k]
+        if value is KeyError:
+            del doc[last]
+        else:
+            doc[last] = value
+
+    return edit
+
+
+@pytest.mark.parametrize(
+    "edit,message",
+    [
+        (_set("settings", value=KeyError), "corrupt run state (bad or missing settings)"),
+        (_set("settings", "n_head", value=0), "corrupt run state (bad or missing settings)"),
+        (_set("settings", "dtype", value="int8"), "bad or missing settings"),
+        (_set("step", value="4"), "bad or missing step"),
+        (_set("data_sha256", value=KeyError), "bad or missing data_sha256"),
+        (_set("optimizer", "t", value="a"), "bad or missing optimizer"),
+        (_set("optimizer", "m", "wte.weight", value=[1.0]), "wte.weight: shape (1,)"),
+        (_set("optimizer", "v", "lm_head.weight", value=KeyError), "lm_head.weight"),
+        (_set("rng", value=5), "corrupt optimizer or random state"),
+        (_set(value=[]), "is not a chainrule gpt checkpoint"),
+    ],
+)
+def test_gpt_resume_rejects_corrupt_run_state(
+    capsys: pytest.CaptureFixture[str],
+    tmp_path: Path,
+    trained: Path,
+    edit: Callable[[dict[str, Any]], None],
+    message: str,
+) -> None:
+    """The digest covers the parameters, not the run state: a hand-edited
+    run state is one line and exit 1, never a traceback or a run that
+    silently broadcasts a wrong-shaped Adam moment."""
+    doc = json.loads((trained / "gpt.json").read_text())
+    edit(doc)
+    (tmp_path / "gpt.json").write_text(json.dumps(doc))
+    code, _, err = gpt(capsys, "--resume", "--steps", "8", "--samples", "0", "--out", str(tmp_path))
+    assert code == 1, err
+    assert message in err and err.count("\n") == 1 and "Traceback" not in err

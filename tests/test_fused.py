@@ -92,6 +92,23 @@ def test_cross_entropy_every_target(torch: Any, xs: list[float]) -> None:
         assert loss._prev == tuple(v)  # a single node
 
 
+@pytest.mark.parametrize(
+    "xs,target",
+    [([-math.inf, 0.0, 1.0], 0), ([-math.inf, 0.0, 1.0], 2), ([1e308, -1e308], 1)],
+)
+def test_cross_entropy_with_an_infinite_loss(torch: Any, xs: list[float], target: int) -> None:
+    """A -inf logit, or a loss that overflows to inf: the gradient is still
+    softmax - onehot, finite, as PyTorch's."""
+    v = _ours(xs)
+    loss = cross_entropy(v, target)
+    loss.backward()
+    t = _theirs(torch, xs)
+    tl = torch.nn.functional.cross_entropy(t[None, :], torch.tensor([target]))
+    tl.backward()
+    assert loss.data == pytest.approx(tl.item(), rel=1e-12)
+    assert [x.grad for x in v] == pytest.approx(t.grad.tolist(), rel=1e-12)
+
+
 def test_cross_entropy_known_value() -> None:
     loss = cross_entropy([Value(0.0), Value(0.0), Value(0.0), Value(0.0)], 1)
     loss.backward()

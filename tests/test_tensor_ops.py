@@ -208,6 +208,39 @@ def test_max_ties_share_the_gradient(torch: Any) -> None:
     compare(torch, lambda t: t.max(), lambda t: t.max(), [x])
 
 
+EYE = np.eye(2, 4, dtype=bool)
+NONFINITE = {
+    "relu": (lambda t: t.relu(), lambda t: t.relu()),
+    "abs": (lambda t: abs(t), lambda t: abs(t)),
+    "max(axis=1)": (lambda t: t.max(axis=1), lambda t: t.amax(dim=1)),
+    "max(axis=0)": (lambda t: t.max(axis=0), lambda t: t.amax(dim=0)),
+    "max()": (lambda t: t.max(), lambda t: t.max()),
+    "masked_fill": (
+        lambda t: ct.masked_fill(t, EYE, 0.0),
+        lambda t: t.masked_fill(t.new_tensor(EYE).bool(), 0.0),
+    ),
+}
+
+
+@pytest.mark.parametrize("name", sorted(NONFINITE))
+def test_nan_and_inf_flowing_in(torch: Any, name: str) -> None:
+    """A nan or inf upstream gradient and nan or inf entries, through the
+    ops that mask or route gradients: PyTorch's relu backward is a
+    ``where`` (a dead unit gets 0, not nan), amax's a product (nan spreads
+    over the slice), max()'s a masked fill."""
+    ours, theirs = NONFINITE[name]
+    x = np.array([[-1.0, 0.0, 2.0, 2.0], [np.nan, -np.inf, np.inf, 0.5]])
+    t, tt = Tensor(x.copy()), torch.tensor(x, requires_grad=True)
+    y, ty = ours(t), theirs(tt)
+    g = np.resize([np.nan, np.inf, -np.inf, 1.0, 2.0], y.data.shape)
+    with np.errstate(all="ignore"):
+        y.backward(g)
+    ty.backward(torch.tensor(g))
+    assert t.grad is not None
+    np.testing.assert_array_equal(y.data, ty.detach().numpy())
+    np.testing.assert_array_equal(t.grad, tt.grad.numpy())
+
+
 # ----------------------------------------------------------------------------
 # shapes and indexing
 # ----------------------------------------------------------------------------
@@ -342,11 +375,28 @@ def test_cross_entropy(torch: Any, reduction: str, data: st.DataObject) -> None:
     compare(torch, lambda t: ct.cross_entropy(t, targets, reduction=reduction), theirs, [x])
 
 
-def test_cross_entropy_all_ignored_is_nan(torch: Any) -> None:
+def test_cross_entropy_all_ignored_is_nan_with_zero_gradient(torch: Any) -> None:
     x = Tensor(np.zeros((2, 3)))
     loss = ct.cross_entropy(x, np.array([-100, -100]))
-    expected = torch.nn.functional.cross_entropy(torch.zeros(2, 3), torch.tensor([-100, -100]))
+    xt = torch.zeros(2, 3, dtype=torch.float64, requires_grad=True)
+    expected = torch.nn.functional.cross_entropy(xt, torch.tensor([-100, -100]))
     assert np.isnan(loss.item()) and torch.isnan(expected)
+    loss.backward()
+    expected.backward()
+    assert np.array_equal(x.grad, xt.grad.numpy())  # zeros: a step must not turn weights nan
+    assert np.array_equal(x.grad, np.zeros((2, 3)))
+
+
+def test_cross_entropy_ignored_row_blocks_nan_gradient(torch: Any) -> None:
+    logits = np.array([[1.0, 2.0], [3.0, 4.0]])
+    g = np.array([1.0, np.nan])
+    x = Tensor(logits)
+    ct.cross_entropy(x, np.array([0, -100]), reduction="none").backward(g)
+    xt = torch.tensor(logits, requires_grad=True)
+    F = torch.nn.functional
+    F.cross_entropy(xt, torch.tensor([0, -100]), reduction="none").backward(torch.tensor(g))
+    np.testing.assert_allclose(x.grad, xt.grad.numpy(), rtol=1e-12)
+    assert np.array_equal(x.grad[1], [0.0, 0.0])
 
 
 @pytest.mark.parametrize("weight", [False, True])

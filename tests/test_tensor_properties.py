@@ -66,6 +66,23 @@ def test_leaf_gradients_are_writable_arrays() -> None:
     assert x.grad.tolist() == [[0.5] * 3] * 2
 
 
+def test_leaf_gradients_do_not_share_memory() -> None:
+    """Both inputs of an add get the same array from its VJP, and the seed
+    is the caller's: an in-place update of one gradient (clipping) must
+    reach neither the other leaf nor the caller's array."""
+    a, b, c = Tensor([1.0, 2.0]), Tensor([3.0, 4.0]), Tensor([5.0, 6.0])
+    ((a + b) * c).sum().backward()
+    assert a.grad is not None and b.grad is not None
+    a.grad *= 0.5
+    assert b.grad.tolist() == [5.0, 6.0]
+    a, b = Tensor([1.0, 2.0]), Tensor([3.0, 4.0])
+    seed = np.array([1.0, 1.0])
+    (a + b).backward(seed)
+    assert a.grad is not None and b.grad is not None
+    a.grad *= 2.0
+    assert b.grad.tolist() == [1.0, 1.0] and seed.tolist() == [1.0, 1.0]
+
+
 def test_zero_grad_and_leaf_backward() -> None:
     x = Tensor(3.0)
     x.backward()

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
-from .engine import Value
+from .engine import Value, _masked_step
 from .viz import display_name, format_number, forward_order
 
 #: A node with more contributions than this shows their count, not each one.
@@ -86,8 +86,13 @@ def _rows(root: Value, digits: int) -> list[_Row]:
             for t in terms:
                 grad += t
             grad_text = _sum_text([fmt(t) for t in terms], fmt(grad))
-        for child, local in zip(node._prev, node._local):
-            received.setdefault(child, []).append(local * grad)
+        if node._prev and grad - grad != 0.0 and node._fn.masked:
+            # inf or nan into relu, max or min: backward()'s own rule, under
+            # which a masked input gets nothing rather than 0 * inf = nan
+            _masked_step(node, grad, lambda child, c: received.setdefault(child, []).append(c))
+        else:
+            for child, local in zip(node._prev, node._local):
+                received.setdefault(child, []).append(local * grad)
         local_text = [(name[c], fmt(d)) for c, d in zip(node._prev, node._local)]
         rows.append(_Row(name[node], node._op, fmt(node.data), local_text, grad_text))
     return rows

@@ -68,6 +68,10 @@ def _cross_entropy(target: int) -> Primitive:
         # d/dx_i = softmax_i - [i == target]; the logsumexp is out + x_target
         xs, out = args[:-1], args[-1]
         lse = out + xs[target]
+        if type(lse) is float and lse - lse != 0.0:
+            # out is inf (a -inf target logit, or an overflowing difference
+            # such as 1e308 - -1e308) and lost the logsumexp: compute it again
+            lse = LOGSUMEXP.forward(*xs)
         local = [M.exp(x - lse) for x in xs]
         local[target] = local[target] - 1.0
         return local

@@ -23,6 +23,7 @@ import hashlib
 import os
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -62,24 +63,24 @@ class Settings:
 # ----------------------------------------------------------------------------
 
 
-def _positive_int(text: str) -> int:
-    try:
-        n = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
-    if n < 1:
-        raise argparse.ArgumentTypeError(f"must be at least 1, got {n}")
-    return n
+def _int_at_least(least: int) -> Callable[[str], int]:
+    """An argparse type: a whole number, at least ``least``."""
+
+    def parse(text: str) -> int:
+        try:
+            n = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
+        if n < least:
+            raise argparse.ArgumentTypeError(f"must be at least {least}, got {n}")
+        return n
+
+    return parse
 
 
-def _non_negative_int(text: str) -> int:
-    try:
-        n = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
-    if n < 0:
-        raise argparse.ArgumentTypeError(f"must be at least 0, got {n}")
-    return n
+_positive_int = _int_at_least(1)
+_non_negative_int = _int_at_least(0)
+_seed = _non_negative_int  # NumPy's SeedSequence takes non-negative integers only
 
 
 def _positive_float(text: str) -> float:
@@ -90,13 +91,6 @@ def _positive_float(text: str) -> float:
     if not x > 0.0 or x == float("inf"):
         raise argparse.ArgumentTypeError(f"must be a positive number, got {text}")
     return x
-
-
-def _seed(text: str) -> int:
-    try:
-        return int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected an integer seed, got {text!r}") from None
 
 
 def register(subparsers: Any) -> None:
@@ -248,6 +242,67 @@ def _settings(args: argparse.Namespace, saved: dict[str, Any] | None) -> Setting
 # ----------------------------------------------------------------------------
 
 
+_INT_SETTINGS = ("batch_size", "n_embd", "n_head", "n_layer", "block_size")
+
+
+def _saved_run(saved: dict[str, Any], path: Path) -> dict[str, Any]:
+    """The run state stored with a gpt checkpoint, checked as far as it can
+    be before use: a hand-edited or foreign file gives a UserError, never a
+    traceback or a silently wrong run. (The checkpoint's digest covers the
+    parameters only, not this metadata.)"""
+    run = saved["metadata"].get("run")
+    architecture = saved["architecture"]
+    is_gpt = isinstance(architecture, dict) and architecture.get("type") == "GPT"
+    if not is_gpt or not isinstance(run, dict):
+        raise UserError(f"--resume: {path} is not a chainrule gpt checkpoint")
+    problem = _run_problem(run)
+    if problem:
+        raise UserError(f"--resume: {path}: corrupt run state (bad or missing {problem})")
+    return run
+
+
+def _whole(x: Any, least: int) -> bool:
+    return type(x) is int and x >= least
+
+
+def _run_problem(run: dict[str, Any]) -> str | None:
+    """The first part of a checkpoint's run state that is missing or of the
+    wrong kind, or None."""
+    settings = run.get("settings")
+    if not isinstance(settings, dict) or set(settings) != set(Settings.__dataclass_fields__):
+        return "settings"
+    lr = settings["lr"]
+    if not (
+        all(_whole(settings[k], 1) for k in _INT_SETTINGS)
+        and _whole(settings["seed"], 0)
+        and settings["dtype"] in ("float32", "float64")
+        and settings["n_embd"] % settings["n_head"] == 0
+        and type(lr) in (int, float)
+        and 0.0 < lr < float("inf")
+    ):
+        return "settings"
+    if not _whole(run.get("step"), 0):
+        return "step"
+    if not isinstance(run.get("data_sha256"), str):
+        return "data_sha256"
+    optimizer = run.get("optimizer")
+    if not isinstance(optimizer, dict) or not _whole(optimizer.get("t"), 0):
+        return "optimizer"
+    if not (isinstance(optimizer.get("m"), dict) and isinstance(optimizer.get("v"), dict)):
+        return "optimizer"
+    return None
+
+
+def _moment(saved: dict[str, Any], name: str, param: Any, dtype: str) -> Any:
+    """An Adam moment from a checkpoint, of its parameter's shape."""
+    import numpy as np
+
+    m = np.array(saved[name], dtype=dtype)
+    if m.shape != param.data.shape:
+        raise ValueError(f"{name}: shape {m.shape}, the parameter's {param.data.shape}")
+    return m
+
+
 def _load_documents(data: Path | None) -> tuple[list[str], str]:
     from ..data import DatasetError, load_lines
     from ..tensor.charlm import shipped_names
@@ -310,9 +365,7 @@ def train(args: argparse.Namespace, out: Path) -> Result:
             saved = checkpoint.read(path)
         except checkpoint.CheckpointError as e:
             raise UserError(f"--resume: {e}") from None
-        if saved["architecture"].get("type") != "GPT" or "run" not in saved["metadata"]:
-            raise UserError(f"--resume: {path} is not a chainrule gpt checkpoint")
-    run_meta = saved["metadata"]["run"] if saved else None
+    run_meta = _saved_run(saved, path) if saved is not None else None
     settings = _settings(args, run_meta["settings"] if run_meta else None)
 
     docs, source = _load_documents(args.data)
@@ -332,6 +385,7 @@ def train(args: argparse.Namespace, out: Path) -> Result:
     )
     init_seed, batch_seed, sample_seed = np.random.SeedSequence(settings.seed).spawn(3)
     model = GPT(config, dtype=settings.dtype, rng=np.random.default_rng(init_seed))
+    names = [n for n, _ in model.named_parameters()]
     params = model.parameters()
     optimizer = Adam(params, lr=settings.lr, betas=BETAS)
     schedule = LinearDecay(optimizer, total_steps=args.steps, end_factor=0.0)
@@ -345,16 +399,17 @@ def train(args: argparse.Namespace, out: Path) -> Result:
             raise UserError(f"--resume: {path}: {e}") from None
         step = run_meta["step"]
         state = run_meta["optimizer"]
-        names = [n for n, _ in model.named_parameters()]
+        try:
+            optimizer.m = [_moment(state["m"], n, p, settings.dtype) for n, p in zip(names, params)]
+            optimizer.v = [_moment(state["v"], n, p, settings.dtype) for n, p in zip(names, params)]
+            batches.bit_generator.state = run_meta["rng"]
+        except (KeyError, TypeError, ValueError) as e:
+            raise UserError(f"--resume: {path}: corrupt optimizer or random state ({e})") from None
         optimizer.t = state["t"]
-        optimizer.m = [np.array(state["m"][n], dtype=settings.dtype) for n in names]
-        optimizer.v = [np.array(state["v"][n], dtype=settings.dtype) for n in names]
-        batches.bit_generator.state = run_meta["rng"]
         schedule.steps_done = step
         optimizer.lr = schedule.lr_at(step)
 
     def save(k: int) -> None:
-        names = [n for n, _ in model.named_parameters()]
         meta = {
             "command": "gpt",
             "run": {
@@ -449,9 +504,9 @@ def run(args: argparse.Namespace) -> int:
         return _error(f"--out {out}: cannot create directory ({e.strerror or e})")
     try:
         result = train(args, out)
+        seen = set(_load_documents(args.data)[0])  # the file may have gone meanwhile
     except UserError as e:
         return _error(str(e))
-    seen = set(_load_documents(args.data)[0])
     print(f"checkpoint: {out / CHECKPOINT} (step {result.step})")
     print(
         f"held-out loss: {result.held_out_loss:.4f} nats/token "

@@ -85,14 +85,15 @@ def _cross_entropy_vjp(g: np.ndarray, out: Tensor) -> tuple[np.ndarray]:
     dx = e / s
     rows = np.arange(dx.shape[0])
     dx[rows, picked] -= 1.0
-    if valid is not None:
-        dx *= valid[:, None]
     if reduction == "mean":
-        dx *= g / n if n else g * np.nan
+        # nothing counted: a nan loss but a zero gradient, as PyTorch
+        dx *= g / n if n else 0.0
     elif reduction == "sum":
         dx *= g
     else:
         dx *= g.reshape(-1, 1)
+    if valid is not None:  # after g: an ignored row gets 0 even from a nan g
+        dx[~valid] = 0.0
     return (dx.reshape(x.shape),)
 
 

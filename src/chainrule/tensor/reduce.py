@@ -38,7 +38,7 @@ def _axes(axis: Axis, ndim: int, op: str) -> tuple[int, ...]:
 
 def _expand(g: np.ndarray, x: Tensor, out: Tensor) -> np.ndarray:
     """The output gradient with the reduced axes put back (size 1)."""
-    axes, keepdims = out._ctx
+    axes, keepdims = out._ctx[:2]
     if keepdims or not axes:
         return g
     return np.expand_dims(g, axes)
@@ -76,21 +76,30 @@ def mean(x: Tensor, axis: Axis = None, keepdims: bool = False) -> Tensor:
 
 def _max_vjp(g: np.ndarray, out: Tensor) -> tuple[np.ndarray]:
     x = out._prev[0]
-    axes = out._ctx[0]
+    axes, _, whole = out._ctx
     y = _expand(out.data, x, out)
+    g = _expand(g, x, out)
     hit = x.data == y
-    if np.isnan(y).any():  # a nan maximum: the nan entries are "the max"
-        hit |= np.isnan(x.data) & np.isnan(y)
-    count = hit.sum(axis=axes, keepdims=True)
-    return (np.where(hit, _expand(g, x, out) / count, 0.0).astype(x.data.dtype, copy=False),)
+    if whole:
+        # torch.max(x): the nan entries are the max of a nan maximum, and
+        # the other entries get 0 whatever g is (masked_fill)
+        if np.isnan(y).any():
+            hit |= np.isnan(x.data)
+        return (np.where(hit, g / hit.sum(), 0.0).astype(x.data.dtype, copy=False),)
+    # torch.amax(x, dim): hit * g / count, so a nan or inf g reaches every
+    # entry of its slice, and a slice whose maximum is nan gets nan (0 / 0)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        gx = hit * (g / hit.sum(axis=axes, keepdims=True))
+    return (gx.astype(x.data.dtype, copy=False),)
 
 
 def max(x: Tensor, axis: Axis = None, keepdims: bool = False) -> Tensor:  # noqa: A001
     """Maximum over ``axis`` (all axes when None); the gradient goes to the
-    maximal entries, shared evenly between ties (as ``torch.amax``)."""
+    maximal entries, shared evenly between ties. With ``axis`` it is
+    ``torch.amax``'s, without it ``torch.max``'s (which differ only where
+    a gradient or the maximum is nan or infinite)."""
     if x.data.size == 0:
         raise ValueError("max: empty tensor has no maximum")
     axes = _axes(axis, x.data.ndim, "max")
-    return make(
-        np.asarray(x.data.max(axis=axes, keepdims=keepdims)), (x,), _max_vjp, (axes, keepdims)
-    )
+    y = np.asarray(x.data.max(axis=axes, keepdims=keepdims))
+    return make(y, (x,), _max_vjp, (axes, keepdims, axis is None))

@@ -189,14 +189,21 @@ class Tensor:
                         # New arrays, never in place: a contribution may be a
                         # view of another node's gradient.
                         child.grad = cg if acc is None else acc + cg
+        # Every leaf gets an array of its own: a broadcast view (from sum) is
+        # read-only, and one array may reach several leaves (both inputs of
+        # an add get the same one), so an in-place update of one leaf's
+        # gradient must not change another's.
+        given = {id(seed)}
         for leaf, before in held:
             g = leaf.grad
             if g is None:
                 leaf.grad = before
             elif before is not None:
                 leaf.grad = before + g
-            elif not g.flags.writeable:  # a broadcast view (from sum): give the leaf its own
+            elif id(g) in given or not g.flags.writeable:
                 leaf.grad = g.copy()
+            else:
+                given.add(id(g))
 
     # -- arithmetic (the rules live in elementwise.py and friends) ------------
 
@@ -439,7 +446,8 @@ def _seed(root: Tensor, gradient: Any) -> np.ndarray:
                 "for a non-scalar root"
             )
         return np.ones_like(root.data)
-    seed = np.asarray(data_of(gradient), dtype=root.data.dtype)
+    # a copy: the caller's array must not become (and later change) a grad
+    seed = np.array(data_of(gradient), dtype=root.data.dtype)
     if seed.shape != root.data.shape:
         raise ValueError(f"backward: gradient has shape {seed.shape}, the root {root.data.shape}")
     return seed
