@@ -150,6 +150,17 @@ NONFINITE_UPSTREAM: dict[str, tuple[Callable[..., Any], Callable[..., Any], list
         lambda t, w, x, b: t.relu(w * x + b).log(),
         [2.0, 0.5, -3.0],
     ),
+    # relu(nan) is nan and passes its gradient: only <= 0 is masked
+    "fused unit, nan input": (
+        lambda w, x, b: dot([w], [x], b, activation="relu"),
+        lambda t, w, x, b: t.relu(w * x + b),
+        [2.0, math.nan, 1.0],
+    ),
+    "fused unit, nan constant input": (
+        lambda w, b: dot([w], [math.nan], b, activation="relu"),
+        lambda t, w, b: t.relu(w * math.nan + b),
+        [2.0, 1.0],
+    ),
     "live fused unit, zero input": (
         lambda w, x, b: dot([w], [x], b, activation="relu") * math.inf,
         lambda t, w, x, b: t.relu(w * x + b) * math.inf,

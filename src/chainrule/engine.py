@@ -841,10 +841,10 @@ def _dot_relu(
     out = _relu(y)
     if not x_values:
         prev: tuple[Value, ...] = (*ws, b)
-        local = (*xd, 1.0) if out > 0.0 else (0.0,) * len(prev)
+        local = (0.0,) * len(prev) if out <= 0.0 else (*xd, 1.0)  # nan is live
         return _node(out, prev, local, AFFINE_CONST_RELU)
     prev = (*ws, *xs, b)
-    local = (*xd, *wd, 1.0) if out > 0.0 else (0.0,) * len(prev)
+    local = (0.0,) * len(prev) if out <= 0.0 else (*xd, *wd, 1.0)
     return _node(out, prev, local, AFFINE_RELU)
 
 
