@@ -544,6 +544,9 @@ def _data(x: object, op: str) -> float:
 def _backward_observed(order: list[Value], observer: Any) -> None:
     for v in order:
         g = v.grad
+        if g - g != 0.0 and v._fn.masked:  # as in backward(); the observer
+            _masked_step(v, g, _add_to_grad)  # ignores non-finite incoming
+            continue
         for child, local in zip(v._prev, v._local):
             contribution = local * g
             observer.backward(v, child, contribution, g)
