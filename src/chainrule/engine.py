@@ -543,7 +543,7 @@ def _data(x: object, op: str) -> float:
 
 def _backward_observed(order: list[Value], observer: Any) -> None:
     for v in order:
-        g = v.grad
+        g: Any = v.grad  # a float: create_graph passes go through _propagate
         if g - g != 0.0 and v._fn.masked:  # as in backward(); the observer
             _masked_step(v, g, _add_to_grad)  # ignores non-finite incoming
             continue

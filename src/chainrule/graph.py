@@ -65,15 +65,25 @@ class _GradModeContext:
 
     def __init__(self, enabled: bool) -> None:
         self._enabled = enabled
-        self._saved: list[bool] = []
+        # The states to restore, per thread: one context object may be
+        # entered by several threads at once (``NO_GRAD = no_grad()``).
+        self._saved = threading.local()
+
+    def _stack(self) -> list[bool]:
+        try:
+            stack: list[bool] = self._saved.stack
+            return stack
+        except AttributeError:
+            stack = self._saved.stack = []
+            return stack
 
     def __enter__(self) -> None:
-        self._saved.append(mode.grad_enabled)
+        self._stack().append(mode.grad_enabled)
         mode.grad_enabled = self._enabled
         mode.refresh()
 
     def __exit__(self, *exc: object) -> None:
-        mode.grad_enabled = self._saved.pop()
+        mode.grad_enabled = self._stack().pop()
         mode.refresh()
 
     def __call__(self, func: F) -> F:
