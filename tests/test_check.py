@@ -313,3 +313,17 @@ def test_gradcheck_inside_no_grad() -> None:
     with chainrule.no_grad():
         assert gradcheck(CUBE, [2.0], order=2).ok
         assert not gradcheck(BAD_CUBE, [2.0])
+
+
+def test_watched_backward_masks_as_the_plain_one() -> None:
+    # an infinite seed into relu, max and a zero exponent: the masked inputs
+    # get 0, not 0 * inf = nan, whether or not detect_anomaly is watching
+    def grads() -> list[float]:
+        a, b, c = Value(-1.0), Value(2.0), Value(3.0)
+        (a.relu() + a.max(b) + c**0).backward(math.inf)
+        return [a.grad, b.grad, c.grad]
+
+    plain = grads()
+    with detect_anomaly():
+        watched = grads()
+    assert plain == watched == [0.0, math.inf, 0.0]

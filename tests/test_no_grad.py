@@ -148,3 +148,31 @@ def test_detach_in_a_stop_gradient_pattern() -> None:
     x = Value(1.5)
     (g,) = gradients(x * x.detach(), [x])
     assert g == 1.5
+
+
+def test_one_context_object_shared_by_two_threads() -> None:
+    # A module-level ``NO_GRAD = no_grad()`` entered by two threads whose
+    # states differ: each must get its own state back on exit. Interleaved
+    # as: main enters (inside an enable_grad), other enters (inside a
+    # no_grad), main exits, other exits.
+    shared = no_grad()
+    entered, main_left = threading.Event(), threading.Event()
+    seen: list[bool] = []
+
+    def other() -> None:
+        with no_grad():
+            with shared:
+                entered.set()
+                main_left.wait(5)
+            seen.append(is_grad_enabled())  # still inside its own no_grad
+
+    thread = threading.Thread(target=other)
+    with enable_grad():
+        with shared:
+            thread.start()
+            entered.wait(5)
+        main_after = is_grad_enabled()
+        main_left.set()
+        thread.join(5)
+    assert main_after is True
+    assert seen == [False]

@@ -60,11 +60,18 @@ BINARY: dict[str, tuple[Callable[[Any, Any], Any], Callable[[Any, Any, Any], Any
     "min": (lambda a, b: a.min(b), lambda t, a, b: t.minimum(a, b)),
 }
 
-BINARY_POINTS = [-2.0, -0.5, 0.0, 0.5, 1.0, 2.0, 3.0, 1e200, math.inf, math.nan]
+BINARY_POINTS = [-2.0, -0.5, -0.0, 0.0, 0.5, 1.0, 2.0, 3.0, 1e200, math.inf, math.nan]
 
 
 def _check(ours: float, theirs: float, what: str) -> None:
     assert close(ours, theirs), f"{what}: chainrule {ours!r} != torch {theirs!r}"
+
+
+def _check_value(ours: float, theirs: float, what: str) -> None:
+    """As _check, and a zero must have torch's sign: ``-0.0`` is a value."""
+    _check(ours, theirs, what)
+    if theirs == 0.0:
+        assert math.copysign(1.0, ours) == math.copysign(1.0, theirs), f"{what}: {ours!r}"
 
 
 @pytest.mark.parametrize("name", sorted(UNARY))
@@ -77,7 +84,7 @@ def test_unary_op_matches_torch(name: str, torch: Any) -> None:
         tx = torch.tensor(p, dtype=torch.float64, requires_grad=True)
         ty = torch_f(torch, tx)
         ty.backward()
-        _check(y.data, ty.item(), f"{name}({p}) value")
+        _check_value(y.data, ty.item(), f"{name}({p}) value")
         _check(x.grad, tx.grad.item(), f"{name}({p}) grad")
 
 
@@ -94,7 +101,7 @@ def test_binary_op_matches_torch(name: str, torch: Any) -> None:
             ty = torch_f(torch, ta, tb)
             ty.backward()
             where = f"{name}({pa}, {pb})"
-            _check(y.data, ty.item(), where + " value")
+            _check_value(y.data, ty.item(), where + " value")
             _check(a.grad, ta.grad.item(), where + " grad a")
             _check(b.grad, tb.grad.item(), where + " grad b")
 
@@ -120,6 +127,19 @@ NONFINITE_UPSTREAM: dict[str, tuple[Callable[..., Any], Callable[..., Any], list
         [-1.0, 2.0],
     ),
     "abs then log": (lambda x: abs(x).log(), lambda t, x: t.abs(x).log(), [0.0]),
+    # torch.pow selects, too: no gradient through a zero exponent to the
+    # base, but 0 * inf = nan for the exponent's own gradient
+    "zero exponent then inf": (lambda x: x**0 * math.inf, lambda t, x: x**0 * math.inf, [2.0]),
+    "zero Value exponent then inf": (
+        lambda a, b: a**b * math.inf,
+        lambda t, a, b: a**b * math.inf,
+        [2.0, 0.0],
+    ),
+    "zero base then inf": (
+        lambda a, b: a**b * math.inf,
+        lambda t, a, b: a**b * math.inf,
+        [0.0, 2.0],
+    ),
     "times zero then log": (
         lambda x: (x * 0.0).log(),
         lambda t, x: (x * 0.0).log(),
@@ -129,6 +149,17 @@ NONFINITE_UPSTREAM: dict[str, tuple[Callable[..., Any], Callable[..., Any], list
         lambda w, x, b: dot([w], [x], b, activation="relu").log(),
         lambda t, w, x, b: t.relu(w * x + b).log(),
         [2.0, 0.5, -3.0],
+    ),
+    # relu(nan) is nan and passes its gradient: only <= 0 is masked
+    "fused unit, nan input": (
+        lambda w, x, b: dot([w], [x], b, activation="relu"),
+        lambda t, w, x, b: t.relu(w * x + b),
+        [2.0, math.nan, 1.0],
+    ),
+    "fused unit, nan constant input": (
+        lambda w, b: dot([w], [math.nan], b, activation="relu"),
+        lambda t, w, b: t.relu(w * math.nan + b),
+        [2.0, 1.0],
     ),
     "live fused unit, zero input": (
         lambda w, x, b: dot([w], [x], b, activation="relu") * math.inf,

@@ -54,7 +54,8 @@ instruction = st.one_of(
     st.tuples(st.just("u"), st.sampled_from(UNARY), st.integers(0, 10**6)),
     st.tuples(st.just("b"), st.sampled_from(BINARY), st.integers(0, 10**6), st.integers(0, 10**6)),
     st.tuples(st.just("reuse"), st.integers(0, 10**6), st.integers(2, 12)),
-    st.tuples(st.just("dot"), st.integers(0, 10**6), st.integers(0, 10**6)),
+    # a neuron: one fused node, with or without its ReLU
+    st.tuples(st.just("dot"), st.integers(0, 10**6), st.integers(0, 10**6), st.booleans()),
 )
 inputs = st.lists(st.floats(-3, 3, allow_nan=False), min_size=1, max_size=4)
 
@@ -76,10 +77,12 @@ def run(program: list[tuple[Any, ...]], xs: list[Any], torch: Any = None) -> Any
         else:
             k = min(len(nodes), 5)
             ws, vs = nodes[-k:], [pick(ins[1] + i) for i in range(k)]
+            act = "relu" if ins[3] else None
             if torch is None:
-                nodes.append(dot(ws, vs, pick(ins[2])) * 0.1)
+                nodes.append(dot(ws, vs, pick(ins[2]), activation=act) * 0.1)
             else:
-                nodes.append((sum(w * v for w, v in zip(ws, vs)) + pick(ins[2])) * 0.1)
+                pre = sum(w * v for w, v in zip(ws, vs)) + pick(ins[2])
+                nodes.append((torch.relu(pre) if act else pre) * 0.1)
     # the output mixes the last few nodes so that most of the graph matters
     tail = nodes[-3:]
     out = tail[0]
@@ -89,9 +92,9 @@ def run(program: list[tuple[Any, ...]], xs: list[Any], torch: Any = None) -> Any
 
 
 @given(program=st.lists(instruction, min_size=1, max_size=25), values=inputs)
-def test_random_graphs_match_torch(program: list[tuple[Any, ...]], values: list[float]) -> None:
-    import torch
-
+def test_random_graphs_match_torch(
+    program: list[tuple[Any, ...]], values: list[float], torch: Any
+) -> None:
     xs = [Value(v) for v in values]
     out = run(program, xs)
     out.backward()

@@ -41,6 +41,7 @@ Derivative = Callable[..., Sequence[Any]]
 MULTIPLY = 0  # 0 * inf = nan, as for mul, abs, ...
 ZERO_MASKS = 1  # a zero local derivative blocks the gradient (relu, max, min)
 DEAD_UNIT = 2  # fused relu(w . x + b): an inactive unit blocks all of it
+ZERO_EXPONENT = 3  # x ** y: a zero exponent blocks the base's gradient
 
 
 class Primitive:
@@ -50,7 +51,7 @@ class Primitive:
     ``derivative(M, *inputs, out)`` returns one local derivative
     ``d out / d input`` per input. It is written with ordinary operators
     plus the functions of the namespace ``M`` (``M.div``, ``M.pow``,
-    ``M.exp``, ``M.log``, ``M.sqrt``, ``M.sin``, ``M.cos``, ``M.sigmoid``,
+    ``M.pow_scalar``, ``M.exp``, ``M.log``, ``M.sqrt``, ``M.sin``, ``M.cos``, ``M.sigmoid``,
     ``M.sign`` and ``M.data``, which reads the float of an input), so that it
     runs both on floats (the ordinary backward pass) and on Values
     (``create_graph=True``, higher-order gradients).
@@ -239,7 +240,7 @@ ADD = Primitive("+", operator.add, lambda M, a, b, out: (1.0, 1.0))
 SUB = Primitive("-", operator.sub, lambda M, a, b, out: (1.0, -1.0))
 MUL = Primitive("*", operator.mul, lambda M, a, b, out: (b, a))
 DIV = Primitive("/", ieee.div, lambda M, a, b, out: (M.div(1.0, b), M.div(-out, b)))
-POW = Primitive("**", ieee.pow, _d_pow)
+POW = Primitive("**", ieee.pow, _d_pow, ZERO_EXPONENT)
 MAXIMUM = Primitive("max", ieee.maximum, _d_maximum, ZERO_MASKS)
 MINIMUM = Primitive("min", ieee.minimum, _d_minimum, ZERO_MASKS)
 EXP = Primitive("exp", ieee.exp, lambda M, x, out: (out,))
@@ -276,9 +277,11 @@ def _pow_const(c: float) -> Primitive:
     """``x ** c`` for a constant ``c``: one primitive per exponent."""
 
     def d(M: Any, x: Any, out: Any) -> tuple[Any]:
-        return (0.0,) if c == 0.0 else (c * M.pow(x, c - 1.0),)
+        return (0.0,) if c == 0.0 else (c * M.pow_scalar(x, c - 1.0),)
 
-    return Primitive(f"**{c:g}", lambda x: ieee.pow(x, c), d)
+    # As PyTorch, x ** 0 passes no gradient at all, not even 0 * inf = nan.
+    masked = ZERO_MASKS if c == 0.0 else MULTIPLY
+    return Primitive(f"**{c:g}", lambda x: ieee.pow_scalar(x, c), d, masked)
 
 
 @functools.lru_cache(maxsize=256)
@@ -540,7 +543,10 @@ def _data(x: object, op: str) -> float:
 
 def _backward_observed(order: list[Value], observer: Any) -> None:
     for v in order:
-        g = v.grad
+        g: Any = v.grad  # a float: create_graph passes go through _propagate
+        if g - g != 0.0 and v._fn.masked:  # as in backward(); the observer
+            _masked_step(v, g, _add_to_grad)  # ignores non-finite incoming
+            continue
         for child, local in zip(v._prev, v._local):
             contribution = local * g
             observer.backward(v, child, contribution, g)
@@ -567,8 +573,14 @@ def _add_to_dict(grads: dict[Value, Any], child: Value, contribution: float) -> 
 
 def _masked_step(v: Value, g: float, add: Callable[[Value, float], None]) -> None:
     """Pass a non-finite gradient ``g`` through a node whose op selects its
-    gradient (relu, max, min): masked inputs get nothing, not ``0 * inf``."""
+    gradient (relu, max, min, pow): masked inputs get nothing, not ``0 * inf``."""
     local = v._local
+    if v._fn.masked == ZERO_EXPONENT:  # torch.pow selects, for the base only
+        base, exponent = v._prev
+        if exponent.data != 0.0:
+            add(base, local[0] * g)
+        add(exponent, local[1] * g)
+        return
     if v._fn.masked == DEAD_UNIT:
         if local[-1] == 0.0:  # the bias's local is 0 only for an inactive unit
             return
@@ -641,6 +653,7 @@ def _identity(x: Any) -> Any:
 FLOAT = SimpleNamespace(
     div=ieee.div,
     pow=ieee.pow,
+    pow_scalar=ieee.pow_scalar,
     exp=ieee.exp,
     log=ieee.log,
     sqrt=ieee.sqrt,
@@ -713,6 +726,7 @@ def minimum(a: Scalar, b: Scalar) -> Value:
 GRAPH = SimpleNamespace(
     div=operator.truediv,
     pow=operator.pow,
+    pow_scalar=operator.pow,
     exp=exp,
     log=log,
     sqrt=sqrt,
@@ -830,10 +844,10 @@ def _dot_relu(
     out = _relu(y)
     if not x_values:
         prev: tuple[Value, ...] = (*ws, b)
-        local = (*xd, 1.0) if out > 0.0 else (0.0,) * len(prev)
+        local = (0.0,) * len(prev) if out <= 0.0 else (*xd, 1.0)  # nan is live
         return _node(out, prev, local, AFFINE_CONST_RELU)
     prev = (*ws, *xs, b)
-    local = (*xd, *wd, 1.0) if out > 0.0 else (0.0,) * len(prev)
+    local = (0.0,) * len(prev) if out <= 0.0 else (*xd, *wd, 1.0)
     return _node(out, prev, local, AFFINE_RELU)
 
 

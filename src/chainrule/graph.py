@@ -65,15 +65,22 @@ class _GradModeContext:
 
     def __init__(self, enabled: bool) -> None:
         self._enabled = enabled
-        self._saved: list[bool] = []
+        # The states to restore, per thread (by thread id): one context
+        # object may be entered by several threads at once, as a shared
+        # ``NO_GRAD = no_grad()``. An entry is dropped when its list empties.
+        self._saved: dict[int, list[bool]] = {}
 
     def __enter__(self) -> None:
-        self._saved.append(mode.grad_enabled)
+        self._saved.setdefault(threading.get_ident(), []).append(mode.grad_enabled)
         mode.grad_enabled = self._enabled
         mode.refresh()
 
     def __exit__(self, *exc: object) -> None:
-        mode.grad_enabled = self._saved.pop()
+        thread = threading.get_ident()
+        stack = self._saved[thread]
+        mode.grad_enabled = stack.pop()
+        if not stack:
+            del self._saved[thread]
         mode.refresh()
 
     def __call__(self, func: F) -> F:

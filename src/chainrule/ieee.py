@@ -35,13 +35,10 @@ def div(a: float, b: float) -> float:
 def pow(a: float, b: float) -> float:  # noqa: A001 - the field's name for it
     """``a ** b`` as C99 ``pow``: a real result, never a complex number.
 
-    Exponents 0.5 and -0.5 go through ``sqrt`` as PyTorch's do, which
-    differs from C's ``pow`` only in the sign of results at ``-0.0``.
+    This is PyTorch's ``pow`` when the exponent is a tensor (``x ** y``
+    between Values, ``2 ** x``); see :func:`pow_scalar` for a constant
+    exponent.
     """
-    if b == 0.5:
-        return sqrt(a)
-    if b == -0.5:
-        return div(1.0, sqrt(a))
     try:
         return math.pow(a, b)
     except OverflowError:
@@ -50,6 +47,18 @@ def pow(a: float, b: float) -> float:  # noqa: A001 - the field's name for it
         if a == 0.0:  # zero to a negative power
             return math.copysign(inf, a) if _is_odd_integer(b) else inf
         return nan  # negative base, non-integer exponent
+
+
+def pow_scalar(a: float, b: float) -> float:
+    """``a ** b`` for a constant exponent ``b``, as PyTorch's
+    ``pow(tensor, scalar)``: exponents 0.5 and -0.5 go through ``sqrt``,
+    which differs from C's ``pow`` only at ``-0.0`` (``-0.0`` and ``-inf``
+    instead of ``0.0`` and ``inf``)."""
+    if b == 0.5:
+        return sqrt(a)
+    if b == -0.5:
+        return div(1.0, sqrt(a))
+    return pow(a, b)
 
 
 def exp(x: float) -> float:

@@ -3,7 +3,8 @@ and ``MLP``, with the same signatures, parameter order and reprs, so code
 written for ``micrograd.nn`` runs with only the import swapped.
 
 Two things differ, neither visible to that code: a neuron computes
-``w . x + b`` as one ``dot`` node (not ``2n`` binary ones), and every
+``relu(w . x + b)`` as one ``ReLU(dot)`` node (not ``2n + 1`` binary and
+unary ones), and every
 module can name its parameters, save them (``state_dict``) and load them
 back. The losses live in :mod:`chainrule.losses`.
 
