@@ -28,7 +28,7 @@ from types import SimpleNamespace
 from typing import Any, Union
 
 from . import ieee
-from .graph import mode, next_id, reverse_topological_order
+from .graph import Labelled, mode, next_id, reverse_topological_order
 
 Number = Union[int, float]
 Scalar = Union["Value", int, float]
@@ -300,7 +300,7 @@ def _rpow_const(c: float) -> Primitive:
 # --------------------------------------------------------------------------
 
 
-class Value:
+class Value(Labelled):
     """A scalar and the graph that computed it.
 
     ``data`` is the number, ``grad`` the derivative of the last
@@ -338,17 +338,6 @@ class Value:
             self._label = str(label)
 
     # -- naming -------------------------------------------------------------
-
-    @property
-    def label(self) -> str:
-        try:
-            return self._label
-        except AttributeError:
-            return ""
-
-    @label.setter
-    def label(self, label: str) -> None:
-        self._label = str(label)
 
     @property
     def _op(self) -> str:

@@ -128,6 +128,24 @@ def observing(observer: Observer) -> Iterator[Observer]:
         mode.refresh()
 
 
+class Labelled:
+    """The ``label`` both engines' nodes carry: stored only when set, so an
+    unlabelled node pays nothing for it (a subclass has a ``_label`` slot)."""
+
+    __slots__ = ()
+
+    @property
+    def label(self) -> str:
+        try:
+            return self._label
+        except AttributeError:
+            return ""
+
+    @label.setter
+    def label(self, label: str) -> None:
+        self._label = str(label)  # type: ignore[misc]
+
+
 _by_creation = attrgetter("_id")
 
 

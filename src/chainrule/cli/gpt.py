@@ -23,10 +23,11 @@ import hashlib
 import os
 import sys
 import time
-from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+from .options import int_at_least, make_out_dir
 
 DEFAULTS: dict[str, Any] = {
     "steps": 2000,
@@ -63,23 +64,8 @@ class Settings:
 # ----------------------------------------------------------------------------
 
 
-def _int_at_least(least: int) -> Callable[[str], int]:
-    """An argparse type: a whole number, at least ``least``."""
-
-    def parse(text: str) -> int:
-        try:
-            n = int(text)
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
-        if n < least:
-            raise argparse.ArgumentTypeError(f"must be at least {least}, got {n}")
-        return n
-
-    return parse
-
-
-_positive_int = _int_at_least(1)
-_non_negative_int = _int_at_least(0)
+_positive_int = int_at_least(1)
+_non_negative_int = int_at_least(0)
 _seed = _non_negative_int  # NumPy's SeedSequence takes non-negative integers only
 
 
@@ -496,12 +482,9 @@ def run(args: argparse.Namespace) -> int:
     except ImportError:
         return _error("needs NumPy: pip install 'chainrule[tensor]'")
     out: Path = args.out
-    try:
-        out.mkdir(parents=True, exist_ok=True)
-    except FileExistsError:
-        return _error(f"--out {out}: exists and is not a directory")
-    except OSError as e:
-        return _error(f"--out {out}: cannot create directory ({e.strerror or e})")
+    problem = make_out_dir(out)
+    if problem:
+        return _error(problem)
     try:
         result = train(args, out)
         seen = set(_load_documents(args.data)[0])  # the file may have gone meanwhile

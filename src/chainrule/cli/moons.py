@@ -24,6 +24,7 @@ from ..nn import MLP
 from ..optim import SGD, LinearDecay
 from ..progress import ProgressBar
 from ..raster import decision_boundary_png
+from .options import int_at_least, make_out_dir
 
 DEFAULT_SEED = 1337  # micrograd's demo seed
 DEFAULT_STEPS = 100
@@ -127,16 +128,6 @@ def plot_decision_boundary_basic(
         decision_boundary_png(score, X, labels, path)
 
 
-def _positive_int(text: str) -> int:
-    try:
-        n = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
-    if n < 1:
-        raise argparse.ArgumentTypeError(f"must be at least 1, got {n}")
-    return n
-
-
 def _seed(text: str) -> int:
     try:
         return int(text)
@@ -153,14 +144,15 @@ def register(subparsers: Any) -> None:
             "loss plus 1e-4 L2 regularisation and SGD, the learning rate falling linearly "
             "from 1.0 to 0.1. Shows a progress bar with the loss and accuracy on stderr, "
             "prints the final training accuracy, and writes into DIR the decision boundary "
-            "(moons.png, needs matplotlib: pip install -e '.[plot]') and the trained "
+            "(moons.png: drawn by matplotlib with the plot extra, pip install -e '.[plot]', "
+            "else by a built-in rasteriser) and the trained "
             "parameters (moons.json, a JSON checkpoint). The same seed gives the same numbers."
         ),
         epilog="example: chainrule moons --steps 200 --seed 7 --out runs/seed7",
     )
     p.add_argument(
         "--steps",
-        type=_positive_int,
+        type=int_at_least(1),
         default=DEFAULT_STEPS,
         metavar="N",
         help=f"training steps, each over all points (default {DEFAULT_STEPS})",
@@ -189,12 +181,9 @@ def _error(message: str) -> int:
 
 def run(args: argparse.Namespace) -> int:
     out: Path = args.out
-    try:
-        out.mkdir(parents=True, exist_ok=True)
-    except FileExistsError:
-        return _error(f"--out {out}: exists and is not a directory")
-    except OSError as e:
-        return _error(f"--out {out}: cannot create directory ({e.strerror or e})")
+    problem = make_out_dir(out)
+    if problem:
+        return _error(problem)
 
     with ProgressBar(args.steps) as bar:
         result = train(args.steps, args.seed, bar)

@@ -25,7 +25,7 @@ from typing import Any, Union
 
 import numpy as np
 
-from ..graph import mode, next_id, reverse_topological_order
+from ..graph import Labelled, mode, next_id, reverse_topological_order
 
 #: A gradient rule: (gradient of the output, the output node) -> one
 #: gradient per input (None where an input gets nothing).
@@ -43,7 +43,7 @@ def _leaf_vjp(g: np.ndarray, out: Tensor) -> tuple[()]:  # pragma: no cover - ne
     return ()
 
 
-class Tensor:
+class Tensor(Labelled):
     """An array of float64 (default) or float32 numbers that records how it
     was computed, so ``backward()`` can fill ``.grad`` of everything it
     depends on.
@@ -104,17 +104,6 @@ class Tensor:
     @property
     def size(self) -> int:
         return self.data.size
-
-    @property
-    def label(self) -> str:
-        try:
-            return self._label
-        except AttributeError:
-            return ""
-
-    @label.setter
-    def label(self, label: str) -> None:
-        self._label = str(label)
 
     @property
     def _op(self) -> str:
