@@ -60,6 +60,11 @@ class Primitive:
     derivatives, supplied when a node is made; ``+`` and ``*`` by a constant
     are linear.
 
+    ``masked`` says how an inf or nan gradient meets a zero local
+    derivative: ``MULTIPLY`` (the default, ``0 * inf = nan``, as PyTorch's
+    arithmetic) or ``ZERO_MASKS`` (a zero blocks it, as PyTorch's relu,
+    maximum and minimum, whose backward selects instead of multiplying).
+
     Calling a primitive applies it, which is how user code defines a custom
     operation::
 
