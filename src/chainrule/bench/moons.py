@@ -27,6 +27,7 @@ from typing import Any
 
 from .. import Value, data, dot, losses, nn, optim
 from .harness import Arm, Engine, Sizes, Workload
+from .sgd_step import SGDStep
 
 LAYERS = [2, 16, 16, 1]
 ALPHA = 1e-4  # L2 strength of the demo
@@ -158,10 +159,11 @@ def _compat(sizes: Sizes) -> DemoStep:
 # --------------------------------------------------------------------------
 
 
-class ChainruleStep:
+class ChainruleStep(SGDStep):
     """The same step written with chainrule's ``nn.MLP``, ``losses`` and
-    ``optim.SGD``: one ``dot`` node per neuron, one ``add_n`` for the mean
-    hinge loss, one ``dot`` node for the sum of squared parameters."""
+    ``optim.SGD``: one ``ReLU(dot)`` node per hidden neuron, one ``add_n``
+    for the mean hinge loss, one ``dot`` node for the sum of squared
+    parameters."""
 
     def __init__(self, sizes: Sizes) -> None:
         self.X, self.y = make_moons(sizes.moons_points)
@@ -177,13 +179,6 @@ class ChainruleStep:
         loss = losses.hinge_loss(scores, self.y) + ALPHA * dot(params, params)
         self.optimizer.zero_grad()
         return loss
-
-    def __call__(self) -> None:
-        loss = self.graph()
-        loss.backward()
-        self.optimizer.lr = 1.0 - 0.9 * self.k / 100
-        self.optimizer.step()
-        self.k += 1
 
 
 # --------------------------------------------------------------------------

@@ -27,6 +27,7 @@ from __future__ import annotations
 from typing import Any
 
 from .harness import Arm, Engine, Sizes
+from .sgd_step import SGDStep
 
 
 def _names_map(n_layer: int) -> dict[str, str]:
@@ -128,7 +129,7 @@ def gpt_engines() -> tuple[Engine, ...]:
     )
 
 
-class TensorMoonsStep:
+class TensorMoonsStep(SGDStep):
     """micrograd's demo step on Tensors: the 100 points as one (100, 2)
     array through three ``linear`` layers, the same weights, loss and SGD."""
 
@@ -173,10 +174,3 @@ class TensorMoonsStep:
         loss = data_loss + self.alpha * reg
         self.optimizer.zero_grad()
         return loss
-
-    def __call__(self) -> None:
-        loss = self.graph()
-        loss.backward()
-        self.optimizer.lr = 1.0 - 0.9 * self.k / 100
-        self.optimizer.step()
-        self.k += 1
