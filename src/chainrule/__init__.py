@@ -2,6 +2,7 @@
 pass made exact, deep and fast."""
 
 from . import checkpoint, data, losses, nn, optim
+from ._version import __version__ as __version__
 from .check import AnomalyError, GradcheckError, GradcheckReport, detect_anomaly, gradcheck
 from .engine import (
     Primitive,
@@ -28,8 +29,6 @@ from .graph import enable_grad, is_grad_enabled, no_grad
 from .nn import MLP, Layer, Module, Neuron
 from .optim import SGD, Adam, LinearDecay
 from .viz import draw, to_dot
-
-__version__ = "0.1.0"
 
 
 def __getattr__(name: str) -> object:

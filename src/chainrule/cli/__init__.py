@@ -11,6 +11,8 @@ import importlib
 import sys
 from collections.abc import Sequence
 
+from .._version import __version__
+
 # One line per command module (chainrule/cli/<name>.py).
 COMMANDS: list[str] = [
     "bench",
@@ -26,6 +28,7 @@ def build_parser() -> argparse.ArgumentParser:
         description="Reverse-mode automatic differentiation: train the classic demos, "
         "benchmark the engine, and explain a backward pass step by step.",
     )
+    parser.add_argument("--version", action="version", version=f"chainrule {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     for name in COMMANDS:
         importlib.import_module(f"chainrule.cli.{name}").register(sub)

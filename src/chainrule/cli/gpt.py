@@ -480,7 +480,7 @@ def run(args: argparse.Namespace) -> int:
     try:
         import numpy  # noqa: F401
     except ImportError:
-        return _error("needs NumPy: pip install 'chainrule[tensor]'")
+        return _error("needs NumPy: pip install numpy (in a checkout: pip install -e '.[tensor]')")
     out: Path = args.out
     problem = make_out_dir(out)
     if problem:

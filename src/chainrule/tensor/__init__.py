@@ -3,7 +3,7 @@
 ``Tensor`` is to an array what ``Value`` is to a float: the same graph, the
 same topological order and the same backward loop, with each op supplying a
 vector-Jacobian product instead of a local derivative. Needs NumPy
-(``pip install 'chainrule[tensor]'``).
+(``pip install numpy``; in a checkout, ``pip install -e '.[tensor]'``).
 """
 
 from __future__ import annotations
@@ -12,7 +12,8 @@ try:
     import numpy as _np  # noqa: F401
 except ImportError as e:  # pragma: no cover - exercised without numpy only
     raise ImportError(
-        "chainrule.Tensor needs NumPy: pip install 'chainrule[tensor]' (or pip install numpy)"
+        "chainrule.Tensor needs NumPy: pip install numpy "
+        "(in a checkout: pip install -e '.[tensor]')"
     ) from e
 
 # abs, pow, max and sum shadow the builtins on purpose, as NumPy's do.
