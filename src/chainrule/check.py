@@ -69,6 +69,7 @@ class GradcheckReport:
 
     @property
     def ok(self) -> bool:
+        """True when every derivative agreed (also the report's truth value)."""
         return not self.mismatches
 
     def __bool__(self) -> bool:

@@ -45,7 +45,9 @@ from .nn import MLP, Module
 
 __all__ = ["FORMAT", "VERSION", "CheckpointError", "load", "load_model", "read", "save"]
 
+#: The ``format`` field of every checkpoint file.
 FORMAT = "chainrule-checkpoint"
+#: The file layout's version; a file with another one is refused on load.
 VERSION = 1
 
 

@@ -136,6 +136,7 @@ class Labelled:
 
     @property
     def label(self) -> str:
+        """The node's name in drawings and ``explain`` tables ("" when unnamed)."""
         try:
             return self._label
         except AttributeError:

@@ -54,6 +54,7 @@ class Module:
     """
 
     def parameters(self) -> list[Any]:
+        """The parameters, in a fixed order: what an optimizer takes. None by default."""
         return []
 
     def named_parameters(self) -> Iterator[tuple[str, Any]]:
@@ -62,6 +63,7 @@ class Module:
             yield str(i), p
 
     def zero_grad(self) -> None:
+        """Set every parameter's ``grad`` to 0, as before a backward pass."""
         for p in self.parameters():
             p.grad = 0.0
 
@@ -156,6 +158,7 @@ class Neuron(Module):
 
     @property
     def nonlin(self) -> bool:
+        """micrograd's switch: True for a ReLU or tanh neuron, False for a linear one."""
         return self.activation != "linear"
 
     @nonlin.setter
@@ -169,6 +172,7 @@ class Neuron(Module):
         return dot(self.w, x, self.b, self.activation)
 
     def parameters(self) -> list[Value]:
+        """The weights, then the bias (micrograd's order)."""
         return self.w + [self.b]
 
     def named_parameters(self) -> Iterator[tuple[str, Value]]:
@@ -203,6 +207,7 @@ class Layer(Module):
         return out[0] if len(out) == 1 else out
 
     def parameters(self) -> list[Value]:
+        """Every neuron's parameters, neuron by neuron."""
         return [p for n in self.neurons for p in n.parameters()]
 
     def named_parameters(self) -> Iterator[tuple[str, Value]]:
@@ -267,6 +272,7 @@ class MLP(Module):
         return x
 
     def parameters(self) -> list[Value]:
+        """Every layer's parameters, layer by layer."""
         return [p for layer in self.layers for p in layer.parameters()]
 
     def named_parameters(self) -> Iterator[tuple[str, Value]]:

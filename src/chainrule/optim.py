@@ -47,6 +47,7 @@ class Optimizer:
             p.grad = 0.0
 
     def step(self) -> None:
+        """Update every parameter from its gradient. Subclasses define the rule."""
         raise NotImplementedError
 
 
@@ -78,6 +79,7 @@ class SGD(Optimizer):
         self.buffers: list[Any] = [None] * len(self.params)
 
     def step(self) -> None:
+        """One SGD update of every parameter from its ``grad`` (the rule above)."""
         lr, momentum, decay = self.lr, self.momentum, self.weight_decay
         buffers = self.buffers
         for i, p in enumerate(self.params):
@@ -132,6 +134,7 @@ class Adam(Optimizer):
         self.v: list[Any] = [0.0] * len(self.params)
 
     def step(self) -> None:
+        """One Adam update of every parameter from its ``grad`` (the rule above)."""
         self.t += 1
         beta1, beta2 = self.betas
         decay, eps = self.weight_decay, self.eps
@@ -184,5 +187,6 @@ class LinearDecay:
         return self.base_lr * (1.0 - (1.0 - self.end_factor) * k / self.total_steps)
 
     def step(self) -> None:
+        """Count one step and set the optimizer's ``lr`` to ``lr_at(steps done)``."""
         self.steps_done += 1
         self.optimizer.lr = self.lr_at(self.steps_done)

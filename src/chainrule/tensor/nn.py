@@ -49,6 +49,7 @@ class Module(_scalar_nn.Module):
         return self.forward(*args, **kwargs)
 
     def forward(self, *args: Any, **kwargs: Any) -> Any:
+        """The module's computation; ``module(x)`` calls it. Subclasses define it."""
         raise NotImplementedError
 
     def named_parameters(self, prefix: str = "") -> Iterator[tuple[str, Tensor]]:
@@ -64,9 +65,11 @@ class Module(_scalar_nn.Module):
                         yield from item.named_parameters(f"{prefix}{name}.{i}.")
 
     def parameters(self) -> list[Tensor]:
+        """Every parameter Tensor, in ``named_parameters()`` order (what an optimizer takes)."""
         return [p for _, p in self.named_parameters()]
 
     def num_parameters(self) -> int:
+        """The number of scalar parameters (the sum of the parameters' sizes)."""
         return sum(p.data.size for p in self.parameters())
 
 
@@ -90,6 +93,7 @@ class Linear(Module):
         self.bias = Tensor(rng.uniform(-bound, bound, out_features).astype(d)) if bias else None
 
     def forward(self, x: Tensor) -> Tensor:
+        """``x @ weight.T + bias`` over the last axis of ``x``."""
         return linear(x, self.weight, self.bias)
 
 
@@ -110,6 +114,7 @@ class Embedding(Module):
         )
 
     def forward(self, indices: Any) -> Tensor:
+        """The rows of ``weight`` at the integer ``indices`` (any shape)."""
         return embedding(self.weight, indices)
 
 
@@ -129,6 +134,7 @@ class RMSNorm(Module):
         self.weight = Tensor(np.ones(dim, dtype=_dtype(dtype))) if elementwise_affine else None
 
     def forward(self, x: Tensor) -> Tensor:
+        """``x`` scaled to unit root-mean-square over its last axis (times ``weight``)."""
         return rms_norm(x, self.weight, self.eps)
 
 
@@ -144,6 +150,7 @@ class LayerNorm(Module):
         self.bias = Tensor(np.zeros(dim, dtype=d)) if bias else None
 
     def forward(self, x: Tensor) -> Tensor:
+        """``x`` normalized to mean 0 and variance 1 over its last axis, then scaled and shifted."""
         return layer_norm(x, self.weight, self.bias, self.eps)
 
 
@@ -172,6 +179,7 @@ class CausalSelfAttention(Module):
         self.wo = Linear(n_embd, n_embd, **kw)
 
     def forward(self, x: Tensor) -> Tensor:
+        """Causal multi-head self-attention over ``x`` of shape ``(batch, time, n_embd)``."""
         B, T, C = x.shape
         H = self.n_head
         heads = (B, T, H, C // H)
@@ -199,6 +207,7 @@ class MLP(Module):
         self.fc2 = Linear(ratio * n_embd, n_embd, **kw)
 
     def forward(self, x: Tensor) -> Tensor:
+        """``fc2(relu(fc1(x)))``."""
         return self.fc2(self.fc1(x).relu())
 
 
@@ -220,6 +229,7 @@ class Block(Module):
         self.mlp = MLP(n_embd, dtype=dtype, rng=rng)
 
     def forward(self, x: Tensor) -> Tensor:
+        """``x + attn(norm1(x))``, then that plus ``mlp(norm2(...))`` of it."""
         x = x + self.attn(self.norm1(x))
         return x + self.mlp(self.norm2(x))
 
@@ -236,6 +246,7 @@ class GPTConfig:
     init_std: float = 0.08
 
     def to_dict(self) -> dict[str, Any]:
+        """The settings as a plain dict (for checkpoints and ``GPTConfig(**d)``)."""
         return asdict(self)
 
 
@@ -273,6 +284,7 @@ class GPT(Module):
         return {"type": "GPT", **self.gpt_config.to_dict()}
 
     def forward(self, idx: Any, targets: Any = None) -> Any:
+        """Logits ``(B, T, vocab)`` for tokens ``idx``; with ``targets``, ``(logits, loss)``."""
         idx = np.asarray(idx)
         if idx.ndim != 2:
             raise ValueError(f"GPT: idx must be (batch, time), got shape {idx.shape}")

@@ -91,18 +91,22 @@ class Tensor(Labelled):
 
     @property
     def shape(self) -> tuple[int, ...]:
+        """The array's shape, as ``numpy.ndarray.shape``."""
         return self.data.shape
 
     @property
     def dtype(self) -> np.dtype:
+        """The array's dtype (float64 by default; float32 stays float32)."""
         return self.data.dtype
 
     @property
     def ndim(self) -> int:
+        """The number of axes."""
         return self.data.ndim
 
     @property
     def size(self) -> int:
+        """The number of elements."""
         return self.data.size
 
     @property
@@ -263,53 +267,68 @@ class Tensor(Labelled):
     # -- functions ------------------------------------------------------------
 
     def exp(self) -> Tensor:
+        """``e ** x`` elementwise; see :func:`chainrule.tensor.exp`."""
         return _ew.exp(self)
 
     def log(self) -> Tensor:
+        """The natural logarithm elementwise (``log(0) = -inf``); see ``tensor.log``."""
         return _ew.log(self)
 
     def sqrt(self) -> Tensor:
+        """The square root elementwise; see :func:`chainrule.tensor.sqrt`."""
         return _ew.sqrt(self)
 
     def tanh(self) -> Tensor:
+        """The hyperbolic tangent elementwise; see :func:`chainrule.tensor.tanh`."""
         return _ew.tanh(self)
 
     def sigmoid(self) -> Tensor:
+        """``1 / (1 + e ** -x)`` elementwise; see :func:`chainrule.tensor.sigmoid`."""
         return _ew.sigmoid(self)
 
     def relu(self) -> Tensor:
+        """``max(x, 0)`` elementwise; see :func:`chainrule.tensor.relu`."""
         return _ew.relu(self)
 
     def abs(self) -> Tensor:
+        """The absolute value elementwise; see :func:`chainrule.tensor.abs`."""
         return _ew.abs(self)
 
     def sum(self, axis: Axis = None, keepdims: bool = False) -> Tensor:
+        """The sum over ``axis`` (all axes when None); see :func:`chainrule.tensor.sum`."""
         return _rd.sum(self, axis, keepdims)
 
     def mean(self, axis: Axis = None, keepdims: bool = False) -> Tensor:
+        """The mean over ``axis`` (all axes when None); see :func:`chainrule.tensor.mean`."""
         return _rd.mean(self, axis, keepdims)
 
     def max(self, axis: Axis = None, keepdims: bool = False) -> Tensor:
+        """The maximum over ``axis`` (all axes when None); see :func:`chainrule.tensor.max`."""
         return _rd.max(self, axis, keepdims)
 
     def reshape(self, *shape: Any) -> Tensor:
+        """The same elements in a new shape, given as ``reshape(2, 3)`` or ``reshape((2, 3))``."""
         if len(shape) == 1 and not isinstance(shape[0], (int, np.integer)):
             shape = tuple(shape[0])
         return _sh.reshape(self, shape)
 
     def transpose(self, *axes: Any) -> Tensor:
+        """The axes permuted (reversed when none are given), as ``numpy.transpose``."""
         if len(axes) == 1 and not isinstance(axes[0], (int, np.integer)):
             axes = tuple(axes[0])
         return _sh.transpose(self, axes or None)
 
     @property
     def T(self) -> Tensor:
+        """The axes reversed: ``x.transpose()``."""
         return _sh.transpose(self, None)
 
     def softmax(self, axis: int = -1) -> Tensor:
+        """``exp(x) / sum(exp(x))`` along ``axis``, computed stably; see ``tensor.softmax``."""
         return _nn.softmax(self, axis)
 
     def log_softmax(self, axis: int = -1) -> Tensor:
+        """``x - logsumexp(x)`` along ``axis``, computed stably; see ``tensor.log_softmax``."""
         return _nn.log_softmax(self, axis)
 
 

@@ -1,0 +1,75 @@
+"""Sphinx extension: files the pages show, made at build time by
+chainrule's own commands rather than pasted: graph drawings from
+``chainrule explain --svg`` and the benchmark table from
+``benchmarks/results.json`` through ``chainrule bench``'s own table code.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+from sphinx.application import Sphinx
+from sphinx.errors import ExtensionError
+
+OUT = "_generated"
+
+#: Drawings: file name -> ``chainrule explain`` arguments.
+DRAWINGS: dict[str, list[str]] = {
+    "neuron.svg": [
+        "tanh(w1*x1 + w2*x2 + b)",
+        "w1=-3",
+        "x1=2",
+        "w2=1",
+        "x2=0",
+        "b=6.8813735870195432",
+    ],
+    "square.svg": ["(a*b + a)**2", "a=2", "b=3"],
+}
+
+
+def _chainrule(*args: str) -> str:
+    done = subprocess.run(
+        [sys.executable, "-m", "chainrule", *args], capture_output=True, text=True, check=False
+    )
+    if done.returncode != 0:
+        raise ExtensionError(f"chainrule {' '.join(args)} failed: {done.stderr.strip()}")
+    return done.stdout
+
+
+def bench_table(results_json: Path) -> str:
+    """The committed benchmark run as ``chainrule bench`` prints it."""
+    from chainrule.bench import WORKLOADS, Result
+    from chainrule.bench.harness import table
+
+    data = json.loads(results_json.read_text(encoding="utf-8"))
+    notes = data.get("notes", {})
+    results = [
+        Result(workload, engine, value, notes.get(workload, {}).get(engine, ""))
+        for workload, engines in data["workloads"].items()
+        for engine, value in engines.items()
+    ]
+    meta = data["meta"]
+    head = (
+        f"chainrule bench ({meta['settings']}): {meta['warmup']} warm-up, "
+        f"{meta['repetitions']} timed runs, {meta['statistic']}; "
+        f"{meta['python']}, {meta['machine']}"
+    )
+    return head + "\n\n" + table(WORKLOADS, results) + "\n"
+
+
+def generate(app: Sphinx) -> None:
+    out = Path(app.srcdir) / OUT
+    (out / "run").mkdir(parents=True, exist_ok=True)  # where the pages' commands run
+    for name, args in DRAWINGS.items():
+        _chainrule("explain", *args, "--svg", str(out / name))
+    root = Path(app.srcdir).parent
+    (out / "bench.txt").write_text(bench_table(root / "benchmarks" / "results.json"))
+
+
+def setup(app: Sphinx) -> dict[str, Any]:
+    app.connect("builder-inited", generate)
+    return {"parallel_read_safe": True, "parallel_write_safe": True}

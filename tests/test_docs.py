@@ -1,0 +1,126 @@
+"""The documentation site: every code block on it runs, and every public
+name has a docstring (what ``help()`` and the API reference show)."""
+
+from __future__ import annotations
+
+import re
+import sys
+from pathlib import Path
+
+import pytest
+
+DOCS = Path(__file__).resolve().parent.parent / "docs"
+sys.path.insert(0, str(DOCS / "_ext"))
+
+import public_api  # noqa: E402
+
+PAGES = sorted(p for p in DOCS.rglob("*.md") if "_build" not in p.parts)
+FENCE = re.compile(r"^```(\S*)[^\n]*\n(.*?)^```", re.S | re.M)
+BLOCKS = [
+    (page, n, code)
+    for page in PAGES
+    for n, (lang, code) in enumerate(FENCE.findall(page.read_text(encoding="utf-8")))
+    if lang == "python"
+]
+
+
+def test_the_site_has_examples() -> None:
+    assert len(BLOCKS) >= 10
+
+
+def test_every_python_block_is_fenced_as_python() -> None:
+    """A block this test would not see (``py``, ``{code-block}``, ``>>>`` in
+    Markdown) is refused, so no example escapes being run."""
+    for page in PAGES:
+        for lang, code in FENCE.findall(page.read_text(encoding="utf-8")):
+            assert lang not in {"py", "python3", "pycon", "{code-block}", "{code}"}, page.name
+            if lang != "python":
+                assert ">>> " not in code, page.name
+
+
+@pytest.mark.parametrize(
+    ("page", "index", "code"),
+    BLOCKS,
+    ids=[f"{p.relative_to(DOCS)}:{n}" for p, n, _ in BLOCKS],
+)
+def test_docs_example_runs(
+    page: Path, index: int, code: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    exec(compile(code, f"{page.name} example {index}", "exec"), {"__name__": "__docs__"})
+
+
+def test_every_public_module_is_in_the_reference() -> None:
+    import chainrule
+
+    names = {m.__name__ for m in public_api.modules()}
+    assert {"chainrule", "chainrule.nn", "chainrule.optim", "chainrule.tensor"} <= names
+    # a module chainrule exports is a public module, with its own page
+    exported = {f"chainrule.{n}" for n in chainrule.__all__ if n[0].islower()}
+    assert {m for m in exported if type(getattr(chainrule, m[10:])) is type(chainrule)} <= names
+
+
+# engine.py is being rewritten (issue 10, "Engine v2"); its docstrings are
+# written after that lands, and these names leave the list one by one.
+ENGINE_OPS = ["abs", "cos", "exp", "log", "relu", "sigmoid", "sin", "softplus", "sqrt", "tanh"]
+AWAITING_ENGINE_V2 = frozenset(
+    f"chainrule.engine.{name}"
+    for name in [
+        *(f"Value.{op}" for op in ENGINE_OPS),
+        *(op for op in ENGINE_OPS if op != "abs"),
+        "maximum",
+        "minimum",
+    ]
+)
+
+
+def test_every_public_name_has_a_docstring() -> None:
+    missing = set(public_api.undocumented()) - AWAITING_ENGINE_V2
+    assert not missing, "public names without a docstring:\n" + "\n".join(sorted(missing))
+
+
+def test_the_waiting_list_only_shrinks() -> None:
+    """A name on the list above that has its docstring now leaves the list."""
+    import importlib
+
+    for fullname in AWAITING_ENGINE_V2:
+        module, _, qualname = fullname.partition(".engine.")
+        obj: object = importlib.import_module(module + ".engine")
+        for part in qualname.split("."):
+            obj = getattr(obj, part, None)
+        if obj is not None:  # renamed or moved by the rewrite: nothing to check
+            assert not (obj.__doc__ or "").strip(), (
+                f"{fullname} is documented: drop it from the list"
+            )
+
+
+def test_the_check_sees_a_missing_docstring() -> None:
+    """The docstring check fails on an undocumented function, method,
+    property or constant."""
+    import types
+
+    module = types.ModuleType("chainrule.fake")
+
+    def documented() -> None:
+        """Documented."""
+
+    def bare() -> None:
+        pass
+
+    class Thing:
+        """A class."""
+
+        def method(self) -> None:
+            pass
+
+        @property
+        def prop(self) -> int:
+            return 1
+
+    Thing.__module__ = bare.__module__ = documented.__module__ = "chainrule.fake"
+    module.documented, module.bare, module.Thing = documented, bare, Thing  # type: ignore[attr-defined]
+    module.__all__ = ["documented", "bare", "Thing"]  # type: ignore[attr-defined]
+    assert public_api.docstring(module, "documented") == "Documented."
+    assert public_api.docstring(module, "bare") == ""
+    undocumented = {m.name for m in public_api.members(Thing) if not m.obj.__doc__}
+    assert undocumented == {"method", "prop"}
