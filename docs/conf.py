@@ -47,7 +47,7 @@ myst_enable_extensions = ["colon_fence"]
 # Docstrings: Google style (napoleon), types from the signatures.
 napoleon_google_docstring = True
 napoleon_numpy_docstring = False
-autodoc_typehints = "description"
+autodoc_typehints = "signature"
 autodoc_member_order = "bysource"
 autodoc_preserve_defaults = True
 

@@ -18,7 +18,8 @@ from typing import Any
 
 #: The public modules, in the order of the API reference. A name exported by
 #: several of them is documented in the first and linked from the others, so
-#: ``chainrule`` (which re-exports the submodules' main names) comes last.
+#: ``chainrule`` (which re-exports the submodules' main names) comes after
+#: them, and ``chainrule.viz`` (whose main names ``chainrule`` exports) after it.
 PUBLIC_MODULES: tuple[str, ...] = (
     "chainrule.nn",
     "chainrule.optim",
@@ -28,8 +29,10 @@ PUBLIC_MODULES: tuple[str, ...] = (
     "chainrule.fused",
     "chainrule.tensor",
     "chainrule.tensor.nn",
+    "chainrule.tensor.charlm",
     "chainrule.interop",
     "chainrule",
+    "chainrule.viz",
 )
 
 #: Modules that may not exist yet on every branch; skipped until they do.

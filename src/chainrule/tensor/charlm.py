@@ -41,14 +41,17 @@ class Vocabulary:
 
     @classmethod
     def from_documents(cls, docs: Sequence[str]) -> Vocabulary:
+        """The vocabulary of every character that occurs in ``docs``, sorted."""
         return cls("".join(sorted(set("".join(docs)))))
 
     @property
     def bos(self) -> int:
+        """The id of ``BOS``: one past the last character's."""
         return len(self.chars)
 
     @property
     def size(self) -> int:
+        """The number of ids: the characters and ``BOS``."""
         return len(self.chars) + 1
 
     @functools.cached_property
@@ -64,6 +67,7 @@ class Vocabulary:
             raise ValueError(f"character {e.args[0]!r} is not in the vocabulary") from None
 
     def decode(self, ids: Sequence[int]) -> str:
+        """The characters of ``ids``, with every ``BOS`` dropped."""
         return "".join(self.chars[i] for i in ids if i != self.bos)
 
 
