@@ -1,20 +1,23 @@
-"""The documentation site: every code block on it runs, and every public
-name has a docstring (what ``help()`` and the API reference show)."""
+"""The documentation: every Python code block of the site and of the README
+runs as written, and every public name has a docstring (what ``help()`` and
+the API reference show)."""
 
 from __future__ import annotations
 
+import linecache
 import re
 import sys
 from pathlib import Path
 
 import pytest
 
-DOCS = Path(__file__).resolve().parent.parent / "docs"
+ROOT = Path(__file__).resolve().parent.parent
+DOCS = ROOT / "docs"
 sys.path.insert(0, str(DOCS / "_ext"))
 
 import public_api  # noqa: E402
 
-PAGES = sorted(p for p in DOCS.rglob("*.md") if "_build" not in p.parts)
+PAGES = [ROOT / "README.md", *sorted(p for p in DOCS.rglob("*.md") if "_build" not in p.parts)]
 FENCE = re.compile(r"^```(\S*)[^\n]*\n(.*?)^```", re.S | re.M)
 BLOCKS = [
     (page, n, code)
@@ -24,8 +27,9 @@ BLOCKS = [
 ]
 
 
-def test_the_site_has_examples() -> None:
-    assert len(BLOCKS) >= 10
+def test_the_site_and_the_readme_have_examples() -> None:
+    assert sum(page.parent == DOCS for page, _, _ in BLOCKS) >= 10
+    assert sum(page.name == "README.md" for page, _, _ in BLOCKS) >= 1
 
 
 def test_every_python_block_is_fenced_as_python() -> None:
@@ -41,13 +45,15 @@ def test_every_python_block_is_fenced_as_python() -> None:
 @pytest.mark.parametrize(
     ("page", "index", "code"),
     BLOCKS,
-    ids=[f"{p.relative_to(DOCS)}:{n}" for p, n, _ in BLOCKS],
+    ids=[f"{p.relative_to(ROOT)}:{n}" for p, n, _ in BLOCKS],
 )
 def test_docs_example_runs(
     page: Path, index: int, code: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.chdir(tmp_path)
-    exec(compile(code, f"{page.name} example {index}", "exec"), {"__name__": "__docs__"})
+    name = f"{page.name} example {index}"
+    linecache.cache[name] = (len(code), None, code.splitlines(True), name)  # tracebacks show it
+    exec(compile(code, name, "exec"), {"__name__": "__docs__"})
 
 
 def test_every_public_module_is_in_the_reference() -> None:
