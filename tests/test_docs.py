@@ -66,38 +66,9 @@ def test_every_public_module_is_in_the_reference() -> None:
     assert {m for m in exported if type(getattr(chainrule, m[10:])) is type(chainrule)} <= names
 
 
-# engine.py is being rewritten (issue 10, "Engine v2"); its docstrings are
-# written after that lands, and these names leave the list one by one.
-ENGINE_OPS = ["abs", "cos", "exp", "log", "relu", "sigmoid", "sin", "softplus", "sqrt", "tanh"]
-AWAITING_ENGINE_V2 = frozenset(
-    f"chainrule.engine.{name}"
-    for name in [
-        *(f"Value.{op}" for op in ENGINE_OPS),
-        *(op for op in ENGINE_OPS if op != "abs"),
-        "maximum",
-        "minimum",
-    ]
-)
-
-
 def test_every_public_name_has_a_docstring() -> None:
-    missing = set(public_api.undocumented()) - AWAITING_ENGINE_V2
-    assert not missing, "public names without a docstring:\n" + "\n".join(sorted(missing))
-
-
-def test_the_waiting_list_only_shrinks() -> None:
-    """A name on the list above that has its docstring now leaves the list."""
-    import importlib
-
-    for fullname in AWAITING_ENGINE_V2:
-        module, _, qualname = fullname.partition(".engine.")
-        obj: object = importlib.import_module(module + ".engine")
-        for part in qualname.split("."):
-            obj = getattr(obj, part, None)
-        if obj is not None:  # renamed or moved by the rewrite: nothing to check
-            assert not (obj.__doc__ or "").strip(), (
-                f"{fullname} is documented: drop it from the list"
-            )
+    missing = public_api.undocumented()
+    assert not missing, "public names without a docstring:\n" + "\n".join(missing)
 
 
 def test_the_check_sees_a_missing_docstring() -> None:
