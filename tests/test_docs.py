@@ -4,6 +4,8 @@ the API reference show)."""
 
 from __future__ import annotations
 
+import doctest
+import inspect
 import linecache
 import re
 import sys
@@ -101,3 +103,43 @@ def test_the_check_sees_a_missing_docstring() -> None:
     assert public_api.docstring(module, "bare") == ""
     undocumented = {m.name for m in public_api.members(Thing) if not m.obj.__doc__}
     assert undocumented == {"method", "prop"}
+
+
+def _doctests() -> list[doctest.DocTest]:
+    """The ``>>>`` examples of every docstring the API reference shows."""
+    finder = doctest.DocTestFinder()
+    found: dict[str, doctest.DocTest] = {}
+    for module in public_api.modules():
+        candidates = [(module, module.__name__, module)]
+        for name in public_api.public_names(module):
+            obj = getattr(module, name)
+            home = sys.modules.get(getattr(obj, "__module__", "") or "")
+            if (
+                home is not None
+                and home is not module
+                and (inspect.isclass(obj) or inspect.isroutine(obj))
+            ):
+                candidates.append((obj, f"{home.__name__}.{obj.__qualname__}", home))
+        for obj, name, home in candidates:
+            for test in finder.find(obj, name, module=home, globs=vars(home)):
+                if test.examples:
+                    found.setdefault(test.name, test)
+    return sorted(found.values(), key=lambda t: t.name)
+
+
+DOCTESTS = _doctests()
+
+
+def test_the_reference_has_examples() -> None:
+    assert len(DOCTESTS) >= 20
+
+
+@pytest.mark.parametrize("test", DOCTESTS, ids=[t.name for t in DOCTESTS])
+def test_docstring_example_runs(
+    test: doctest.DocTest, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    runner = doctest.DocTestRunner(optionflags=doctest.ELLIPSIS)
+    test.globs = dict(test.globs)  # each example starts from the module's names
+    result = runner.run(test, out=lambda text: print(text, end=""))
+    assert result.failed == 0, f"{test.name}: {result.failed} example(s) failed (output above)"

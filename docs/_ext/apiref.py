@@ -66,6 +66,7 @@ def write_pages(app: Sphinx) -> None:
         if not path.exists() or path.read_text(encoding="utf-8") != text:
             path.write_text(text, encoding="utf-8")
     index = ["API reference", "=============", "", ".. toctree::", "   :maxdepth: 1", ""]
+    names.sort(key=lambda name: name != "chainrule")  # the top-level package first
     index += [f"   {name}" for name in names]
     text = "\n".join(index) + "\n"
     path = out / "index.rst"

@@ -54,7 +54,7 @@ class Module:
     """
 
     def parameters(self) -> list[Any]:
-        """The parameters, in a fixed order: what an optimizer takes. None by default."""
+        """The parameters, in a fixed order: what an optimizer takes (none here)."""
         return []
 
     def named_parameters(self) -> Iterator[tuple[str, Any]]:
