@@ -44,6 +44,8 @@ def _page(module: Any, homes: dict[tuple[str, str], str]) -> str:
     for name in public_api.public_names(module):
         home = homes[(module.__name__, name)]
         (here if home == module.__name__ else elsewhere).append((name, home))
+    if here:  # a table of contents
+        lines += [", ".join(f":py:obj:`~{module.__name__}.{name}`" for name, _ in here), ""]
     for name, _ in here:
         lines.append(_directive(module.__name__, name))
     if elsewhere:
