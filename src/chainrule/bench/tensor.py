@@ -93,8 +93,8 @@ class TorchGPTStep:
     def __init__(self, sizes: Sizes, dtype: str) -> None:
         import torch
 
-        from . import gpt
         from ..interop.torch_nn import GPT
+        from . import gpt
 
         x, y, weights, config = gpt_inputs(sizes)
         self.x, self.y = torch.tensor(x), torch.tensor(y)

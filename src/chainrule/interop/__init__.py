@@ -114,9 +114,7 @@ def _twin(model: Any, torch: Any, torch_nn: Any) -> Any:
             model.dim, eps=model.eps, elementwise_affine=model.weight is not None
         )
     if isinstance(model, tnn.LayerNorm):
-        return torch.nn.LayerNorm(
-            model.weight.shape[0], eps=model.eps, bias=model.bias is not None
-        )
+        return torch.nn.LayerNorm(model.weight.shape[0], eps=model.eps, bias=model.bias is not None)
     raise TypeError(f"to_torch: no PyTorch twin for {type(model).__name__}; {_SUPPORTED}")
 
 

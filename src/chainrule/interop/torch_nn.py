@@ -11,6 +11,7 @@ Importing this module imports torch; ``chainrule`` itself never does.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import torch
@@ -41,7 +42,7 @@ class CausalSelfAttention(nn.Module):
         H = self.n_head
         q, k, v = (w(x).view(B, T, H, C // H).transpose(1, 2) for w in (self.wq, self.wk, self.wv))
         y = F.scaled_dot_product_attention(q, k, v, is_causal=True)
-        return self.wo(y.transpose(1, 2).reshape(B, T, C))  # type: ignore[no-any-return]
+        return self.wo(y.transpose(1, 2).reshape(B, T, C))
 
 
 class FeedForward(nn.Module):
@@ -53,7 +54,7 @@ class FeedForward(nn.Module):
         self.fc2 = nn.Linear(ratio * n_embd, n_embd, bias=False)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return self.fc2(F.relu(self.fc1(x)))  # type: ignore[no-any-return]
+        return self.fc2(F.relu(self.fc1(x)))
 
 
 class Block(nn.Module):
@@ -69,7 +70,7 @@ class Block(nn.Module):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         x = x + self.attn(self.norm1(x))
-        return x + self.mlp(self.norm2(x))  # type: ignore[no-any-return]
+        return x + self.mlp(self.norm2(x))
 
 
 class GPT(nn.Module):
@@ -101,7 +102,11 @@ class GPT(nn.Module):
         return logits, loss
 
 
-_ACTIVATIONS = {"relu": F.relu, "tanh": torch.tanh, "linear": lambda x: x}
+_ACTIVATIONS: dict[str, Callable[[torch.Tensor], torch.Tensor]] = {
+    "relu": F.relu,
+    "tanh": torch.tanh,
+    "linear": lambda x: x,
+}
 
 
 class Neuron(nn.Module):
@@ -121,9 +126,9 @@ class Layer(nn.Module):
         self.neurons = nn.ModuleList(Neuron(nin) for _ in range(nout))
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        w = torch.stack([n.w for n in self.neurons])  # type: ignore[union-attr]
-        b = torch.stack([n.b for n in self.neurons])  # type: ignore[union-attr]
-        return _ACTIVATIONS[self.activation](x @ w.T + b)  # type: ignore[no-any-return]
+        w = torch.stack([n.get_parameter("w") for n in self.neurons])
+        b = torch.stack([n.get_parameter("b") for n in self.neurons])
+        return _ACTIVATIONS[self.activation](x @ w.T + b)
 
 
 class ScalarMLP(nn.Module):

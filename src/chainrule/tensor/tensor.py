@@ -153,7 +153,7 @@ class Tensor(Labelled):
         return self.data.__dlpack__(**kwargs)
 
     def __dlpack_device__(self) -> tuple[int, int]:
-        return self.data.__dlpack_device__()  # type: ignore[no-any-return]
+        return self.data.__dlpack_device__()
 
     # -- graph ----------------------------------------------------------------
 
