@@ -83,7 +83,7 @@ def test_truncated_checkpoint(saved: tuple[MLP, Path]) -> None:
     before = model.state_dict()
     for cut in (0, 1, len(data) // 2, len(data) - 3):
         path.write_bytes(data[:cut])
-        with pytest.raises(CheckpointError, match="corrupt or truncated|damaged") as info:
+        with pytest.raises(CheckpointError, match=r"corrupt or truncated|damaged") as info:
             checkpoint.load(path, model)
         assert "\n" not in str(info.value)
         assert model.state_dict() == before

@@ -42,6 +42,7 @@ True
 from __future__ import annotations
 
 import hashlib
+import itertools
 import json
 import math
 import os
@@ -231,7 +232,7 @@ def _mlp_size(arch: dict[str, Any]) -> int | None:
     sizes = [nin, *nouts] if isinstance(nouts, list) and nouts else []
     if not sizes or not all(type(n) is int and n >= 1 for n in sizes):
         return None
-    return sum((a + 1) * b for a, b in zip(sizes, sizes[1:]))
+    return sum((a + 1) * b for a, b in itertools.pairwise(sizes))
 
 
 def _describe(architecture: dict[str, Any]) -> str:
