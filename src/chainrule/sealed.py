@@ -48,9 +48,10 @@ PLACEHOLDER = "0" * 64
 
 _DIGEST = re.compile(rb'"' + DIGEST_KEY.encode() + rb'"\s*:\s*"([0-9a-f]{64})"')
 
-#: Integers longer than this in a checkpoint's JSON are refused (an int64
-#: has 19 digits; Python would parse a 4,000-digit one, slowly).
-MAX_INT_DIGITS = 20
+#: Integers longer than this in a checkpoint's JSON are refused: NumPy's
+#: PCG64 random state holds 128-bit integers (39 digits); Python would parse
+#: a 4,000-digit one, slowly.
+MAX_INT_DIGITS = 40
 #: Nesting deeper than this is refused before Python's parser recurses.
 MAX_DEPTH = 64
 
@@ -59,27 +60,35 @@ class CheckpointError(ValueError):
     """A checkpoint that cannot be loaded, with the reason in one line."""
 
 
-def seal(data: bytes) -> bytes:
-    """``data`` with its one ``PLACEHOLDER`` digest replaced by the SHA-256
-    of ``data`` (placeholder included): the bytes to write."""
-    match = _DIGEST.search(data)
-    if match is None or match.group(1) != PLACEHOLDER.encode() or _DIGEST.search(data, match.end()):
+def seal(data: bytes, end: int | None = None) -> bytes:
+    """``data`` with its one ``PLACEHOLDER`` digest (looked for before
+    ``end``) replaced by the SHA-256 of ``data`` (placeholder included):
+    the bytes to write."""
+    end = len(data) if end is None else end
+    match = _DIGEST.search(data, 0, end)
+    if (
+        match is None
+        or match.group(1) != PLACEHOLDER.encode()
+        or _DIGEST.search(data, match.end(), end)
+    ):
         raise ValueError(f"seal: data must hold one {DIGEST_KEY!r} placeholder")
     digest = hashlib.sha256(data).hexdigest().encode()
     return data[: match.start(1)] + digest + data[match.end(1) :]
 
 
-def sealed_digest(data: bytes) -> str | None:
-    """The digest a sealed file claims, or None when it has none."""
-    match = _DIGEST.search(data)
+def sealed_digest(data: bytes, end: int | None = None) -> str | None:
+    """The digest a sealed file claims (before ``end``), or None."""
+    match = _DIGEST.search(data, 0, len(data) if end is None else end)
     return match.group(1).decode() if match else None
 
 
-def verify(data: bytes, where: str) -> str:
+def verify(data: bytes, where: str, end: int | None = None) -> str:
     """Check that ``data`` is a sealed file whose bytes are as written, and
-    return its digest. Raises :class:`CheckpointError` otherwise."""
-    match = _DIGEST.search(data)
-    if match is None or _DIGEST.search(data, match.end()) is not None:
+    return its digest; the digest is looked for before ``end`` (a header).
+    Raises :class:`CheckpointError` otherwise."""
+    end = len(data) if end is None else end
+    match = _DIGEST.search(data, 0, end)
+    if match is None or _DIGEST.search(data, match.end(), end) is not None:
         raise CheckpointError(f"{where}: checkpoint is damaged (its file_sha256 is missing)")
     zeroed = data[: match.start(1)] + PLACEHOLDER.encode() + data[match.end(1) :]
     claimed = match.group(1).decode()
