@@ -201,3 +201,38 @@ def test_unsupported_models_are_refused(torch: Any) -> None:
 
 def test_interop_doctest(torch: Any) -> None:
     assert doctest.testmod(chainrule.interop).failed == 0
+
+
+# ----------------------------------------------------------------------------
+# checkpoints: chainrule -> safetensors -> torch twin -> chainrule
+# ----------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_checkpoint_loads_into_the_torch_twin_strictly_and_back(
+    torch: Any, tmp_path: Any, dtype: str
+) -> None:
+    from safetensors.torch import load_file
+
+    from chainrule.tensor import checkpoint
+
+    to_torch, from_torch = _interop()
+    model = _gpt(dtype, seed=3)
+    path = tmp_path / "gpt.safetensors"
+    checkpoint.save(model, path, metadata={"step": 7})
+    twin = to_torch(_gpt(dtype, seed=4))  # other weights
+    result = twin.load_state_dict(load_file(path), strict=True)
+    assert not result.missing_keys and not result.unexpected_keys
+    for name, p in twin.named_parameters():
+        np.testing.assert_array_equal(p.detach().numpy(), model.state_dict()[name])
+    # a torch step, then back into a chainrule checkpoint
+    idx = torch.zeros((1, 4), dtype=torch.int64)
+    _, loss = twin(idx, idx)
+    loss.backward()
+    torch.optim.SGD(twin.parameters(), lr=0.1).step()
+    checkpoint.save(from_torch(twin), tmp_path / "back.safetensors", metadata={"step": 8})
+    back = checkpoint.load_model(tmp_path / "back.safetensors")
+    assert checkpoint.read(tmp_path / "back.safetensors")["metadata"] == {"step": 8}
+    for name, p in twin.named_parameters():
+        np.testing.assert_array_equal(back.state_dict()[name], p.detach().numpy())
+    assert not np.array_equal(back.lm_head.weight.data, model.lm_head.weight.data)
