@@ -63,17 +63,20 @@ def main() -> None:
     parser.add_argument("--timeout", type=float, default=300.0, help="collective timeout, seconds")
     args = parser.parse_args()
 
+    # chainrule's reader checks every byte (model, Adam state, run state) ...
+    try:
+        saved = checkpoint.read(args.checkpoint)
+        config = checkpoint.gpt_config(saved["architecture"], saved["parameters"], args.checkpoint)
+        run, adam = saved["metadata"]["run"], saved["optimizer"]
+        settings = run["settings"]
+    except (checkpoint.CheckpointError, KeyError, TypeError) as e:
+        raise SystemExit(f"continue_on_torch: not a chainrule gpt checkpoint: {e}") from None
+
     use_cuda = torch.cuda.is_available()
     backend = "nccl" if use_cuda else "gloo"
     dist.init_process_group(backend, timeout=datetime.timedelta(seconds=args.timeout))
     rank, world = dist.get_rank(), dist.get_world_size()
     device = torch.device(f"cuda:{int(os.environ.get('LOCAL_RANK', 0))}" if use_cuda else "cpu")
-
-    # chainrule's reader checks every byte (model, Adam state, run state) ...
-    saved = checkpoint.read(args.checkpoint)
-    run, adam = saved["metadata"]["run"], saved["optimizer"]
-    settings = run["settings"]
-    config = checkpoint.gpt_config(saved["architecture"], saved["parameters"], args.checkpoint)
     # ... and the file itself is an ordinary safetensors state dict for the twin.
     model = GPT(config).to(getattr(torch, settings["dtype"]))
     model.load_state_dict(load_file(args.checkpoint), strict=True)
