@@ -35,16 +35,8 @@ from typing import Any
 
 import numpy as np
 
-from ..sealed import (
-    DIGEST_KEY,
-    PLACEHOLDER,
-    CheckpointError,
-    loads_json,
-    read_regular_file,
-    seal,
-    verify,
-    write_atomically,
-)
+from .. import sealed
+from ..sealed import CheckpointError
 
 __all__ = [
     "FORMAT",
@@ -120,8 +112,8 @@ def save(
         header["optimizer_sha256"] = _digest_of(sidecar)
     data = _sealed(FORMAT, tensors, header)
     if sidecar is not None:
-        write_atomically(optimizer_path(p), sidecar)
-    write_atomically(p, data)
+        sealed.write_atomically(optimizer_path(p), sidecar)
+    sealed.write_atomically(p, data)
 
 
 def _split(optimizer: Mapping[str, Any]) -> tuple[dict[str, np.ndarray], dict[str, Any]]:
@@ -140,15 +132,15 @@ def _split(optimizer: Mapping[str, Any]) -> tuple[dict[str, np.ndarray], dict[st
 def _sealed(fmt: str, tensors: Mapping[str, np.ndarray], fields: dict[str, Any]) -> bytes:
     """A safetensors file of ``tensors`` whose metadata holds the format, the
     version, ``fields`` (each as JSON) and the file's digest."""
-    meta = {"format": fmt, "version": VERSION, DIGEST_KEY: PLACEHOLDER}
+    meta = {"format": fmt, "version": VERSION, sealed.DIGEST_KEY: sealed.PLACEHOLDER}
     meta.update({k: json.dumps(v, allow_nan=False) for k, v in fields.items()})
     contiguous = {k: np.ascontiguousarray(v) for k, v in tensors.items()}
     data: bytes = _safetensors().save(contiguous, metadata=meta)
-    return seal(data, end=8 + _header_size(data))
+    return sealed.seal(data, end=8 + _header_size(data))
 
 
 def _digest_of(data: bytes) -> str:
-    return verify(data, "sidecar", end=8 + _header_size(data))
+    return sealed.verify(data, "sidecar", end=8 + _header_size(data))
 
 
 def _header_size(data: bytes) -> int:
@@ -164,12 +156,12 @@ def _open(path: Path, fmt: str) -> tuple[dict[str, np.ndarray], dict[str, Any], 
     """The tensors, the metadata (JSON fields decoded) and the digest of the
     sealed safetensors file at ``path``."""
     where = str(path)
-    data = read_regular_file(path, MAX_BYTES)
+    data = sealed.read_regular_file(path, MAX_BYTES)
     n = _header_size(data) if len(data) >= 8 else -1
     if not 0 < n <= min(MAX_HEADER, len(data) - 8):
         raise CheckpointError(f"{where}: not a safetensors checkpoint, damaged or truncated")
-    digest = verify(data, where, end=8 + n)  # before parsing anything
-    header = loads_json(data[8 : 8 + n], where)
+    digest = sealed.verify(data, where, end=8 + n)  # before parsing anything
+    header = sealed.loads_json(data[8 : 8 + n], where)
     meta = header.get("__metadata__") if isinstance(header, dict) else None
     if not isinstance(meta, dict) or meta.get("format") != fmt:
         raise CheckpointError(f"{where}: not a chainrule checkpoint (no format {fmt!r})")
@@ -179,9 +171,9 @@ def _open(path: Path, fmt: str) -> tuple[dict[str, np.ndarray], dict[str, Any], 
             f"(expected {VERSION})"
         )
     fields = {
-        k: loads_json(v, where)
+        k: sealed.loads_json(v, where)
         for k, v in meta.items()
-        if k not in ("format", "version", DIGEST_KEY)
+        if k not in ("format", "version", sealed.DIGEST_KEY)
     }
     try:
         tensors = _safetensors().load(data)
