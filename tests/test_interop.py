@@ -41,6 +41,23 @@ def test_numpy_from_dlpack_shares_memory() -> None:
     assert back.data is a
 
 
+def test_tensor_of_an_array_like_shares_memory() -> None:
+    """Anything with ``__array__`` (NumPy's protocol) keeps its float dtype
+    and its buffer, as an ndarray does; a NumPy float32 scalar is a number."""
+
+    class ArrayLike:
+        def __init__(self, a: np.ndarray) -> None:
+            self.a = a
+
+        def __array__(self, dtype: Any = None, copy: Any = None) -> np.ndarray:
+            return self.a
+
+    a = np.ones((2, 2), dtype=np.float32)
+    t = Tensor(ArrayLike(a))
+    assert t.dtype == np.float32 and np.shares_memory(t.data, a)
+    assert Tensor(np.float32(1.5)).dtype == np.float64
+
+
 def test_tolist_and_numpy() -> None:
     t = Tensor([[1.5, -2.0]])
     assert t.tolist() == [[1.5, -2.0]] and type(t.tolist()[0][0]) is float

@@ -356,8 +356,11 @@ def as_array(data: Any, dtype: Any, op: str) -> np.ndarray:
             raise TypeError(f"{op}: dtype must be float32 or float64, got {dtype}")
     if isinstance(data, (str, bytes)) or data is None:
         raise TypeError(f"{op}: expected {_ACCEPTED}, got {type(data).__name__} {data!r}")
-    if not isinstance(data, np.ndarray) and hasattr(data, "__dlpack__"):
-        data = _from_dlpack(data, op)  # a torch tensor, a JAX array ...: shared, not copied
+    if not isinstance(data, (np.ndarray, np.generic)):
+        if hasattr(data, "__dlpack__"):
+            data = _from_dlpack(data, op)  # a torch tensor, a JAX array ...: shared, not copied
+        elif hasattr(data, "__array__"):
+            data = np.asarray(data)  # NumPy's array protocol: shared when it can be
     if isinstance(data, np.ndarray) and data.dtype in FLOAT_DTYPES:
         return data if dtype is None or data.dtype == dtype else data.astype(dtype)
     try:
