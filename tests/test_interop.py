@@ -30,6 +30,9 @@ def test_numpy_asarray_is_the_data(dtype: str) -> None:
     assert t.data[0, 0] == 7.0
     assert np.asarray(t, dtype=np.float16).dtype == np.float16  # another dtype: a copy
     assert not np.shares_memory(np.array(t, copy=True), t.data)
+    assert np.asarray(t, copy=False) is t.data
+    with pytest.raises(ValueError, match="needs a copy"):
+        np.asarray(t, dtype=np.float16, copy=False)
     assert np.asarray([Tensor([1.0]), Tensor([2.0])]).tolist() == [[1.0], [2.0]]
 
 

@@ -141,7 +141,10 @@ class Tensor(Labelled):
 
     def __array__(self, dtype: Any = None, copy: bool | None = None) -> np.ndarray:
         """``np.asarray(t)`` is ``t.data`` itself, not an array of Tensors."""
-        if copy is True or (dtype is not None and np.dtype(dtype) != self.data.dtype):
+        convert = dtype is not None and np.dtype(dtype) != self.data.dtype
+        if convert and copy is False:
+            raise ValueError(f"__array__: float data of {self.data.dtype} as {dtype} needs a copy")
+        if copy or convert:
             return np.array(self.data, dtype=dtype, copy=True)
         return self.data
 
