@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import os
 import random
+import sys
 import time
 import tracemalloc
 from collections.abc import Callable
@@ -271,3 +272,31 @@ def test_gpt_resume_refuses_a_fifo_or_device(
     make(tmp_path / "gpt.safetensors")
     code, err = _resume(capsys, tmp_path)
     assert code == 1 and "not a regular file" in err and err.count("\n") == 1
+
+
+def test_gpt_without_safetensors_says_what_to_install(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    monkeypatch.setitem(sys.modules, "safetensors", None)
+    code = main(["gpt", *TINY, "--out", str(tmp_path)])
+    err = capsys.readouterr().err
+    assert code == 1 and err.count("\n") == 1
+    assert "needs safetensors for its checkpoints: pip install 'chainrule[tensor]'" in err
+    assert not list(tmp_path.iterdir())  # stopped before training
+
+
+def test_oversized_checkpoint_is_refused_unread(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    path = tmp_path / "big.safetensors"
+    with open(path, "wb") as f:
+        f.truncate(1 << 30)  # sparse: a gigabyte that takes no disk
+    monkeypatch.setattr(tensor_checkpoint, "MAX_BYTES", 1 << 20)
+    tracemalloc.start()
+    try:
+        with pytest.raises(CheckpointError, match="1,073,741,824 bytes, more than a checkpoint"):
+            tensor_checkpoint.read(path)
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert peak < 1e6

@@ -494,9 +494,12 @@ def run(args: argparse.Namespace) -> int:
     _limit_threads(args.threads)
     try:
         import numpy  # noqa: F401
+    except ImportError:
+        return _error("needs NumPy: pip install 'chainrule[tensor]'")
+    try:
         import safetensors  # noqa: F401  (the checkpoints)
-    except ImportError as e:
-        return _error(f"needs {e.name}: pip install 'chainrule[tensor]'")
+    except ImportError:
+        return _error("needs safetensors for its checkpoints: pip install 'chainrule[tensor]'")
     out: Path = args.out
     problem = make_out_dir(out)
     if problem:
