@@ -219,6 +219,38 @@ def test_unsupported_models_are_refused(torch: Any) -> None:
         from_torch(torch.nn.Linear(2, 2).half())
 
 
+def test_chainrule_needs_neither_torch_nor_numpy(tmp_path: Any) -> None:
+    """torch and NumPy stay optional: ``import chainrule``, the JSON
+    checkpoints and ``chainrule moons`` work without them, and
+    ``chainrule.interop`` says what to install when it is used."""
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    code = (
+        "import sys\n"
+        "for name in ('numpy', 'torch', 'safetensors'):\n"
+        "    sys.modules[name] = None\n"
+        "import chainrule, chainrule.interop\n"
+        "from chainrule import checkpoint\n"
+        "from chainrule.cli import main\n"
+        "assert main(['moons', '--steps', '2', '--out', 'o']) == 0\n"
+        "assert len(checkpoint.load_model('o/moons.json').parameters()) == 337\n"
+        "try:\n"
+        "    chainrule.interop.to_torch(None)\n"
+        "except ImportError as e:\n"
+        "    print(e)\n"
+    )
+    src = str(Path(chainrule.interop.__file__).resolve().parents[2])
+    env = {**os.environ, "PYTHONPATH": src}
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, env=env, cwd=tmp_path
+    )
+    assert out.returncode == 0, out.stderr
+    assert "chainrule.interop needs PyTorch: pip install torch" in out.stdout
+
+
 def test_interop_doctest(torch: Any) -> None:
     assert doctest.testmod(chainrule.interop).failed == 0
 
