@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 import re
 import shutil
+import signal
 import socket
 import subprocess
 import sys
@@ -65,9 +66,19 @@ def runs(torch: Any, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]
         str(EXAMPLE), "--checkpoint", str(on_torch / "gpt.safetensors"),
         "--steps", str(END), "--timeout", "60",
     ]  # fmt: skip
-    done = subprocess.run(command, env=env, capture_output=True, text=True, timeout=240)
-    assert done.returncode == 0, done.stderr[-3000:]
-    return {"start": start, "torch": on_torch, "chainrule": on_chainrule, "stdout": done.stdout}
+    # its own process group: on a timeout the launcher and both workers go
+    proc = subprocess.Popen(
+        command, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        start_new_session=True,
+    )  # fmt: skip
+    try:
+        stdout, stderr = proc.communicate(timeout=240)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.communicate()
+        pytest.fail("torchrun did not finish within 240 s")
+    assert proc.returncode == 0, stderr[-3000:]
+    return {"start": start, "torch": on_torch, "chainrule": on_chainrule, "stdout": stdout}
 
 
 def _losses(stdout: str) -> list[float]:
