@@ -310,3 +310,32 @@ def test_oversized_checkpoint_is_refused_unread(
     finally:
         tracemalloc.stop()
     assert peak < 1e6
+
+
+def test_ctrl_c_during_a_save_leaves_model_and_optimizer_together(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, gpt_run: Path
+) -> None:
+    """SIGINT arriving between the two renames takes effect after both:
+    the files on disk are the new pair, and they load."""
+    import signal
+
+    model = tensor_checkpoint.load_model(gpt_run / "gpt.safetensors")
+    adam = {"t": 1, "m": {n: np.zeros(p.shape) for n, p in model.named_parameters()}}
+    path = tmp_path / "gpt.safetensors"
+    tensor_checkpoint.save(model, path, metadata={"save": 1}, optimizer=adam)
+    replace = os.replace
+    renamed: list[str] = []
+
+    def interrupted_replace(src: str, dst: Any) -> None:
+        replace(src, dst)
+        renamed.append(Path(dst).name)
+        if len(renamed) == 1:
+            os.kill(os.getpid(), signal.SIGINT)  # Ctrl-C after the sidecar's rename
+
+    monkeypatch.setattr(os, "replace", interrupted_replace)
+    with pytest.raises(KeyboardInterrupt):
+        tensor_checkpoint.save(model, path, metadata={"save": 2}, optimizer={**adam, "t": 2})
+    assert renamed == ["gpt.optim.safetensors", "gpt.safetensors"]
+    saved = tensor_checkpoint.read(path)
+    assert saved["metadata"] == {"save": 2} and saved["optimizer"]["t"] == 2
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted(renamed)  # no temporary left

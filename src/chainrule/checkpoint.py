@@ -108,7 +108,7 @@ def save(
         "parameters": parameters,
         "metadata": metadata or {},
     }
-    write_atomically(Path(path), seal(_layout(document).encode("utf-8")))
+    write_atomically((Path(path), seal(_layout(document).encode("utf-8"))))
 
 
 def _layout(document: dict[str, Any]) -> str:

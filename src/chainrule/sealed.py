@@ -25,8 +25,11 @@ import json
 import math
 import os
 import re
+import signal
 import stat
 import tempfile
+import threading
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -167,25 +170,56 @@ def _no(name: str) -> None:
     raise ValueError(f"{name} is not a number JSON allows")
 
 
-def write_atomically(path: Path, data: bytes) -> None:
-    """Write ``data`` to a temporary file beside ``path``, flush it to disk
-    and rename it over ``path``: a crash leaves the old file or the new one,
-    never half of one."""
-    directory = path.parent
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=directory)
+def write_atomically(*files: tuple[Path, bytes]) -> None:
+    """Write each ``(path, data)`` to a temporary file beside ``path``, flush
+    them all to disk, then rename each over its target, in order: a crash
+    leaves each file old or new, never half of one. Ctrl-C during the
+    renames is held until the last one is done, so files that belong
+    together (a model and its optimizer state) are not left one old and one
+    new by an interrupt (a power cut between two renames still can; the
+    reader notices)."""
+    temps: list[str] = []
     try:
-        # mkstemp makes the file private (0600); a checkpoint is an ordinary file.
-        os.chmod(tmp, 0o644)
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
+        for path, data in files:
+            fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+            temps.append(tmp)
+            # mkstemp makes the file private (0600); a checkpoint is an ordinary file.
+            os.chmod(tmp, 0o644)
+            with os.fdopen(fd, "wb") as f:
+                f.write(data)
+                f.flush()
+                os.fsync(f.fileno())
+        with _interrupts_held():
+            for (path, _), tmp in zip(files, temps):
+                os.replace(tmp, path)
     except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
+        for tmp in temps:
+            with contextlib.suppress(OSError):
+                os.unlink(tmp)
         raise
-    # Make the rename itself durable (POSIX; directories cannot be opened on Windows).
+    for directory in {path.parent for path, _ in files}:
+        _sync_directory(directory)
+
+
+@contextlib.contextmanager
+def _interrupts_held() -> Iterator[None]:
+    """SIGINT arriving inside the block takes effect when it ends."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    caught: list[Any] = []
+    previous = signal.signal(signal.SIGINT, lambda *args: caught.append(args))
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)
+    if caught and callable(previous):
+        previous(*caught[0])
+
+
+def _sync_directory(directory: Path) -> None:
+    """Make renames in ``directory`` durable (POSIX; directories cannot be
+    opened on Windows)."""
     with contextlib.suppress(OSError):
         dir_fd = os.open(directory, os.O_RDONLY)
         try:

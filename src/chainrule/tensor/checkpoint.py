@@ -17,7 +17,9 @@ as tensors, the rest as JSON), sealed the same way; the model file records
 the sidecar's digest, so a sidecar from another save is refused too. The
 sidecar keeps the model file loadable with ``strict=True``.
 
-Saving is atomic per file (the sidecar first, then the model file).
+Saving is atomic: both files are written and flushed to temporary files,
+then renamed over the old ones (the sidecar first) with Ctrl-C held until
+both are in place.
 Reading is bounded: only regular files, the header at most 100 MB, and an
 architecture whose size disagrees with the tensors in the file is refused
 before a model is built.
@@ -111,9 +113,9 @@ def save(
         sidecar = _sealed(OPTIMIZER_FORMAT, moments, {"state": rest})
         header["optimizer_sha256"] = _digest_of(sidecar)
     data = _sealed(FORMAT, tensors, header)
-    if sidecar is not None:
-        sealed.write_atomically(optimizer_path(p), sidecar)
-    sealed.write_atomically(p, data)
+    # the sidecar first: the model file names its digest
+    files = [(optimizer_path(p), sidecar)] if sidecar is not None else []
+    sealed.write_atomically(*files, (p, data))
 
 
 def _split(optimizer: Mapping[str, Any]) -> tuple[dict[str, np.ndarray], dict[str, Any]]:
