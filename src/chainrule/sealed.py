@@ -215,6 +215,8 @@ def _interrupts_held() -> Iterator[None]:
         signal.signal(signal.SIGINT, previous)
     if caught and callable(previous):
         previous(*caught[0])
+    elif caught and previous == signal.SIG_DFL:
+        os.kill(os.getpid(), signal.SIGINT)
 
 
 def _sync_directory(directory: Path) -> None:
