@@ -30,6 +30,7 @@ PUBLIC_MODULES: tuple[str, ...] = (
     "chainrule.tensor",
     "chainrule.tensor.nn",
     "chainrule.tensor.charlm",
+    "chainrule.tensor.checkpoint",
     "chainrule.interop",
     "chainrule",
     "chainrule.viz",
