@@ -83,7 +83,8 @@ def run(args: argparse.Namespace) -> int:
     try:
         root: Value = evaluate(args.formula, values)
     except ExprError as e:
-        print(f"error: {e}\n{e.caret()}", file=sys.stderr)
+        caret = e.caret()
+        print(f"error: {e}" + (f"\n{caret}" if caret else ""), file=sys.stderr)
         return 2
     root.backward()  # a fresh graph: the drawing then shows one pass's grads
     fmt = "markdown" if args.markdown else "text"
