@@ -21,6 +21,7 @@ from ..engine import Value
 from ..explain import explain, trace
 from ..expr import ExprError, evaluate
 from ..viz import GraphvizNotFound, draw, to_dot
+from ..walkthrough import write_walkthrough
 
 _BINDING = re.compile(r"([A-Za-z_][A-Za-z0-9_]*)=(.*)", re.S)
 
@@ -49,6 +50,11 @@ def register(subparsers: Any) -> None:
         "--trace",
         action="store_true",
         help="also print every update child.grad += local * node.grad, in order",
+    )
+    p.add_argument(
+        "--html",
+        metavar="FILE",
+        help="also write an interactive page that steps through the backward pass",
     )
     p.add_argument("--svg", metavar="FILE", help="also draw the graph as SVG (needs Graphviz)")
     p.add_argument("--dot", metavar="FILE", help="also write the graph as Graphviz DOT text")
@@ -101,6 +107,14 @@ def run(args: argparse.Namespace) -> int:
     if args.trace:
         print()
         print(trace(root, digits=args.digits))
+    if args.html:
+        try:
+            write_walkthrough(root, args.html, digits=args.digits)
+        except ValueError as e:
+            return _fail(str(e), 1)
+        except OSError as e:
+            return _fail(f"cannot write {args.html}: {e.strerror or e}", 1)
+        print(f"wrote {args.html}", file=sys.stderr)
     if args.dot:
         try:
             with open(args.dot, "w", encoding="utf-8") as f:
