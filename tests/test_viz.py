@@ -165,7 +165,7 @@ def test_rankdir_and_bad_arguments() -> None:
     assert "rankdir=TB;" in to_dot(Value(1.0), rankdir="TB")
     with pytest.raises(ValueError, match="rankdir"):
         to_dot(Value(1.0), rankdir="sideways")
-    with pytest.raises(TypeError, match="expected a Value"):
+    with pytest.raises(TypeError, match="expected a Value or a Tensor"):
         to_dot(1.0)  # type: ignore[arg-type]
 
 

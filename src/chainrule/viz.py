@@ -1,4 +1,5 @@
-"""Drawing the graph of a Value: Graphviz DOT text, and SVG or PNG files.
+"""Drawing the graph of a Value or a Tensor: Graphviz DOT text, and SVG or
+PNG files.
 
 :func:`to_dot` needs nothing: it writes the DOT language as text. Each Value
 is a record ``label | data | grad``; each operation is an oval between its
@@ -9,7 +10,8 @@ always gives the same text.
 :func:`draw` hands that text to Graphviz's ``dot`` program, which must be
 installed (``apt-get install graphviz``, ``brew install graphviz``);
 :func:`to_svg` returns the SVG as a string, which is what a Value shows in
-Jupyter.
+Jupyter. A Tensor's record shows its shape and dtype, and its gradient as
+a number (one element) or a norm (an array).
 """
 
 from __future__ import annotations
@@ -46,7 +48,7 @@ class GraphvizNotFound(RuntimeError):
 # --------------------------------------------------------------------------
 
 
-def forward_order(root: Value) -> list[Value]:
+def forward_order(root: Any) -> list[Any]:
     """Every node ``root`` depends on, each after the nodes it was computed
     from; a leaf comes just before its first use. Iterative.
 
@@ -69,7 +71,7 @@ def forward_order(root: Value) -> list[Value]:
     return order
 
 
-def display_name(node: Value, index: int) -> str:
+def display_name(node: Any, index: int) -> str:
     """The node's label, shortened to :data:`LABEL_WIDTH`, or ``#index``
     when it has none (the same number in the drawing and in the table)."""
     label = " ".join(node.label.split())
@@ -116,14 +118,21 @@ def _field(text: str) -> str:
     return text
 
 
-def _record(node: Value, index: int, root: bool) -> str:
-    fields = "|".join(
-        (
-            _field(display_name(node, index)),
-            "data " + format_number(node.data),
-            "grad " + format_number(node.grad),
+def _is_tensor(node: Any) -> bool:
+    return hasattr(node, "_vjp") and hasattr(node.data, "shape")
+
+
+def _record(node: Any, index: int, root: bool) -> str:
+    if _is_tensor(node):  # NumPy is there: the node is an array
+        from .tensor_explain import grad_summary, shape_text
+
+        described = (
+            f"{shape_text(node.data.shape)} {node.data.dtype}",
+            "grad " + grad_summary(node.grad),
         )
-    )
+    else:
+        described = ("data " + format_number(node.data), "grad " + format_number(node.grad))
+    fields = "|".join((_field(display_name(node, index)), *described))
     # Backslashes are already escaped for the record parser, which reads the
     # string as written; only the quote needs the string-level escape.
     label = '"{' + fields.replace('"', '\\"') + '}"'
@@ -131,10 +140,11 @@ def _record(node: Value, index: int, root: bool) -> str:
     return f"  v{index} [shape=record, label={label}{extra}];"
 
 
-def to_dot(root: Value, *, max_nodes: int = DEFAULT_MAX_NODES, rankdir: str = "LR") -> str:
-    """The graph of ``root`` in Graphviz's DOT language.
+def to_dot(root: Any, *, max_nodes: int = DEFAULT_MAX_NODES, rankdir: str = "LR") -> str:
+    """The graph of ``root``, a Value or a Tensor, in Graphviz's DOT language.
 
-    One record per Value (label, data, grad; the root drawn bold), one oval
+    One record per Value (label, data, grad; the root drawn bold; for a
+    Tensor: label, shape and dtype, grad or its norm), one oval
     per operation, edges from inputs to the operation and from it to its
     output. Unlabelled Values are shown as ``#n``, their place in the order.
     Grads are shown as they are: call ``backward()`` first to see them.
@@ -158,8 +168,8 @@ def to_dot(root: Value, *, max_nodes: int = DEFAULT_MAX_NODES, rankdir: str = "L
       v1_op -> v1;
     }
     """
-    if not isinstance(root, Value):
-        raise TypeError(f"to_dot: expected a Value, got {type(root).__name__}")
+    if not isinstance(root, Value) and not _is_tensor(root):
+        raise TypeError(f"to_dot: expected a Value or a Tensor, got {type(root).__name__}")
     if rankdir not in ("LR", "RL", "TB", "BT"):
         raise ValueError(f"to_dot: rankdir must be LR, RL, TB or BT, got {rankdir!r}")
     nodes = forward_order(root)
@@ -225,7 +235,7 @@ def _render(dot_text: str, fmt: str, timeout: float) -> bytes:
 
 
 def draw(
-    root: Value,
+    root: Any,
     path: str | os.PathLike[str],
     *,
     format: str | None = None,  # noqa: A002
@@ -260,7 +270,7 @@ def draw(
     return path
 
 
-def to_svg(root: Value, *, max_nodes: int = DEFAULT_MAX_NODES, timeout: float = 30.0) -> str:
+def to_svg(root: Any, *, max_nodes: int = DEFAULT_MAX_NODES, timeout: float = 30.0) -> str:
     """The drawing of ``root``'s graph as SVG text (needs ``dot``)."""
     return _render(to_dot(root, max_nodes=max_nodes), "svg", timeout).decode("utf-8")
 
