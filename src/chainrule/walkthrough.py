@@ -27,6 +27,7 @@ from .viz import DEFAULT_MAX_NODES, format_number
 
 BOX_W, BOX_H = 150, 64  # a node's box in the drawing, in pixels
 GAP_X, GAP_Y = 70, 18  # between columns and between boxes in a column
+TOP = 46  # room above the boxes for edges that skip a column
 
 
 def layout(walk: Walk) -> list[tuple[float, float]]:
@@ -48,7 +49,7 @@ def layout(walk: Walk) -> list[tuple[float, float]]:
     out: list[tuple[float, float]] = []
     for d, row in places:
         offset = (height - rows[d]) * (BOX_H + GAP_Y) / 2  # centre short columns
-        out.append((20 + d * (BOX_W + GAP_X), 20 + offset + row * (BOX_H + GAP_Y)))
+        out.append((20 + d * (BOX_W + GAP_X), TOP + offset + row * (BOX_H + GAP_Y)))
     return out
 
 
@@ -65,15 +66,25 @@ def _svg(walk: Walk, digits: int) -> str:
     ]
     for i in range(len(walk.nodes)):
         ins = walk.locals_of(i)
-        for slot, (k, d) in enumerate(ins):
+        x2 = xy[i][0]
+
+        def arcs(k: int, x2: float = x2) -> bool:  # skips a column: arcs over the boxes between
+            return x2 - (xy[k][0] + BOX_W) > GAP_X + 1
+
+        # edges arriving from above take the upper slots, so they do not cross
+        slots = sorted(ins, key=lambda kd: -1.0 if arcs(kd[0]) else xy[kd[0]][1])
+        for slot, (k, d) in enumerate(slots):
             x1, y1 = xy[k][0] + BOX_W, xy[k][1] + BOX_H / 2
-            x2 = xy[i][0]
             y2 = xy[i][1] + BOX_H * (slot + 1) / (len(ins) + 1)
-            mid = (x1 + x2) / 2
+            if arcs(k):
+                top = TOP - 30
+                curve = f"C{x1 + GAP_X:g},{top:g} {x2 - GAP_X:g},{top:g}"
+            else:
+                mid = (x1 + x2) / 2
+                curve = f"C{mid:g},{y1:g} {mid:g},{y2:g}"
             parts.append(
                 f'<path class="edge" data-from="{k}" data-to="{i}" '
-                f'd="M{x1:g},{y1:g} C{mid:g},{y1:g} {mid:g},{y2:g} {x2:g},{y2:g}" '
-                'marker-end="url(#arrow)"/>'
+                f'd="M{x1:g},{y1:g} {curve} {x2:g},{y2:g}" marker-end="url(#arrow)"/>'
             )
             parts.append(
                 f'<text class="local" x="{x2 - 4:g}" y="{y2 - 4:g}" text-anchor="end">'
