@@ -255,9 +255,9 @@ def test_jupyter_shows_the_graph() -> None:
     assert svg is not None and "<svg" in svg and "relu(a*b + d)" in svg
 
 
-def test_committed_drawing_is_the_seed_002_graph() -> None:
-    # docs/seed002.svg is made by `chainrule explain ... --svg docs/seed002.svg`
-    svg = (Path(__file__).resolve().parent.parent / "docs" / "seed002.svg").read_text()
+def test_committed_drawing_is_the_relu_graph() -> None:
+    # docs/relu-graph.svg is made by the README's `chainrule explain ... --svg docs/relu-graph.svg`
+    svg = (Path(__file__).resolve().parent.parent / "docs" / "relu-graph.svg").read_text()
     texts = svg_texts(svg)
     assert texts[:3] == ["a", "data 2.0", "grad -3.0"]
-    assert "relu(a*b + d)" in texts and "grad 2.0" in texts
+    assert "f" in texts and "e" in texts and "grad 2.0" in texts

@@ -69,6 +69,17 @@ def test_labels_cannot_break_out_of_the_page(tmp_path: Path) -> None:
     )
 
 
+DOCS = Path(__file__).resolve().parent.parent / "docs"
+
+
+def test_committed_page_and_screenshot_are_current() -> None:
+    # made by the README's two commands: explain --html, then chromium --screenshot
+    page = (DOCS / "walkthrough.html").read_text(encoding="utf-8")
+    assert page == walkthrough_html(evaluate(*FORMULAS[1]))
+    png = (DOCS / "walkthrough.png").read_bytes()
+    assert png.startswith(b"\x89PNG\r\n\x1a\n") and len(png) > 20_000
+
+
 def test_refusals() -> None:
     with pytest.raises(TypeError, match="walkthrough_html: expected a Value, got float"):
         walkthrough_html(3.0)  # type: ignore[arg-type]
