@@ -128,9 +128,11 @@ def test_step_and_binding_mistakes_are_one_line(
 def test_markdown_and_digits(capsys: pytest.CaptureFixture[str]) -> None:
     code, out, _ = run(capsys, "a/b", "a=1", "b=3", "--markdown", "--digits", "3")
     assert code == 0
+    # a / b is micrograd's a * b**-1: two nodes
     assert out.splitlines()[2] == (
-        "| `a/b` | `/` | 0.333 | `a`: 0.333, `b`: -0.111 | 1.0 (seed) | seed: the output itself |"
+        "| `a/b` | `*` | 0.333 | `a`: 0.333, `#1`: 1.0 | 1.0 (seed) | seed: the output itself |"
     )
+    assert out.splitlines()[4].startswith("| `#1` | `**-1` | 0.333 | `b`: -0.111 | 1.0 |")
 
 
 def test_values_accept_any_float_spelling(capsys: pytest.CaptureFixture[str]) -> None:

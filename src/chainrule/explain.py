@@ -1,11 +1,12 @@
 """The backward pass as the walkthroughs tell it: a table, one row per node,
 and the trace of every ``+=`` update in the order the pass applies them.
 
-:func:`backward_walk` runs the pass itself, reading nothing but ``data``,
-the inputs (``_prev``) and the local gradients stored when each node was
-made; it neither needs nor changes ``.grad``. It records the topological
-order, the seed, and every update ``child.grad += local * node.grad`` with
-the child's running total. The table (:func:`explain`), the trace
+:func:`backward_walk` runs the engine's own backward walk
+(:func:`chainrule.engine.backpropagate`) with a hook that watches every
+term, so it neither needs nor changes ``.grad``. It records the
+topological order, the seed, and every update
+``child.grad += local * node.grad`` (the local derivative read from the
+node's ``_local_grads``) with the child's running total. The table (:func:`explain`), the trace
 (:func:`trace`) and the interactive page (:mod:`chainrule.walkthrough`) are
 all drawn from that one record, and their gradients are what
 ``root.backward()`` gives on fresh gradients (seed 1.0).
@@ -23,7 +24,7 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
-from .engine import Value, _masked_step
+from .engine import Value, backpropagate, topological_order
 from .viz import display_name, format_number, forward_order
 
 #: A node with more contributions than this shows their count, not each one.
@@ -51,13 +52,15 @@ class Walk:
     """The record of one backward pass from ``nodes[root]``.
 
     ``nodes`` are in topological (forward) order, each after its inputs;
-    ``names`` their labels (``#n`` when unlabelled); ``updates`` every
-    ``+=`` in the order applied; ``grads`` each node's final gradient, and
+    ``names`` their labels (``#n`` when unlabelled); ``order`` the interior
+    nodes in the order the pass processes them; ``updates`` every ``+=`` in
+    the order applied; ``grads`` each node's final gradient, and
     ``received`` the contributions that summed to it.
     """
 
     nodes: list[Value]
     names: list[str]
+    order: list[int]
     root: int
     seed: float
     updates: list[Update]
@@ -68,15 +71,7 @@ class Walk:
         """``(input, d node / d input)`` for each input of node ``i``."""
         index = {id(v): k for k, v in enumerate(self.nodes)}
         node = self.nodes[i]
-        return [(index[id(c)], float(d)) for c, d in zip(node._prev, _local_gradients(node))]
-
-
-def _local_gradients(node: Value) -> Any:
-    """The local derivatives d node / d input, one per input: micrograd's
-    ``_prev`` pairs with microgpt's ``_local_grads`` where the engine has
-    them, else with the engine's stored ``_local``."""
-    local = getattr(node, "_local_grads", None)
-    return node._local if local is None else local
+        return [(index[id(c)], float(d)) for c, d in zip(node._children, node._local_grads)]
 
 
 def backward_walk(root: Value) -> Walk:
@@ -98,43 +93,27 @@ def backward_walk(root: Value) -> Walk:
     updates: list[Update] = []
     r = len(nodes) - 1  # the root comes last in the forward order
     grads[r] = 1.0
+    # where each node's next input is looked for: an input that appears
+    # twice (x * x) gets its two local derivatives in turn, and an input a
+    # masking op skips (inf or nan into relu) is passed over
+    position: dict[int, int] = {}
 
-    # Reversed, the forward order visits consumers before their inputs and
-    # interior nodes newest first, as backward() does: the sums agree exactly.
-    for i in range(r, -1, -1):
-        node = nodes[i]
-        if not node._prev:
-            continue
-        g = grads[i]
-        local = _local_gradients(node)
-        if g - g != 0.0 and node._fn.masked:
-            # inf or nan into relu, max or min: backward()'s own rule, under
-            # which a masked input gets nothing rather than 0 * inf = nan
-            steps = _masked_steps(node, g)
-        else:
-            steps = [(p, d * g) for p, d in enumerate(local)]
-        for p, contribution in steps:
-            k = index[node._prev[p]]
-            before = grads[k]
-            grads[k] = before + contribution if received[k] else contribution
-            received[k].append(contribution)
-            updates.append(Update(i, k, float(local[p]), g, contribution, before, grads[k]))
-    return Walk(nodes, names, r, 1.0, updates, grads, received)
-
-
-def _masked_steps(node: Value, g: float) -> list[tuple[int, float]]:
-    """``(input position, contribution)`` for the inputs a non-finite
-    gradient reaches through a masking op, by backward()'s own rule."""
-    given: list[tuple[Value, float]] = []
-    _masked_step(node, g, lambda child, c: given.append((child, c)))
-    steps = []
-    p = 0
-    for child, c in given:  # in input order; find each one's position
-        while node._prev[p] is not child:
+    def watch(node: Value, child: Value, contribution: float, incoming: float) -> None:
+        i, k = index[node], index[child]
+        p = position.get(i, 0)
+        children = node._children
+        while children[p] is not child:
             p += 1
-        steps.append((p, c))
-        p += 1
-    return steps
+        position[i] = p + 1
+        before = grads[k]
+        grads[k] = before + contribution if received[k] else contribution
+        received[k].append(contribution)
+        local = float(node._local_grads[p])
+        updates.append(Update(i, k, local, incoming, contribution, before, grads[k]))
+
+    backpropagate(root, 1.0, on_edge=watch)
+    order = [index[v] for v in topological_order(root)[0]]
+    return Walk(nodes, names, order, r, 1.0, updates, grads, received)
 
 
 # --------------------------------------------------------------------------
@@ -304,9 +283,8 @@ def trace(root: Value, *, digits: int = 6) -> str:
         return format_number(x, digits)
 
     names = walk.names
-    order = range(len(walk.nodes) - 1, -1, -1)
-    interior = [names[i] for i in order if walk.nodes[i]._prev]
-    leaves = [names[i] for i in order if not walk.nodes[i]._prev]
+    interior = [names[i] for i in walk.order]
+    leaves = [names[i] for i in range(len(walk.nodes) - 1, -1, -1) if not walk.nodes[i]._prev]
     lines = [
         "topological order: " + ", ".join(names),
         f"seed: {names[walk.root]}.grad = {fmt(walk.seed)}",

@@ -23,7 +23,7 @@ import subprocess
 from pathlib import Path
 from typing import Any
 
-from .engine import Value
+from .engine import Value, topological_order
 from .graph import reverse_topological_order
 
 #: Graphs with more Values than this are drawn as a one-node summary.
@@ -57,11 +57,14 @@ def forward_order(root: Any) -> list[Any]:
     >>> [v.label for v in forward_order(a * b + a)]
     ['a', 'b', '', '']
     """
-    interior, _ = reverse_topological_order(root)
+    if isinstance(root, Value):  # the scalar engine's own order, as backward() walks it
+        interior, _ = topological_order(root)
+    else:  # a Tensor: the order its engine's backward() walks
+        interior, _ = reverse_topological_order(root)
     if not interior:
         return [root]
-    order: list[Value] = []
-    placed: set[Value] = set()
+    order: list[Any] = []
+    placed: set[Any] = set()
     for node in reversed(interior):  # oldest first: inputs before outputs
         for child in node._prev:
             if child not in placed and not child._prev:
