@@ -5,14 +5,19 @@ from __future__ import annotations
 
 import doctest
 import importlib
+import math
+from typing import Any
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from chainrule import Value, explain
 from chainrule.explain import backward_walk, meaning_of, trace
 from chainrule.expr import evaluate
 from chainrule.viz import forward_order
 from tables import cells
+from test_properties import inputs, instruction, run
 
 # `chainrule.explain` is the function; the module is reached by its full name.
 explain_module = importlib.import_module("chainrule.explain")
@@ -174,3 +179,19 @@ def test_refuses_bad_arguments() -> None:
         explain(3.0)
     with pytest.raises(TypeError, match="trace: expected a Value"):
         trace(3.0)  # type: ignore[arg-type]
+
+
+@given(program=st.lists(instruction, min_size=1, max_size=20), values=inputs)
+def test_random_graphs_walk_is_exactly_backward(
+    program: list[tuple[Any, ...]], values: list[float]
+) -> None:
+    # shared subexpressions, reuse, fused neurons: every node's grad, bit for bit
+    out = run(program, [Value(v) for v in values])
+    walk = backward_walk(out)
+    out.backward()
+    for node, g in zip(walk.nodes, walk.grads):
+        assert g == node.grad or (math.isnan(g) and math.isnan(node.grad))
+    for u in walk.updates:
+        c = u.local * u.incoming
+        assert c == u.contribution or (math.isnan(c) and math.isnan(u.contribution))
+    assert len(trace(out).splitlines()) == 3 + len(walk.updates)
