@@ -98,11 +98,20 @@ def test_neuron_drawing_matches_micrograd_with_the_elementary_switch() -> None:
     )
 
 
-def test_the_fused_neuron_is_one_node() -> None:
+def test_the_fused_neuron_is_one_node_and_expands_for_display() -> None:
+    import micrograd.engine
+    import micrograd.nn
+
     import chainrule.engine
     import chainrule.nn
+    from chainrule.viz import to_dot
 
     ours, _, _ = neuron_example(chainrule.engine, chainrule.nn)
     # the default: relu(w . x + b) is one ReLU(dot) node over the 5 inputs
     assert counts(notebook_drawing(ours)) == (6 + 1, 5 + 1)
     assert ours._op == "ReLU(dot)"
+    # chainrule's own drawing can expand it into micrograd's chain
+    theirs, _, _ = neuron_example(micrograd.engine, micrograd.nn)
+    dot = to_dot(ours, expand=True)
+    drawn = (dot.count("shape=record") + dot.count("shape=ellipse"), dot.count(" -> "))
+    assert drawn == counts(notebook_drawing(theirs))

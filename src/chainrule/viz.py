@@ -25,6 +25,7 @@ from typing import Any
 
 from .engine import Value, topological_order
 from .graph import reverse_topological_order
+from .primitives import ADD_N, AFFINE, AFFINE_RELU, DOT
 
 #: Graphs with more Values than this are drawn as a one-node summary.
 DEFAULT_MAX_NODES = 200
@@ -125,6 +126,14 @@ def _is_tensor(node: Any) -> bool:
     return hasattr(node, "_vjp") and hasattr(node.data, "shape")
 
 
+def _record_line(key: str, fields: tuple[str, ...], root: bool = False) -> str:
+    # Backslashes are already escaped for the record parser, which reads the
+    # string as written; only the quote needs the string-level escape.
+    label = '"{' + "|".join(fields).replace('"', '\\"') + '}"'
+    extra = ", penwidth=2" if root else ""
+    return f"  {key} [shape=record, label={label}{extra}];"
+
+
 def _record(node: Any, index: int, root: bool) -> str:
     if _is_tensor(node):  # NumPy is there: the node is an array
         from .tensor_explain import grad_summary, shape_text
@@ -135,15 +144,63 @@ def _record(node: Any, index: int, root: bool) -> str:
         )
     else:
         described = ("data " + format_number(node.data), "grad " + format_number(node.grad))
-    fields = "|".join((_field(display_name(node, index)), *described))
-    # Backslashes are already escaped for the record parser, which reads the
-    # string as written; only the quote needs the string-level escape.
-    label = '"{' + fields.replace('"', '\\"') + '}"'
-    extra = ", penwidth=2" if root else ""
-    return f"  v{index} [shape=record, label={label}{extra}];"
+    return _record_line(f"v{index}", (_field(display_name(node, index)), *described), root)
 
 
-def to_dot(root: Any, *, max_nodes: int = DEFAULT_MAX_NODES, rankdir: str = "LR") -> str:
+def _expansion(node: Value, i: int, index: dict[Any, int]) -> tuple[list[str], list[str]] | None:
+    """The lines and edges that draw fused node ``i`` (``sum``, ``dot``,
+    ``ReLU(dot)`` over Values) as the chain micrograd builds for it:
+    ``w1*x1``, ``w2*x2``, ``b + w1*x1``, ``... + w2*x2``, ``ReLU``. The
+    pieces show their data and the grad they would hold after
+    ``backward()``; None when the node is not one of these."""
+    fn = node._fn
+    kids = node._children
+    if fn is ADD_N:
+        terms = [(f"v{index[c]}", c.data) for c in kids]
+        products: list[tuple[Value, Value]] = []
+    elif fn in (DOT, AFFINE, AFFINE_RELU):
+        n = len(kids) // 2
+        products = list(zip(kids[:n], kids[n : 2 * n]))
+        terms = [(f"v{index[kids[-1]]}", kids[-1].data)] if fn is not DOT else []
+    else:
+        return None
+    relu = fn is AFFINE_RELU
+    if len(terms) + len(products) < 2 or (len(terms) + len(products) == 2 and not relu):
+        return None  # already one binary op
+    grad = node.grad.data if isinstance(node.grad, Value) else float(node.grad)
+    inner = grad if not relu or node.data > 0.0 else 0.0  # the grad of every piece
+    name = display_name(node, i)
+    lines: list[str] = []
+    edges: list[str] = []
+    pieces = 0
+
+    def piece(op: str, inputs: list[str], data: float, last: bool = False) -> str:
+        nonlocal pieces
+        key = f"v{i}" if last else f"v{i}_{pieces}"
+        if not last:
+            pieces += 1
+            fields = (_field(f"{name}.{pieces}"), f"data {format_number(data)}")
+            lines.append(_record_line(key, (*fields, f"grad {format_number(inner)}")))
+        lines.append(f"  {key}_op [shape=ellipse, label={_quoted(op)}];")
+        edges.extend(f"  {k} -> {key}_op;" for k in inputs)
+        edges.append(f"  {key}_op -> {key};")
+        return key
+
+    for w, x in products:
+        product = w.data * x.data
+        terms.append((piece("*", [f"v{index[w]}", f"v{index[x]}"], product), product))
+    key, total = terms[0]
+    for j, (k, data) in enumerate(terms[1:], start=2):
+        total += data
+        key = piece("+", [key, k], total, last=j == len(terms) and not relu)
+    if relu:
+        piece("ReLU", [key], node.data, last=True)
+    return lines, edges
+
+
+def to_dot(
+    root: Any, *, max_nodes: int = DEFAULT_MAX_NODES, rankdir: str = "LR", expand: bool = False
+) -> str:
     """The graph of ``root``, a Value or a Tensor, in Graphviz's DOT language.
 
     One record per Value (label, data, grad; the root drawn bold; for a
@@ -154,6 +211,10 @@ def to_dot(root: Any, *, max_nodes: int = DEFAULT_MAX_NODES, rankdir: str = "LR"
 
     A graph of more than ``max_nodes`` Values is drawn as the root alone
     with a note giving the graph's size, rather than an unreadable picture.
+
+    ``expand=True`` draws each fused node (a neuron's ``ReLU(dot)``, a
+    ``dot``, a ``sum``) as the chain of ``*`` and ``+`` micrograd would
+    have built, for display only: the graph itself is not changed.
 
     >>> from chainrule import Value
     >>> x = Value(3.0, label="x")
@@ -198,7 +259,11 @@ def to_dot(root: Any, *, max_nodes: int = DEFAULT_MAX_NODES, rankdir: str = "LR"
     edges: list[str] = []
     for i, node in enumerate(nodes):
         lines.append(_record(node, i, root=node is root))
-        if node._prev:
+        drawn = _expansion(node, i, index) if expand and isinstance(node, Value) else None
+        if drawn is not None:
+            lines.extend(drawn[0])
+            edges.extend(drawn[1])
+        elif node._prev:
             lines.append(f"  v{i}_op [shape=ellipse, label={_quoted(node._op or '?')}];")
             edges.extend(f"  v{index[child]} -> v{i}_op;" for child in node._prev)
             edges.append(f"  v{i}_op -> v{i};")
@@ -245,6 +310,7 @@ def draw(
     max_nodes: int = DEFAULT_MAX_NODES,
     rankdir: str = "LR",
     timeout: float = 30.0,
+    expand: bool = False,
 ) -> Path:
     """Draw the graph of ``root`` into ``path``, an ``.svg``, ``.png`` or
     ``.pdf`` file, and return the path. The extension picks the format
@@ -268,7 +334,8 @@ def draw(
             f"draw: cannot tell the format of {str(path)!r}: "
             f"end the name with {', '.join('.' + f for f in FORMATS)}"
         )
-    data = _render(to_dot(root, max_nodes=max_nodes, rankdir=rankdir), fmt, timeout)
+    dot_text = to_dot(root, max_nodes=max_nodes, rankdir=rankdir, expand=expand)
+    data = _render(dot_text, fmt, timeout)
     path.write_bytes(data)
     return path
 
