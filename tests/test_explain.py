@@ -195,3 +195,16 @@ def test_random_graphs_walk_is_exactly_backward(
         c = u.local * u.incoming
         assert c == u.contribution or (math.isnan(c) and math.isnan(u.contribution))
     assert len(trace(out).splitlines()) == 3 + len(walk.updates)
+
+
+def test_trace_names_constant_operands_and_masked_nodes() -> None:
+    f = evaluate("c = 2 - a; d = c*3 + a/4 - 1/c", {"a": 1.0})
+    heads = [line.split("  ")[1] for line in trace(f).splitlines()[3:] if line[2] != " "]
+    assert "c = number - a" in heads and "c*3 = 3.0 * c" in heads
+    # inf reaches relu(a) at a = -1: relu's zero local gradient masks it, as PyTorch
+    g = evaluate("relu(a) * 1e308 * 10", {"a": -1.0})
+    last = trace(g).splitlines()[-1].split()
+    assert last[:3] == ["relu(a)", "=", "ReLU(a)"]
+    assert " ".join(last[3:]) == "passes nothing: its grad inf is masked"
+    g.backward()
+    assert g._prev[0]._prev[0]._prev[0].grad == 0.0  # a: nothing, as the trace says

@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from .engine import Value, backpropagate, topological_order
+from .primitives import MUL_CONST, RDIV_CONST, RSUB_CONST
 from .viz import display_name, format_number, forward_order
 
 #: A node with more contributions than this shows their count, not each one.
@@ -312,13 +313,23 @@ def trace(root: Value, *, digits: int = 6) -> str:
                 f"-> {names[u.child]}.grad = {total}",
             )
         )
+    # a node that passes nothing on: a non-finite grad meeting a zero local
+    # gradient of relu, max or min, which masks it (as PyTorch) instead of 0 * inf
+    silent = set(walk.order) - {u.node for u in walk.updates}
+    for i in silent:
+        reached = i == walk.root or walk.received[i]
+        why = f"its grad {fmt(walk.grads[i])} is masked" if reached else "no grad reached it"
+        steps.append((formula(walk, i), f"passes nothing: {why}", ""))
+    updates = [u.node for u in walk.updates] + list(silent)
+    rank = {node: k for k, node in enumerate(walk.order)}
+    rows = sorted(zip(updates, steps), key=lambda r: rank[r[0]])  # stable: updates in order
     w0 = max((len(s[0]) for s in steps), default=0)
     w1 = max((len(s[1]) for s in steps), default=0)
     previous = -1
-    for u, (head, update, total) in zip(walk.updates, steps):
-        head = head if u.node != previous else ""
-        previous = u.node
-        lines.append(f"  {head.ljust(w0)}  {update.ljust(w1)}  {total}")
+    for node, (head, update, total) in rows:
+        head = head if node != previous else ""
+        previous = node
+        lines.append(f"  {head.ljust(w0)}  {update.ljust(w1)}  {total}".rstrip())
     return "\n".join(lines)
 
 
@@ -327,16 +338,20 @@ _INFIX = {"+", "-", "*", "/", "**"}
 
 def formula(walk: Walk, i: int) -> str:
     """How node ``i`` was computed, in its inputs' names: ``c = a * b``,
-    ``f = ReLU(e)``, ``e = **2(d)``."""
+    ``f = ReLU(e)``, ``e = d**2``, ``g = 2.0 * f``; an operand that was a
+    plain number, not a node, is ``number`` unless the local gradient
+    gives it away."""
     node = walk.nodes[i]
     inputs = [walk.names[k] for k, _ in walk.locals_of(i)]
     op = node._op or "?"
     if op in _INFIX and len(inputs) == 2:
         body = f"{inputs[0]} {op} {inputs[1]}"
-    elif op in ("+", "*") and len(inputs) == 1:  # the other operand was a number
+    elif node._fn is MUL_CONST:  # x * c: the local gradient is c
+        body = f"{format_number(node._local_grads[0])} * {inputs[0]}"
+    elif node._fn in (RSUB_CONST, RDIV_CONST):  # c - x, c / x
+        body = f"number {op} {inputs[0]}"
+    elif op in _INFIX and len(inputs) == 1:  # x + c, x - c, x / c
         body = f"{inputs[0]} {op} number"
-    elif op in _INFIX and len(inputs) == 1:  # x - 2 or 2 - x: the order is not kept
-        body = f"{op}({inputs[0]}, number)"
     elif op.startswith("**") and len(inputs) == 1:
         body = f"{inputs[0]}{op}"
     elif op.endswith("**") and len(inputs) == 1:
