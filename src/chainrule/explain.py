@@ -295,24 +295,14 @@ def trace(root: Value, *, digits: int = 6) -> str:
         lines.append("reverse order: " + ", ".join(interior) + rest)
     else:
         lines.append(f"{names[walk.root]} is a leaf: nothing to pass on")
-    steps = []
-    count = [0] * len(walk.nodes)
-    for u in walk.updates:
-        count[u.child] += 1
-        terms = walk.received[u.child][: count[u.child]]
-        if len(terms) == 1:
-            total = fmt(u.after)
-        elif len(terms) > MAX_TERMS:
-            total = f"{_joined([fmt(u.before), fmt(u.contribution)])} = {fmt(u.after)}"
-        else:
-            total = f"{_joined([fmt(t) for t in terms])} = {fmt(u.after)}"
-        steps.append(
-            (
-                formula(walk, u.node),
-                f"{names[u.child]}.grad += {fmt(u.local)} * {fmt(u.incoming)}",
-                f"-> {names[u.child]}.grad = {total}",
-            )
+    steps = [
+        (
+            formula(walk, u.node),
+            f"{names[u.child]}.grad += {fmt(u.local)} * {fmt(u.incoming)}",
+            f"-> {names[u.child]}.grad = {total}",
         )
+        for u, total in zip(walk.updates, running_totals(walk, digits))
+    ]
     # a node that passes nothing on: a non-finite grad meeting a zero local
     # gradient of relu, max or min, which masks it (as PyTorch) instead of 0 * inf
     silent = set(walk.order) - {u.node for u in walk.updates}
@@ -331,6 +321,28 @@ def trace(root: Value, *, digits: int = 6) -> str:
         previous = node
         lines.append(f"  {head.ljust(w0)}  {update.ljust(w1)}  {total}".rstrip())
     return "\n".join(lines)
+
+
+def running_totals(walk: Walk, digits: int = 6) -> list[str]:
+    """For each update, the receiving grad after it: ``16.0`` for a first
+    contribution, ``16.0 + 48.0 = 64.0`` once there are more (past
+    :data:`MAX_TERMS`, the previous total plus the new term)."""
+
+    def fmt(x: float) -> str:
+        return format_number(x, digits)
+
+    totals = []
+    count = [0] * len(walk.nodes)
+    for u in walk.updates:
+        count[u.child] += 1
+        terms = walk.received[u.child][: count[u.child]]
+        if len(terms) == 1:
+            totals.append(fmt(u.after))
+        elif len(terms) > MAX_TERMS:
+            totals.append(f"{_joined([fmt(u.before), fmt(u.contribution)])} = {fmt(u.after)}")
+        else:
+            totals.append(f"{_joined([fmt(t) for t in terms])} = {fmt(u.after)}")
+    return totals
 
 
 _INFIX = {"+", "-", "*", "/", "**"}

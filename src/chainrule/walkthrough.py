@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from .engine import Value
-from .explain import Walk, backward_walk, formula, meaning_of, sum_text
+from .explain import Walk, backward_walk, formula, meaning_of, running_totals
 from .viz import DEFAULT_MAX_NODES, format_number
 
 BOX_W, BOX_H = 150, 64  # a node's box in the drawing, in pixels
@@ -139,21 +139,20 @@ def page_data(walk: Walk, digits: int = 6) -> dict[str, Any]:
     names = walk.names
     root = names[walk.root]
     updates = [[u.node, u.child, u.local] for u in walk.updates]
+
+    def fmt(x: float) -> str:
+        return format_number(x, digits)
+
     texts = [
         "The forward pass is done: every node holds its data, every grad is 0.",
-        f"Seed: {root}.grad = {format_number(walk.seed, digits)} (d{root}/d{root} = 1). "
+        f"Seed: {root}.grad = {fmt(walk.seed)} (d{root}/d{root} = 1). "
         "Now visit the nodes in reverse topological order.",
     ]
     final = [1] * len(walk.nodes)  # the step after which each grad is complete
-    count = [0] * len(walk.nodes)
-    for j, u in enumerate(walk.updates):
-        count[u.child] += 1
-        fmt = lambda x: format_number(x, digits)  # noqa: E731
-        terms = [fmt(t) for t in walk.received[u.child][: count[u.child]]]
+    for j, (u, total) in enumerate(zip(walk.updates, running_totals(walk, digits))):
         texts.append(
             f"{formula(walk, u.node)}: {names[u.child]}.grad += {fmt(u.local)} * "
-            f"{fmt(u.incoming)} = {fmt(u.contribution)}, so {names[u.child]}.grad = "
-            f"{sum_text(terms, fmt(u.after))}"
+            f"{fmt(u.incoming)} = {fmt(u.contribution)}, so {names[u.child]}.grad = {total}"
         )
         final[u.child] = j + 2
     meanings = [
