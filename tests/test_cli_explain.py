@@ -245,3 +245,20 @@ def test_malformed_input_in_a_real_process_gives_no_traceback() -> None:
     assert done.returncode == 2 and done.stdout == ""
     assert "Traceback" not in done.stderr
     assert done.stderr.splitlines()[0].startswith("error: unknown function '__import__'")
+
+
+def test_html_writes_the_page(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    page = tmp_path / "walk.html"
+    code, out, err = run(capsys, "c = a*b; d = c + a; e = d**2", "a=2", "b=3", "--html", str(page))
+    assert code == 0 and err == f"wrote {page}\n"
+    assert grads(out)["a"] == "16.0 + 48.0 = 64.0"  # the table is printed as well
+    text = page.read_text(encoding="utf-8")
+    assert text.startswith("<!DOCTYPE html>") and "a.grad = 16.0 + 48.0 = 64.0" in text
+
+
+def test_html_to_an_unwritable_place_is_one_line(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    code, _, err = run(capsys, "a*b", "a=2", "b=3", "--html", str(tmp_path / "no" / "p.html"))
+    assert code == 1
+    assert err.startswith("error: cannot write ") and len(err.splitlines()) == 1
