@@ -208,3 +208,16 @@ def test_trace_names_constant_operands_and_masked_nodes() -> None:
     assert " ".join(last[3:]) == "passes nothing: its grad inf is masked"
     g.backward()
     assert g._prev[0]._prev[0]._prev[0].grad == 0.0  # a: nothing, as the trace says
+
+
+def test_a_micrograd_closure_node_is_refused_by_name() -> None:
+    # micrograd's protocol: Value(data, _children, _op) and a _backward closure
+    a = Value(2.0)
+    out = Value(a.data**3, (a,), "cube")
+
+    def _backward() -> None:
+        a.grad += 3 * a.data**2 * out.grad
+
+    out._backward = _backward
+    with pytest.raises(TypeError, match=r"explain: .*'cube'.* _backward closure"):
+        explain(out)

@@ -87,6 +87,11 @@ def backward_walk(root: Value) -> Walk:
     if not isinstance(root, Value):
         raise TypeError(f"backward_walk: expected a Value, got {type(root).__name__}")
     nodes = forward_order(root)
+    for node in nodes:
+        try:
+            node._local_grads  # noqa: B018 - a micrograd-style _backward closure has none
+        except AttributeError as e:
+            raise TypeError(f"explain: {e}") from None
     index = {node: i for i, node in enumerate(nodes)}
     names = [display_name(node, i) for i, node in enumerate(nodes)]
     grads = [0.0] * len(nodes)
