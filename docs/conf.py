@@ -64,3 +64,7 @@ else:  # offline: no inventories, references to them stay plain text
 html_theme = "furo"
 html_title = f"chainrule {release}"
 html_static_path: list[str] = []
+# Pages made at build time (the walkthrough), copied to the site's root; the
+# directory must exist before Sphinx checks this setting.
+(HERE / "_generated" / "site").mkdir(parents=True, exist_ok=True)
+html_extra_path = ["_generated/site"]

@@ -9,6 +9,7 @@ that exports it; the other modules' pages link to it.
 from __future__ import annotations
 
 import inspect
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -32,14 +33,12 @@ def _directive(module: str, name: str) -> str:
 
 def _page(module: Any, homes: dict[tuple[str, str], str]) -> str:
     title = f"``{module.__name__}``"
-    lines = [
-        title,
-        "=" * len(title),
-        "",
-        f".. automodule:: {module.__name__}",
-        "   :no-members:",
-        "",
-    ]
+    lines = [title, "=" * len(title), "", f".. automodule:: {module.__name__}", "   :no-members:"]
+    parent, _, last = module.__name__.rpartition(".")
+    if parent and getattr(sys.modules[parent], last, module) is not module:
+        # chainrule.explain is also the function chainrule exports: one entry
+        lines.append("   :no-index:")
+    lines.append("")
     here, elsewhere = [], []
     for name in public_api.public_names(module):
         home = homes[(module.__name__, name)]

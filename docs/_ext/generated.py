@@ -17,17 +17,15 @@ from sphinx.errors import ExtensionError
 
 OUT = "_generated"
 
-#: Drawings: file name -> ``chainrule explain`` arguments.
-DRAWINGS: dict[str, list[str]] = {
-    "neuron.svg": [
-        "tanh(w1*x1 + w2*x2 + b)",
-        "w1=-3",
-        "x1=2",
-        "w2=1",
-        "x2=0",
-        "b=6.8813735870195432",
-    ],
-    "square.svg": ["(a*b + a)**2", "a=2", "b=3"],
+RELU = ["c = a*b; e = c + d; f = relu(e)", "a=2", "b=-3", "d=10"]
+SQUARE = ["c = a*b; d = c + a; e = d**2", "a=2", "b=3"]
+
+#: Files: path under _generated -> ``chainrule explain`` arguments. Files
+#: under ``site/`` are copied to the root of the built site as they are.
+FILES: dict[str, list[str]] = {
+    "relu-graph.svg": [*RELU, "--svg"],
+    "square.svg": [*SQUARE, "--svg"],
+    "site/walkthrough.html": [*SQUARE, "--html"],
 }
 
 
@@ -64,8 +62,9 @@ def bench_table(results_json: Path) -> str:
 def generate(app: Sphinx) -> None:
     out = Path(app.srcdir) / OUT
     (out / "run").mkdir(parents=True, exist_ok=True)  # where the pages' commands run
-    for name, args in DRAWINGS.items():
-        _chainrule("explain", *args, "--svg", str(out / name))
+    (out / "site").mkdir(exist_ok=True)
+    for name, args in FILES.items():
+        _chainrule("explain", *args, str(out / name))
     root = Path(app.srcdir).parent
     (out / "bench.txt").write_text(bench_table(root / "benchmarks" / "results.json"))
 

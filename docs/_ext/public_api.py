@@ -19,7 +19,7 @@ from typing import Any
 #: The public modules, in the order of the API reference. A name exported by
 #: several of them is documented in the first and linked from the others, so
 #: ``chainrule`` (which re-exports the submodules' main names) comes after
-#: them, and ``chainrule.viz`` (whose main names ``chainrule`` exports) after it.
+#: them, and the modules whose main names ``chainrule`` exports after it.
 PUBLIC_MODULES: tuple[str, ...] = (
     "chainrule.nn",
     "chainrule.optim",
@@ -33,7 +33,9 @@ PUBLIC_MODULES: tuple[str, ...] = (
     "chainrule.tensor.checkpoint",
     "chainrule.interop",
     "chainrule",
+    "chainrule.explain",
     "chainrule.viz",
+    "chainrule.walkthrough",
 )
 
 #: Modules that may not exist yet on every branch; skipped until they do.
