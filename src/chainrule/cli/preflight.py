@@ -1,0 +1,129 @@
+"""Checks before work: that an output can be written and that a run fits
+in memory, so that a command fails in its first second rather than after
+an hour of training or benchmarking.
+
+The memory available is the smallest of what the kernel reports as
+available (``MemAvailable``), the cgroup's limit (containers) and the
+process's address-space limit (``ulimit -v``), each where the platform
+has it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import tempfile
+from pathlib import Path
+
+from .options import CommandError
+
+
+def unwritable_dir(directory: Path) -> str | None:
+    """Why no file can be created in ``directory``, or None. Tries it (a
+    temporary file, removed at once): permission bits say nothing about a
+    read-only mount, an immutable directory or a full disk's inodes."""
+    try:
+        with tempfile.TemporaryFile(dir=directory, prefix=".chainrule-probe-"):
+            pass
+    except (OSError, ValueError) as e:
+        return f"cannot write there ({getattr(e, 'strerror', None) or e})"
+    return None
+
+
+def check_output_file(path: Path, option: str) -> None:
+    """Raise :class:`CommandError` unless ``path`` can be written: its
+    directory exists and takes new files, and it is not a directory."""
+    try:
+        is_dir = path.is_dir()
+        parent = path.parent
+        parent_ok = parent.is_dir()
+    except (OSError, ValueError) as e:
+        raise CommandError(f"{option} {path}: not a usable path ({e})") from None
+    if is_dir:
+        raise CommandError(f"{option} {path}: is a directory; give a file name")
+    if not parent_ok:
+        raise CommandError(f"{option} {path}: directory {parent} does not exist")
+    problem = unwritable_dir(parent)
+    if problem is None and path.exists() and not os.access(path, os.W_OK):
+        problem = "the file is read-only"
+    if problem:
+        raise CommandError(f"{option} {path}: {problem}")
+
+
+# ----------------------------------------------------------------------------
+# memory
+# ----------------------------------------------------------------------------
+
+
+def _meminfo_available() -> int | None:
+    with contextlib.suppress(OSError, ValueError, IndexError):
+        with open("/proc/meminfo", encoding="ascii") as f:
+            for line in f:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    return None
+
+
+def _cgroup_available() -> int | None:
+    """The cgroup v2 limit minus current use (None: no limit, or no cgroup v2)."""
+    with contextlib.suppress(OSError, ValueError):
+        with open("/proc/self/cgroup", encoding="ascii") as f:
+            line = next((x for x in f if x.startswith("0::")), None)
+        if line is None:
+            return None
+        base = Path("/sys/fs/cgroup") / line.strip()[3:].lstrip("/")
+        limit = (base / "memory.max").read_text().strip()
+        if limit == "max":
+            return None
+        return int(limit) - int((base / "memory.current").read_text())
+    return None
+
+
+def _address_space_available() -> int | None:
+    """``ulimit -v`` minus the address space already mapped."""
+    try:
+        import resource  # POSIX only
+    except ImportError:
+        return None
+    soft, _ = resource.getrlimit(resource.RLIMIT_AS)
+    if soft == resource.RLIM_INFINITY:
+        return None
+    used = 0
+    with contextlib.suppress(OSError, ValueError, IndexError):
+        with open("/proc/self/status", encoding="ascii") as f:
+            for line in f:
+                if line.startswith("VmSize:"):
+                    used = int(line.split()[1]) * 1024
+    return soft - used
+
+
+def available_memory() -> int | None:
+    """Bytes this process can still allocate, as far as can be told (None:
+    unknown, e.g. not Linux)."""
+    known = [
+        x
+        for x in (_meminfo_available(), _cgroup_available(), _address_space_available())
+        if x is not None
+    ]
+    return max(min(known), 0) if known else None
+
+
+def format_bytes(n: float) -> str:
+    for unit in ("B", "KB", "MB", "GB", "TB", "PB"):
+        if n < 1000 or unit == "PB":
+            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
+        n /= 1000
+    raise AssertionError("unreachable")
+
+
+def check_memory(needed: float, what: str, hint: str, available: int | None = None) -> None:
+    """Raise :class:`CommandError` if ``needed`` bytes (an estimate for
+    ``what``) exceed the memory available; the message says how much it
+    would need and ``hint`` what to change."""
+    if available is None:
+        available = available_memory()
+    if available is not None and needed > available:
+        raise CommandError(
+            f"{what} would need about {format_bytes(needed)} of memory, "
+            f"{format_bytes(available)} is available; {hint}"
+        )
