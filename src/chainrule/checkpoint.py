@@ -32,6 +32,7 @@ True
 from __future__ import annotations
 
 import contextlib
+import glob
 import hashlib
 import json
 import math
@@ -119,8 +120,18 @@ def _layout(document: dict[str, Any]) -> str:
     return "{\n" + ",\n".join(lines) + "\n}\n"
 
 
+def _remove_stale_temporaries(path: Path) -> None:
+    """Delete the temporary files that saves of ``path`` interrupted by a
+    crash or ``kill -9`` left behind (``.NAME.XXXXXXXX.tmp``, mkstemp's
+    names): the next save cleans up after them."""
+    for stale in path.parent.glob(f".{glob.escape(path.name)}.{'[a-z0-9_]' * 8}.tmp"):
+        with contextlib.suppress(OSError):
+            stale.unlink()
+
+
 def _write_atomically(path: Path, text: str) -> None:
     directory = path.parent
+    _remove_stale_temporaries(path)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=directory)
     try:
         # mkstemp makes the file private (0600); a checkpoint is an ordinary file.

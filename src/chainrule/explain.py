@@ -22,6 +22,9 @@ from .viz import display_name, format_number, forward_order
 #: A node with more contributions than this shows their count, not each one.
 MAX_TERMS = 6
 
+#: 17 significant digits tell every float64 apart; more show nothing true.
+MAX_DIGITS = 17
+
 HEADER = ("node", "op", "data", "local gradient toward each input", "grad")
 
 
@@ -51,6 +54,10 @@ def explain(root: Value, format: str = "text", *, digits: int = 6) -> str:  # no
         raise TypeError(f"explain: expected a Value, got {type(root).__name__}")
     if format not in ("text", "markdown"):
         raise ValueError(f"explain: format must be 'text' or 'markdown', got {format!r}")
+    if type(digits) is not int:
+        raise TypeError(f"explain: digits must be an int, got {type(digits).__name__} {digits!r}")
+    if not 1 <= digits <= MAX_DIGITS:
+        raise ValueError(f"explain: digits must be between 1 and {MAX_DIGITS}, got {digits}")
     rows = _rows(root, digits)
     if format == "markdown":
         return _markdown(rows)

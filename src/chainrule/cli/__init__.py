@@ -12,6 +12,7 @@ variable ``CHAINRULE_DEBUG=1``) shows the traceback instead, for bug reports.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import difflib
 import importlib
 import os
@@ -144,10 +145,8 @@ def _report(prefix: str, message: str, code: int) -> int:
     """``prefix: message`` on stderr; stdout, if closed or full, is pointed
     at /dev/null so that Python's own flush at exit stays quiet."""
     _silence_stdout()
-    try:
+    with contextlib.suppress(OSError):  # stderr closed too: the exit status is all that is left
         print(f"{prefix}: {message}", file=sys.stderr, flush=True)
-    except OSError:
-        pass  # stderr closed too: the exit status is all that is left
     return code
 
 
@@ -155,9 +154,8 @@ def _silence_stdout() -> None:
     try:
         sys.stdout.flush()
     except (OSError, ValueError):
-        try:
+        # not a real file (captured in tests): nothing will flush at exit
+        with contextlib.suppress(OSError, ValueError, AttributeError):
             devnull = os.open(os.devnull, os.O_WRONLY)
             os.dup2(devnull, sys.stdout.fileno())
             os.close(devnull)
-        except (OSError, ValueError, AttributeError):
-            pass  # not a real file (captured in tests): nothing will flush at exit

@@ -5,7 +5,10 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import sys
+from pathlib import Path
 from typing import Any
+
+from .preflight import check_output_file
 
 
 def register(subparsers: Any) -> None:
@@ -38,6 +41,8 @@ def register(subparsers: Any) -> None:
 def main(args: argparse.Namespace) -> int:
     from .. import bench
 
+    if args.json:  # before the run, not after it
+        check_output_file(Path(args.json), "--json")
     settings = bench.QUICK_SETTINGS if args.quick else bench.FULL_SETTINGS
     if args.tiny:
         settings = dataclasses.replace(settings, sizes=bench.TINY, label=settings.label + ", tiny")

@@ -14,20 +14,30 @@ A JSON checkpoint with the model, the optimizer state and the random state
 is written to ``DIR/gpt.json`` every ``--checkpoint-every`` steps and at the
 end (atomically); ``--resume`` continues from it exactly where it stopped,
 so an interrupted run and an uninterrupted one end with the same numbers.
+An existing checkpoint is never overwritten by a new run unless ``--force``
+says so.
+
+Everything that can be checked before training is: the output directory
+takes files, the data file is at most :data:`MAX_DATA_BYTES`, and the run
+fits in memory (:func:`memory_estimate`), so a mistake costs a second, not
+the steps before the first checkpoint.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import hashlib
 import os
 import sys
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from .options import int_at_least, make_out_dir
+from .options import CommandError, int_at_least, make_out_dir
+from .preflight import check_memory
 
 DEFAULTS: dict[str, Any] = {
     "steps": 2000,
@@ -43,6 +53,8 @@ DEFAULTS: dict[str, Any] = {
 BETAS = (0.85, 0.99)  # microgpt's
 HELD_OUT = 0.1
 CHECKPOINT = "gpt.json"
+MAX_DATA_BYTES = 64 * 2**20  # --data larger than this is refused, not read
+SAMPLE_CHUNK = 1024  # names sampled at once: memory stays bounded for any --samples
 
 
 @dataclass(frozen=True)
@@ -164,6 +176,11 @@ def register(subparsers: Any) -> None:
         help=f"continue from DIR/{CHECKPOINT} up to --steps in total",
     )
     p.add_argument(
+        "--force",
+        action="store_true",
+        help=f"start a new run even if DIR/{CHECKPOINT} exists, overwriting it",
+    )
+    p.add_argument(
         "--checkpoint-every",
         type=_non_negative_int,
         default=500,
@@ -175,7 +192,8 @@ def register(subparsers: Any) -> None:
         type=_positive_int,
         metavar="N",
         help="BLAS threads (default: OPENBLAS_NUM_THREADS if set, else 1; "
-        "for matrices this small threads cost more than they give)",
+        "for matrices this small threads cost more than they give); applied with "
+        "threadpoolctl if installed (pip install 'chainrule[threads]')",
     )
     p.add_argument(
         "--samples",
@@ -194,8 +212,7 @@ def register(subparsers: Any) -> None:
     p.set_defaults(func=run)
 
 
-class UserError(Exception):
-    """A problem to report in one line, without a traceback."""
+UserError = CommandError  # a problem to report in one line, without a traceback
 
 
 def _settings(args: argparse.Namespace, saved: dict[str, Any] | None) -> Settings:
@@ -296,7 +313,7 @@ def _load_documents(data: Path | None) -> tuple[list[str], str]:
     if data is None:
         return shipped_names(), "shipped names (1990 US Census first names)"
     try:
-        docs = load_lines(data)
+        docs = load_lines(data, max_bytes=MAX_DATA_BYTES)
     except DatasetError as e:
         raise UserError(f"--data {e}") from None
     if len(docs) < 2:
@@ -308,7 +325,39 @@ def _fingerprint(docs: list[str]) -> str:
     return hashlib.sha256("\n".join(docs).encode("utf-8")).hexdigest()
 
 
-def evaluate(model: Any, seqs: list[Any], bos: int, batch_size: int = 256) -> float:
+EVAL_BATCH = 256
+
+
+def memory_estimate(
+    settings: Settings, vocab_size: int, tokens: int, documents: int, samples: int
+) -> float:
+    """Bytes a run needs at its peak, an upper estimate: the parameters with
+    their gradients and Adam moments, the encoded data, and the largest of
+    one training step's, one evaluation batch's and one sampling chunk's
+    arrays. ``tokens`` is the longest encoded document (at most
+    ``block_size + 1``). The coefficients are one training step's peak as
+    tracemalloc measures it (``tests/test_cli_robust.py`` checks the
+    estimate against that), rounded up."""
+    item = 4 if settings.dtype == "float32" else 8
+    C, H, L = settings.n_embd, settings.n_head, settings.n_layer
+    V, block = vocab_size, settings.block_size
+    params = 2 * V * C + block * C + 12 * L * C * C
+
+    def arrays(rows: float, T: float) -> float:  # per position: each layer, logits, embeddings
+        return item * rows * T * (64 * L * C + 4 * L * H * T + 8 * V + 8 * C)
+
+    T = min(block, tokens - 1)
+    chunk = min(samples, SAMPLE_CHUNK)
+    peak = max(
+        arrays(settings.batch_size, T),
+        arrays(EVAL_BATCH, T),
+        arrays(chunk, block) + samples * (120 + 40 * block),  # worst case: no name ends
+    )
+    data = documents * (120 + 8 * (T + 1))
+    return 6 * item * params + data + peak + 2e6
+
+
+def evaluate(model: Any, seqs: list[Any], bos: int, batch_size: int = EVAL_BATCH) -> float:
     """Mean cross-entropy per predicted token over ``seqs``, in nats."""
     from ..graph import no_grad
     from ..tensor import charlm, cross_entropy
@@ -353,12 +402,28 @@ def train(args: argparse.Namespace, out: Path) -> Result:
             raise UserError(f"--resume: {e}") from None
     run_meta = _saved_run(saved, path) if saved is not None else None
     settings = _settings(args, run_meta["settings"] if run_meta else None)
+    if run_meta and run_meta["step"] >= args.steps:
+        raise UserError(
+            f"--resume: {path} is already at step {run_meta['step']}, which reaches "
+            f"--steps {args.steps}: nothing to train; give a larger --steps to continue"
+        )
 
     docs, source = _load_documents(args.data)
     if run_meta and run_meta["data_sha256"] != _fingerprint(docs):
         raise UserError(f"--resume: {path} was trained on other data than {source}")
-    train_docs, held_docs = charlm.split(docs, HELD_OUT, settings.seed)
     vocab = charlm.Vocabulary.from_documents(docs)
+    check_memory(
+        memory_estimate(
+            settings,
+            vocab.size,
+            min(max(len(d) for d in docs) + 2, settings.block_size + 1),
+            len(docs),
+            args.samples,
+        ),
+        "this run",
+        "use a smaller --batch-size, --block-size, --n-embd, --n-layer or --samples",
+    )
+    train_docs, held_docs = charlm.split(docs, HELD_OUT, settings.seed)
     train_seqs = charlm.encode_all(train_docs, vocab, settings.block_size)
     held_seqs = charlm.encode_all(held_docs, vocab, settings.block_size)
 
@@ -448,13 +513,12 @@ def train(args: argparse.Namespace, out: Path) -> Result:
 
     held_out = evaluate(model, held_seqs, vocab.bos)
     bigram = charlm.Bigram(train_seqs, vocab.size).loss(held_seqs)
-    generated = model.generate(
-        args.samples,
-        vocab.bos,
-        temperature=args.temperature,
-        rng=np.random.default_rng(sample_seed),
-    )
-    samples = [vocab.decode(s) for s in generated]
+    sampler = np.random.default_rng(sample_seed)
+    samples = []
+    for start in range(0, args.samples, SAMPLE_CHUNK):
+        n = min(SAMPLE_CHUNK, args.samples - start)
+        generated = model.generate(n, vocab.bos, temperature=args.temperature, rng=sampler)
+        samples += [vocab.decode(s) for s in generated]
     return Result(step, held_out, bigram, samples, time.perf_counter() - started)
 
 
@@ -463,30 +527,74 @@ def _error(message: str) -> int:
     return 1
 
 
-def _limit_threads(threads: int | None) -> None:
-    """Set the BLAS thread count; it only takes effect before NumPy loads
-    its BLAS, which ``chainrule gpt`` run as a command guarantees."""
+_THREAD_VARS = ("OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS", "OMP_NUM_THREADS")
+
+
+def _thread_count(threads: int | None) -> int:
+    if threads is not None:
+        return threads
+    try:
+        return max(int(os.environ.get("OPENBLAS_NUM_THREADS", "1")), 1)
+    except ValueError:
+        return 1
+
+
+def _thread_environment(threads: int | None) -> bool:
+    """Set the BLAS thread variables if NumPy has not loaded its BLAS yet
+    (the only time they count); False if it has."""
     if "numpy" in sys.modules:
+        return False
+    for var in _THREAD_VARS:
+        os.environ[var] = str(_thread_count(threads))
+    return True
+
+
+@contextlib.contextmanager
+def blas_threads(threads: int | None) -> Iterator[None]:
+    """Run the block with ``threads`` BLAS threads (None: OPENBLAS_NUM_THREADS,
+    else 1) in NumPy's BLAS, which must be loaded: threadpoolctl (the
+    ``threads`` extra) sets it for the block and restores it after. Without
+    threadpoolctl only the environment variables, set before NumPy loaded,
+    can have done it; an explicit ``--threads`` they came too late for gets
+    a one-line note."""
+    try:
+        from threadpoolctl import threadpool_limits
+    except ImportError:
+        if threads is not None and os.environ.get("OPENBLAS_NUM_THREADS") != str(threads):
+            print(
+                "chainrule gpt: --threads cannot take effect once NumPy is loaded without "
+                "threadpoolctl: pip install 'chainrule[threads]'",
+                file=sys.stderr,
+            )
+        yield
         return
-    for var in ("OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS", "OMP_NUM_THREADS"):
-        if threads is not None:
-            os.environ[var] = str(threads)
-        else:
-            os.environ.setdefault(var, os.environ.get("OPENBLAS_NUM_THREADS", "1"))
+    with threadpool_limits(limits=_thread_count(threads), user_api="blas"):
+        yield
+
+
+def _check_overwrite(args: argparse.Namespace, path: Path) -> None:
+    """A new run does not silently replace another run's checkpoint."""
+    if not args.resume and not args.force and path.exists():
+        raise UserError(
+            f"{path} exists (another run's checkpoint): --resume continues it, "
+            "--force overwrites it, or choose another --out"
+        )
 
 
 def run(args: argparse.Namespace) -> int:
-    _limit_threads(args.threads)
+    out: Path = args.out
+    _thread_environment(args.threads)
     try:
         import numpy  # noqa: F401
     except ImportError:
         return _error("needs NumPy: pip install 'chainrule[tensor]'")
-    out: Path = args.out
     problem = make_out_dir(out)
     if problem:
         return _error(problem)
     try:
-        result = train(args, out)
+        _check_overwrite(args, out / CHECKPOINT)
+        with blas_threads(args.threads):
+            result = train(args, out)
         seen = set(_load_documents(args.data)[0])  # the file may have gone meanwhile
     except UserError as e:
         return _error(str(e))

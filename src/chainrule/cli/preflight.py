@@ -55,12 +55,12 @@ def check_output_file(path: Path, option: str) -> None:
 # ----------------------------------------------------------------------------
 
 
-def _meminfo_available() -> int | None:
-    with contextlib.suppress(OSError, ValueError, IndexError):
-        with open("/proc/meminfo", encoding="ascii") as f:
-            for line in f:
-                if line.startswith("MemAvailable:"):
-                    return int(line.split()[1]) * 1024
+def _proc_kilobytes(path: str, field: str) -> int | None:
+    """A ``Field:   123 kB`` line of a /proc file, in bytes (None: absent)."""
+    with contextlib.suppress(OSError, ValueError, IndexError), open(path, encoding="ascii") as f:
+        for line in f:
+            if line.startswith(field + ":"):
+                return int(line.split()[1]) * 1024
     return None
 
 
@@ -88,13 +88,7 @@ def _address_space_available() -> int | None:
     soft, _ = resource.getrlimit(resource.RLIMIT_AS)
     if soft == resource.RLIM_INFINITY:
         return None
-    used = 0
-    with contextlib.suppress(OSError, ValueError, IndexError):
-        with open("/proc/self/status", encoding="ascii") as f:
-            for line in f:
-                if line.startswith("VmSize:"):
-                    used = int(line.split()[1]) * 1024
-    return soft - used
+    return soft - (_proc_kilobytes("/proc/self/status", "VmSize") or 0)
 
 
 def available_memory() -> int | None:
@@ -102,18 +96,26 @@ def available_memory() -> int | None:
     unknown, e.g. not Linux)."""
     known = [
         x
-        for x in (_meminfo_available(), _cgroup_available(), _address_space_available())
+        for x in (
+            _proc_kilobytes("/proc/meminfo", "MemAvailable"),
+            _cgroup_available(),
+            _address_space_available(),
+        )
         if x is not None
     ]
     return max(min(known), 0) if known else None
 
 
 def format_bytes(n: float) -> str:
-    for unit in ("B", "KB", "MB", "GB", "TB", "PB"):
-        if n < 1000 or unit == "PB":
-            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
+    """``1.5 GB``: decimal units, as ``df -H`` and the kernel's sizes in
+    bytes read; beyond petabytes, powers of ten."""
+    if n < 1000:
+        return f"{n:.0f} B"
+    for unit in ("KB", "MB", "GB", "TB", "PB"):
         n /= 1000
-    raise AssertionError("unreachable")
+        if n < 1000:
+            return f"{n:.1f} {unit}"
+    return f"{n * 1e15:.1e} B"
 
 
 def check_memory(needed: float, what: str, hint: str, available: int | None = None) -> None:
