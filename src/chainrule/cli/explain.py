@@ -12,12 +12,14 @@ from __future__ import annotations
 import argparse
 import re
 import sys
+from pathlib import Path
 from typing import Any
 
 from ..engine import Value
 from ..explain import explain
 from ..expr import ExprError, evaluate
 from ..viz import GraphvizNotFound, draw, to_dot
+from .preflight import check_output_file
 
 _BINDING = re.compile(r"([A-Za-z_][A-Za-z0-9_]*)=(.*)", re.S)
 
@@ -76,6 +78,9 @@ def parse_bindings(items: list[str]) -> dict[str, float]:
 def run(args: argparse.Namespace) -> int:
     if not 1 <= args.digits <= 17:
         return _fail("--digits must be between 1 and 17")
+    for option, path in (("--dot", args.dot), ("--svg", args.svg)):
+        if path:  # before the work, and once for all the ways a path can be wrong
+            check_output_file(Path(path), option)
     try:
         values = parse_bindings(args.bindings)
     except ValueError as e:

@@ -33,6 +33,8 @@ def unwritable_dir(directory: Path) -> str | None:
 def check_output_file(path: Path, option: str) -> None:
     """Raise :class:`CommandError` unless ``path`` can be written: its
     directory exists and takes new files, and it is not a directory."""
+    if "\x00" in str(path):
+        raise CommandError(f"{option} {str(path)!r}: not a usable path (contains a NUL byte)")
     try:
         is_dir = path.is_dir()
         parent = path.parent
