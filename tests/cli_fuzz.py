@@ -301,12 +301,15 @@ def bad_formula(rng: random.Random) -> str:
 
 
 def explain_cases(rng: random.Random, files: Files) -> Iterator[Case]:
+    def drawing() -> list[str]:
+        return [rng.choice(["--dot", "--svg"]), bad_output_file(rng, files)]
+
     kinds: list[Callable[[], list[str]]] = [
         lambda: ["explain", "--", bad_formula(rng), "a=1", "b=2"],
         lambda: ["explain", "a*b", "a=1", rng.choice(["b", "=2", "b=", "b=x", "1b=2", "a=3"])],
         lambda: ["explain", "a*b", "a=1"],  # b unbound
         lambda: ["explain", "a", "a=1", "--digits", rng.choice(["0", "18", "-3", "x", *HUGE])],
-        lambda: ["explain", "a", "a=1", rng.choice(["--dot", "--svg"]), bad_output_file(rng, files)],
+        lambda: ["explain", "a", "a=1", *drawing()],
         lambda: ["explain", "a", "a=1", misspell(rng, rng.choice(["--markdown", "--digits"]))],
         lambda: ["explain"],
     ]

@@ -10,6 +10,7 @@ import sys
 from pathlib import Path
 
 import pytest
+
 from cli_fuzz import CASE_SECONDS, Case, judge, run_case
 
 HERE = Path(__file__).parent
