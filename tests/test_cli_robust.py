@@ -600,3 +600,31 @@ def test_large_numbers_that_fit_are_exact() -> None:
     assert Value(10**308).data == 1e308
     assert Value(2**1023).data == float(2**1023)
     assert Value(Fraction(1, 3)).data == 1 / 3
+
+
+def test_many_samples_are_drawn_in_chunks(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    """More names than one chunk: all of them, and the first chunk's are
+    those a run asking for one chunk gets."""
+
+    def samples(n: int, out: Path) -> list[str]:
+        code, text, err = run(capsys, "gpt", *TINY, "--samples", str(n), "--out", str(out))
+        assert code == 0, err
+        lines = text.split("* = also in the data):\n")[1].splitlines()[:-1]  # drop "time: ..."
+        return [line.removesuffix(" *").strip() for line in lines]
+
+    settings = gpt_cli.Settings(4, 0.01, 0, "float32", 8, 2, 1, 16)
+    chunk = gpt_cli.sample_chunk(settings, 27)
+    assert chunk == gpt_cli.SAMPLE_CHUNK
+    many = samples(chunk + 300, tmp_path / "many")
+    assert len(many) == chunk + 300
+    assert many[:chunk] == samples(chunk, tmp_path / "one")
+
+
+def test_long_contexts_sample_fewer_names_at_once() -> None:
+    long = gpt_cli.Settings(32, 0.01, 0, "float32", 32, 4, 2, 1024)
+    chunk = gpt_cli.sample_chunk(long, 27)
+    assert 1 <= chunk < gpt_cli.SAMPLE_CHUNK
+    # so a long context with many samples is not refused for the sampling alone
+    assert gpt_cli.memory_estimate(long, 27, 17, 5163, 1024) < 2 * GB

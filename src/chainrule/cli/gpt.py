@@ -54,7 +54,8 @@ BETAS = (0.85, 0.99)  # microgpt's
 HELD_OUT = 0.1
 CHECKPOINT = "gpt.json"
 MAX_DATA_BYTES = 64 * 2**20  # --data larger than this is refused, not read
-SAMPLE_CHUNK = 1024  # names sampled at once: memory stays bounded for any --samples
+SAMPLE_CHUNK = 1024  # at most this many names are sampled at once ...
+SAMPLE_BYTES = 2**28  # ... and fewer if their arrays would exceed this (long contexts)
 
 
 @dataclass(frozen=True)
@@ -328,30 +329,42 @@ def _fingerprint(docs: list[str]) -> str:
 EVAL_BATCH = 256
 
 
+def _arrays(settings: Settings, vocab_size: int, rows: float, T: float) -> float:
+    """Bytes of the arrays one forward and backward pass over ``rows`` x
+    ``T`` tokens holds at its peak: each layer's, the logits', the
+    embeddings'. The coefficients are a training step's peak as tracemalloc
+    measures it (``tests/test_cli_robust.py`` checks them), rounded up."""
+    item = 4 if settings.dtype == "float32" else 8
+    C, H, L = settings.n_embd, settings.n_head, settings.n_layer
+    return item * rows * T * (64 * L * C + 4 * L * H * T + 8 * vocab_size + 8 * C)
+
+
+def sample_chunk(settings: Settings, vocab_size: int) -> int:
+    """Names sampled at once: up to :data:`SAMPLE_CHUNK`, fewer when a full
+    context's arrays are large. It depends on the settings only, so a seed
+    gives the same names on every machine."""
+    one = _arrays(settings, vocab_size, 1, settings.block_size)
+    return int(max(1, min(SAMPLE_CHUNK, SAMPLE_BYTES // one)))
+
+
 def memory_estimate(
     settings: Settings, vocab_size: int, tokens: int, documents: int, samples: int
 ) -> float:
     """Bytes a run needs at its peak, an upper estimate: the parameters with
     their gradients and Adam moments, the encoded data, and the largest of
     one training step's, one evaluation batch's and one sampling chunk's
-    arrays. ``tokens`` is the longest encoded document (at most
-    ``block_size + 1``). The coefficients are one training step's peak as
-    tracemalloc measures it (``tests/test_cli_robust.py`` checks the
-    estimate against that), rounded up."""
+    arrays (a chunk at a full context: the worst case, no name ends) plus
+    the sampled names. ``tokens`` is the longest encoded document (at most
+    ``block_size + 1``)."""
     item = 4 if settings.dtype == "float32" else 8
-    C, H, L = settings.n_embd, settings.n_head, settings.n_layer
-    V, block = vocab_size, settings.block_size
+    C, L, V, block = settings.n_embd, settings.n_layer, vocab_size, settings.block_size
     params = 2 * V * C + block * C + 12 * L * C * C
-
-    def arrays(rows: float, T: float) -> float:  # per position: each layer, logits, embeddings
-        return item * rows * T * (64 * L * C + 4 * L * H * T + 8 * V + 8 * C)
-
     T = min(block, tokens - 1)
-    chunk = min(samples, SAMPLE_CHUNK)
+    chunk = min(samples, sample_chunk(settings, V))
     peak = max(
-        arrays(settings.batch_size, T),
-        arrays(EVAL_BATCH, T),
-        arrays(chunk, block) + samples * (120 + 40 * block),  # worst case: no name ends
+        _arrays(settings, V, settings.batch_size, T),
+        _arrays(settings, V, EVAL_BATCH, T),
+        _arrays(settings, V, chunk, block) + samples * (120 + 40 * block),
     )
     data = documents * (120 + 8 * (T + 1))
     return 6 * item * params + data + peak + 2e6
@@ -515,8 +528,9 @@ def train(args: argparse.Namespace, out: Path) -> Result:
     bigram = charlm.Bigram(train_seqs, vocab.size).loss(held_seqs)
     sampler = np.random.default_rng(sample_seed)
     samples = []
-    for start in range(0, args.samples, SAMPLE_CHUNK):
-        n = min(SAMPLE_CHUNK, args.samples - start)
+    chunk = sample_chunk(settings, vocab.size)
+    for start in range(0, args.samples, chunk):
+        n = min(chunk, args.samples - start)
         generated = model.generate(n, vocab.bos, temperature=args.temperature, rng=sampler)
         samples += [vocab.decode(s) for s in generated]
     return Result(step, held_out, bigram, samples, time.perf_counter() - started)
