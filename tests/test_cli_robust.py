@@ -116,6 +116,34 @@ def test_full_disk_on_stdout_is_one_line() -> None:
     )
 
 
+def test_closed_stdout_is_one_line() -> None:
+    """``chainrule explain a a=1 >&-``"""
+    done = subprocess.run(
+        [sys.executable, "-m", "chainrule", "explain", "a", "a=1"],
+        stderr=subprocess.PIPE,
+        text=True,
+        env={**os.environ, "PYTHONPATH": SRC},
+        preexec_fn=lambda: os.close(1),
+        timeout=60,
+    )
+    assert done.returncode == 1
+    assert one_line(done.stderr) == "chainrule: standard output is closed; redirect it instead"
+
+
+def test_closed_stderr_still_runs(tmp_path: Path) -> None:
+    """``chainrule moons --steps 2 2>&-``: the progress bar has nowhere to go."""
+    done = subprocess.run(
+        [sys.executable, "-m", "chainrule", "moons", "--steps", "2", "--out", str(tmp_path)],
+        stdout=subprocess.PIPE,
+        text=True,
+        env={**os.environ, "PYTHONPATH": SRC},
+        preexec_fn=lambda: os.close(2),
+        timeout=60,
+    )
+    assert done.returncode == 0
+    assert done.stdout.splitlines()[-1].startswith("accuracy: ")
+
+
 def test_debug_shows_the_traceback() -> None:
     with open("/dev/full", "w") as full:
         done = command(

@@ -15,6 +15,7 @@ import argparse
 import contextlib
 import difflib
 import importlib
+import io
 import os
 import re
 import sys
@@ -97,6 +98,13 @@ def _debugging(args: argparse.Namespace | None) -> bool:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    # A stream the shell closed (``2>&-``): the progress bar and the one
+    # line have nowhere to go, and a closed stdout would fail after the work.
+    if _closed(sys.stderr):
+        sys.stderr = open(os.devnull, "w")  # noqa: SIM115  (for the life of the process)
+    if _closed(sys.stdout):
+        print("chainrule: standard output is closed; redirect it instead", file=sys.stderr)
+        return 1
     parser, commands = _with_subparsers()
     args, extra = parser.parse_known_args(argv)
     command = getattr(args, "command", None)
@@ -139,6 +147,26 @@ def main(argv: Sequence[str] | None = None) -> int:
             f"{DEBUG_ENV}=1 chainrule ...",
             1,
         )
+
+
+def _closed(stream: Any) -> bool:
+    """True for a standard stream that cannot be written: its descriptor
+    closed by the shell (or reused, read-only, by whatever opened a file
+    next, as a wrapper script does)."""
+    if stream is None:
+        return True
+    try:
+        fd = stream.fileno()
+    except (AttributeError, ValueError, io.UnsupportedOperation):
+        return False  # not a file (captured in tests, a notebook): usable
+    try:
+        import fcntl  # POSIX
+    except ImportError:
+        return False
+    try:
+        return fcntl.fcntl(fd, fcntl.F_GETFL) & os.O_ACCMODE == os.O_RDONLY
+    except OSError:
+        return True
 
 
 def _report(prefix: str, message: str, code: int) -> int:
