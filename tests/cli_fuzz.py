@@ -10,7 +10,8 @@ passes when the command
 - exits non-zero (argparse's ``SystemExit`` included) and lets no
   exception escape (it would reach the user as a traceback),
 - writes exactly one line to stderr (a formula error may add the formula
-  and a caret under the fault), with no "Traceback", and that line is a
+  and a caret under the fault; a run that fails after training began has
+  the progress bar's lines before it), with no "Traceback", and that line is a
   foreseen error, not the last-resort "internal error" or "out of memory",
 - ends within :data:`CASE_SECONDS`, and the process's peak memory stays
   under :data:`PEAK_BYTES`.
@@ -65,6 +66,9 @@ class Files:
     one_line: Path
     read_only: Path | None  # a directory no file can be created in (None: cannot make one)
     corrupt_checkpoint: Path  # a directory whose gpt.json and moons.json are no checkpoints
+    gpt_run: Path  # the output of a finished tiny gpt run (step 1)
+    moons_run: Path  # the output of a moons run of 1 step
+    foreign: Path  # a directory whose gpt.json is a moons checkpoint
 
     def fresh_dir(self) -> Path:
         return Path(tempfile.mkdtemp(dir=self.root, prefix="out-"))
@@ -119,6 +123,15 @@ def make_files(root: Path) -> Files:
     corrupt.mkdir()
     for name in ("gpt.json", "moons.json"):
         (corrupt / name).write_text('{"format": "chainrule-checkpoint", "version": 1')
+    gpt_run, moons_run, foreign = root / "gpt-run", root / "moons-run", root / "foreign"
+    for argv in (
+        ["gpt", *GPT_TINY, "--samples", "0", "--out", str(gpt_run)],
+        ["moons", "--steps", "1", "--out", str(moons_run)],
+    ):
+        code, err, _ = run_case(Case("setup", argv))
+        assert code == 0, err
+    foreign.mkdir()
+    shutil.copy(moons_run / "moons.json", foreign / "gpt.json")
     return Files(
         root,
         text,
@@ -129,6 +142,9 @@ def make_files(root: Path) -> Files:
         one_line,
         read_only_dir(root / "read-only"),
         corrupt,
+        gpt_run,
+        moons_run,
+        foreign,
     )
 
 
@@ -226,20 +242,33 @@ GPT_SIZES = ["--batch-size", "--n-embd", "--n-layer", "--block-size", "--samples
 
 
 def gpt_cases(rng: random.Random, files: Files) -> Iterator[Case]:
+    def resume_conflict() -> list[str]:
+        """An option that contradicts the checkpoint, or other data."""
+        return rng.choice(
+            [["--lr", "0.5"], ["--n-embd", "8"], ["--dtype", "float64"], ["--seed", "3"],
+             ["--data", str(files.text)]]
+        )  # fmt: skip
+
     def with_option(option: str, value: str) -> list[str]:
         return ["gpt", *GPT_TINY, option, value, "--out", str(files.fresh_dir())]
 
+    run = str(files.gpt_run)
     kinds: list[Callable[[], list[str]]] = [
         lambda: with_option(o := rng.choice(list(GPT_COUNTS)), bad_count(rng, GPT_COUNTS[o])),
         lambda: with_option(rng.choice(["--lr", "--temperature"]), bad_positive_float(rng)),
         lambda: with_option("--dtype", rng.choice(["float16", "", "int", "Float32", "ä"])),
         lambda: with_option(rng.choice(GPT_SIZES), rng.choice(HUGE)),
-        lambda: ["gpt", *GPT_TINY, "--n-embd", str(rng.choice([5, 7, 9])), "--n-head", "2"],
+        lambda: [*with_option("--n-embd", rng.choice(["5", "7", "9"])), "--n-head", "2"],
         lambda: with_option("--data", bad_data_file(rng, files)),
         lambda: ["gpt", *GPT_TINY, "--out", bad_output_dir(rng, files)],
         lambda: ["gpt", *GPT_TINY, "--resume", "--out", str(files.fresh_dir())],
         lambda: ["gpt", *GPT_TINY, "--resume", "--out", str(files.corrupt_checkpoint)],
         lambda: ["gpt", *GPT_TINY, "--out", str(files.corrupt_checkpoint)],  # no --force
+        lambda: ["gpt", *GPT_TINY, "--out", run],  # another run's, no --force
+        lambda: ["gpt", "--resume", "--steps", "1", "--out", run],  # reached
+        lambda: ["gpt", "--resume", "--steps", "9", *resume_conflict(), "--out", run],
+        lambda: ["gpt", "--resume", "--out", str(files.foreign)],
+        lambda: [*with_option("--lr", rng.choice(["1e30", "1e10"])), "--steps", "5"],  # diverges
         lambda: ["gpt", *GPT_TINY, misspell(rng, rng.choice(list(GPT_COUNTS))), "3"],
         lambda: ["gpt", *GPT_TINY, rng.choice(list(GPT_COUNTS))],  # value missing
         lambda: ["gpt", *GPT_TINY, "stray-argument"],
@@ -254,6 +283,7 @@ def moons_cases(rng: random.Random, files: Files) -> Iterator[Case]:
         lambda: ["moons", "--seed", rng.choice(NOT_NUMBERS), "--out", str(files.fresh_dir())],
         lambda: ["moons", "--steps", "1", "--out", bad_output_dir(rng, files)],
         lambda: ["moons", "--steps", "1", "--out", str(files.corrupt_checkpoint)],
+        lambda: ["moons", "--steps", "2", "--out", str(files.moons_run)],  # another run's
         lambda: ["moons", misspell(rng, rng.choice(["--steps", "--seed", "--force"])), "3"],
         lambda: ["moons", "--steps"],
         lambda: ["moons", "--steps", "1", rng.choice(["extra", "-x", "--", "--help=x"])],
@@ -338,12 +368,13 @@ def all_cases(files: Files, seed: int = SEED) -> Iterator[Case]:
 # ----------------------------------------------------------------------------
 
 _CARET = re.compile(r"^\s*\^$")
+_PROGRESS = re.compile(r"^\[[#-]+\] +\d+/\d+")  # the training progress bar's lines
 UNFORESEEN = ("Traceback", "internal error", "out of memory")
 
 
 def judge(code: int | None, err: str, seconds: float) -> str | None:
     """Why a case failed, or None."""
-    lines = err.splitlines()
+    lines = [line for line in err.splitlines() if not _PROGRESS.match(line)]
     if len(lines) == 3 and _CARET.match(lines[2]):
         lines = lines[:1]  # a formula error: the formula and a caret follow the message
     if not code:

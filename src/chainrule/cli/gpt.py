@@ -28,6 +28,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import hashlib
+import math
 import os
 import sys
 import time
@@ -514,12 +515,17 @@ def train(args: argparse.Namespace, out: Path) -> Result:
             rows = batches.integers(0, len(train_seqs), settings.batch_size)
             x, y = charlm.batch([train_seqs[i] for i in rows], vocab.bos)
             _, loss = model(x, y)
+            value = float(loss.data)
+            if not math.isfinite(value):  # nothing more to learn, and nothing to save
+                raise UserError(
+                    f"training diverged at step {step + 1} (loss {value}); try a smaller --lr"
+                )
             optimizer.zero_grad()
             loss.backward()
             optimizer.step()
             schedule.step()
             step += 1
-            bar.update(step, loss=float(loss.data))
+            bar.update(step, loss=value)
             if args.checkpoint_every and step % args.checkpoint_every == 0:
                 save(step)
     save(step)
@@ -599,7 +605,7 @@ def run(args: argparse.Namespace) -> int:
     out: Path = args.out
     _thread_environment(args.threads)
     try:
-        import numpy  # noqa: F401
+        import numpy
     except ImportError:
         return _error("needs NumPy: pip install 'chainrule[tensor]'")
     problem = make_out_dir(out)
@@ -607,7 +613,9 @@ def run(args: argparse.Namespace) -> int:
         return _error(problem)
     try:
         _check_overwrite(args, out / CHECKPOINT)
-        with blas_threads(args.threads):
+        # overflow in a diverging run is reported once, as a non-finite
+        # loss, not as a stream of NumPy warnings
+        with blas_threads(args.threads), numpy.errstate(all="ignore"):
             result = train(args, out)
         seen = set(_load_documents(args.data)[0])  # the file may have gone meanwhile
     except UserError as e:
