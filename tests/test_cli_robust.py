@@ -656,3 +656,17 @@ def test_long_contexts_sample_fewer_names_at_once() -> None:
     assert 1 <= chunk < gpt_cli.SAMPLE_CHUNK
     # so a long context with many samples is not refused for the sampling alone
     assert gpt_cli.memory_estimate(long, 27, 17, 5163, 1024) < 2 * GB
+
+
+def test_a_diverging_run_stops_with_one_line_and_no_warnings(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        code, _, err = run(capsys, "gpt", *TINY, "--lr", "1e30", "--out", str(tmp_path))
+    assert code == 1
+    lines = [line for line in err.splitlines() if not line.startswith("[")]  # the progress bar
+    assert "Traceback" not in err and len(lines) == 1
+    assert lines[0].startswith("chainrule gpt: training diverged at step ")
+    assert lines[0].endswith(" (loss nan); try a smaller --lr")
+    assert not (tmp_path / "gpt.json").exists()  # nothing non-finite was saved
