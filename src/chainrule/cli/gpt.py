@@ -564,8 +564,12 @@ def _thread_environment(threads: int | None) -> bool:
     (the only time they count); False if it has."""
     if "numpy" in sys.modules:
         return False
+    n = str(_thread_count(threads))
     for var in _THREAD_VARS:
-        os.environ[var] = str(_thread_count(threads))
+        if threads is not None:
+            os.environ[var] = n
+        else:  # a variable the user set stays as it is
+            os.environ.setdefault(var, n)
     return True
 
 
