@@ -55,8 +55,9 @@ BETAS = (0.85, 0.99)  # microgpt's
 HELD_OUT = 0.1
 CHECKPOINT = "gpt.json"
 MAX_DATA_BYTES = 64 * 2**20  # --data larger than this is refused, not read
-SAMPLE_CHUNK = 1024  # at most this many names are sampled at once ...
-SAMPLE_BYTES = 2**28  # ... and fewer if their arrays would exceed this (long contexts)
+SAMPLE_CHUNK = 1024  # at most this many names are sampled at once,
+EVAL_BATCH = 256  # and this many held-out names scored at once,
+ROWS_BYTES = 2**28  # fewer if their arrays would exceed this (long contexts, wide models)
 
 
 @dataclass(frozen=True)
@@ -327,9 +328,6 @@ def _fingerprint(docs: list[str]) -> str:
     return hashlib.sha256("\n".join(docs).encode("utf-8")).hexdigest()
 
 
-EVAL_BATCH = 256
-
-
 def _arrays(settings: Settings, vocab_size: int, rows: float, T: float) -> float:
     """Bytes of the arrays one forward and backward pass over ``rows`` x
     ``T`` tokens holds at its peak: each layer's, the logits', the
@@ -340,12 +338,18 @@ def _arrays(settings: Settings, vocab_size: int, rows: float, T: float) -> float
     return item * rows * T * (64 * L * C + 4 * L * H * T + 8 * vocab_size + 8 * C)
 
 
+def rows_at_once(settings: Settings, vocab_size: int, T: int, most: int) -> int:
+    """How many sequences of ``T`` tokens to sample or score at once: up to
+    ``most``, fewer if their arrays would exceed :data:`ROWS_BYTES`. It
+    depends on the settings only, so a seed gives the same names and the
+    same loss on every machine."""
+    one = _arrays(settings, vocab_size, 1, T)
+    return int(max(1, min(most, ROWS_BYTES // one)))
+
+
 def sample_chunk(settings: Settings, vocab_size: int) -> int:
-    """Names sampled at once: up to :data:`SAMPLE_CHUNK`, fewer when a full
-    context's arrays are large. It depends on the settings only, so a seed
-    gives the same names on every machine."""
-    one = _arrays(settings, vocab_size, 1, settings.block_size)
-    return int(max(1, min(SAMPLE_CHUNK, SAMPLE_BYTES // one)))
+    """Names sampled at once (their context can fill up: ``block_size`` tokens)."""
+    return rows_at_once(settings, vocab_size, settings.block_size, SAMPLE_CHUNK)
 
 
 def memory_estimate(
@@ -364,7 +368,7 @@ def memory_estimate(
     chunk = min(samples, sample_chunk(settings, V))
     peak = max(
         _arrays(settings, V, settings.batch_size, T),
-        _arrays(settings, V, EVAL_BATCH, T),
+        _arrays(settings, V, rows_at_once(settings, V, T, EVAL_BATCH), T),
         _arrays(settings, V, chunk, block) + samples * (120 + 40 * block),
     )
     data = documents * (120 + 8 * (T + 1))
@@ -530,7 +534,10 @@ def train(args: argparse.Namespace, out: Path) -> Result:
                 save(step)
     save(step)
 
-    held_out = evaluate(model, held_seqs, vocab.bos)
+    longest = max(len(s) for s in held_seqs) - 1
+    held_out = evaluate(
+        model, held_seqs, vocab.bos, rows_at_once(settings, vocab.size, longest, EVAL_BATCH)
+    )
     bigram = charlm.Bigram(train_seqs, vocab.size).loss(held_seqs)
     sampler = np.random.default_rng(sample_seed)
     samples = []
