@@ -14,6 +14,7 @@ import json
 import math
 import os
 import resource
+import signal
 import subprocess
 import sys
 import time
@@ -142,6 +143,32 @@ def test_closed_stderr_still_runs(tmp_path: Path) -> None:
     )
     assert done.returncode == 0
     assert done.stdout.splitlines()[-1].startswith("accuracy: ")
+
+
+@pytest.mark.parametrize(
+    ("args", "target"), [(["gpt", *TINY], "gpt.json"), (["moons", "--steps", "1"], "moons.png")]
+)
+def test_a_full_disk_while_saving_is_one_line(tmp_path: Path, args: list[str], target: str) -> None:
+    """Writes past 8 KB fail (``ulimit -f``, the way a full disk fails them)."""
+
+    def small_files() -> None:
+        signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # fail the write, not the process
+        resource.setrlimit(resource.RLIMIT_FSIZE, (8000, 8000))
+
+    done = subprocess.run(
+        [sys.executable, "-m", "chainrule", *args, "--out", str(tmp_path)],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "PYTHONPATH": SRC, "OPENBLAS_NUM_THREADS": "1"},
+        preexec_fn=small_files,
+        timeout=120,
+    )
+    assert done.returncode == 1
+    name = args[0]
+    last = done.stderr.splitlines()[-1]
+    assert "Traceback" not in done.stderr
+    assert last == f"chainrule {name}: cannot write {tmp_path / target} (File too large)"
+    assert os.listdir(tmp_path) == []  # no half-written file, no temporary left
 
 
 def test_debug_shows_the_traceback() -> None:
