@@ -65,10 +65,10 @@ class Files:
     latin1: Path
     one_line: Path
     read_only: Path | None  # a directory no file can be created in (None: cannot make one)
-    corrupt_checkpoint: Path  # a directory whose gpt.json and moons.json are no checkpoints
+    corrupt_checkpoint: Path  # a directory whose checkpoints are truncated
     gpt_run: Path  # the output of a finished tiny gpt run (step 1)
     moons_run: Path  # the output of a moons run of 1 step
-    foreign: Path  # a directory whose gpt.json is a moons checkpoint
+    foreign: Path  # a directory whose gpt.safetensors is a moons checkpoint
 
     def fresh_dir(self) -> Path:
         return Path(tempfile.mkdtemp(dir=self.root, prefix="out-"))
@@ -121,7 +121,7 @@ def make_files(root: Path) -> Files:
     one_line.write_text("onlyone\n")
     corrupt = root / "corrupt"
     corrupt.mkdir()
-    for name in ("gpt.json", "moons.json"):
+    for name in ("gpt.safetensors", "moons.json"):
         (corrupt / name).write_text('{"format": "chainrule-checkpoint", "version": 1')
     gpt_run, moons_run, foreign = root / "gpt-run", root / "moons-run", root / "foreign"
     for argv in (
@@ -131,7 +131,7 @@ def make_files(root: Path) -> Files:
         code, err, _ = run_case(Case("setup", argv))
         assert code == 0, err
     foreign.mkdir()
-    shutil.copy(moons_run / "moons.json", foreign / "gpt.json")
+    shutil.copy(moons_run / "moons.json", foreign / "gpt.safetensors")
     return Files(
         root,
         text,

@@ -34,6 +34,7 @@ from chainrule.cli.preflight import available_memory, format_bytes
 from chainrule.explain import explain
 from chainrule.expr import evaluate
 from chainrule.tensor import charlm
+from chainrule.tensor import checkpoint as gpt_checkpoint
 from chainrule.tensor.nn import GPT, GPTConfig
 from cli_fuzz import read_only_dir, release
 
@@ -146,7 +147,8 @@ def test_closed_stderr_still_runs(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize(
-    ("args", "target"), [(["gpt", *TINY], "gpt.json"), (["moons", "--steps", "1"], "moons.png")]
+    ("args", "target"),
+    [(["gpt", *TINY], "gpt.safetensors"), (["moons", "--steps", "1"], "moons.png")],
 )
 def test_a_full_disk_while_saving_is_one_line(tmp_path: Path, args: list[str], target: str) -> None:
     """Writes past 8 KB fail (``ulimit -f``, the way a full disk fails them)."""
@@ -232,7 +234,7 @@ def test_sizes_beyond_a_2_gb_memory_limit_are_refused(tmp_path: Path, sizes: lis
     done = command("gpt", "--steps", "1", *sizes, "--out", str(tmp_path), memory_limit=2 * GB)
     assert done.returncode == 1
     assert "this run would need about" in one_line(done.stderr)
-    assert not (tmp_path / "gpt.json").exists()
+    assert not (tmp_path / "gpt.safetensors").exists()
 
 
 def test_a_small_run_fits_under_the_same_limit(tmp_path: Path) -> None:
@@ -421,7 +423,7 @@ def test_a_new_run_does_not_overwrite_a_checkpoint_without_force(
     capsys: pytest.CaptureFixture[str], tmp_path: Path
 ) -> None:
     assert run(capsys, "gpt", *TINY, "--out", str(tmp_path))[0] == 0
-    ckpt = tmp_path / "gpt.json"
+    ckpt = tmp_path / "gpt.safetensors"
     before = ckpt.read_bytes()
     code, out, err = run(capsys, "gpt", *TINY, "--seed", "5", "--out", str(tmp_path))
     assert code == 1 and out == ""
@@ -431,7 +433,7 @@ def test_a_new_run_does_not_overwrite_a_checkpoint_without_force(
     )
     assert ckpt.read_bytes() == before
     assert run(capsys, "gpt", *TINY, "--seed", "5", "--force", "--out", str(tmp_path))[0] == 0
-    assert json.loads(ckpt.read_text())["metadata"]["run"]["settings"]["seed"] == 5
+    assert gpt_checkpoint.read(ckpt)["metadata"]["run"]["settings"]["seed"] == 5
 
 
 def test_moons_overwrites_only_the_same_run(
@@ -456,8 +458,8 @@ def test_resume_whose_target_is_reached_says_so(
     code, out, err = run(capsys, "gpt", "--resume", "--steps", steps, "--out", str(tmp_path))
     assert code == 1 and out == ""
     assert one_line(err) == (
-        f"chainrule gpt: --resume: {tmp_path / 'gpt.json'} is already at step 4, which reaches "
-        f"--steps {steps}: nothing to train; give a larger --steps to continue"
+        f"chainrule gpt: --resume: {tmp_path / 'gpt.safetensors'} is already at step 4, "
+        f"which reaches --steps {steps}: nothing to train; give a larger --steps to continue"
     )
 
 
@@ -465,17 +467,21 @@ def test_stale_temporary_files_are_removed_on_the_next_save(
     capsys: pytest.CaptureFixture[str], tmp_path: Path
 ) -> None:
     """What repeated ``kill -9`` during saves leaves behind."""
-    stale = [tmp_path / f".gpt.json.{tag}.tmp" for tag in ("abcd1234", "x_9y8z7w", "00000000")]
+    stale = [
+        tmp_path / f".{name}.{tag}.tmp"
+        for name in ("gpt.safetensors", "gpt.optim.safetensors")
+        for tag in ("abcd1234", "x_9y8z7w", "00000000")
+    ]
     for path in stale:
         path.write_text('{"format": "chainrule-checkpoint", "ver')
-    keep = [tmp_path / ".gpt.json.notmine.tmp", tmp_path / ".moons.json.abcd1234.tmp"]
+    keep = [tmp_path / ".gpt.safetensors.notmine.tmp", tmp_path / ".moons.json.abcd1234.tmp"]
     for path in keep:
         path.write_text("someone else's\n")
     assert run(capsys, "gpt", *TINY, "--out", str(tmp_path))[0] == 0
     assert not any(p.exists() for p in stale)
     assert all(p.exists() for p in keep)
     assert sorted(p.name for p in tmp_path.iterdir()) == sorted(
-        ["gpt.json", *(p.name for p in keep)]
+        ["gpt.optim.safetensors", "gpt.safetensors", *(p.name for p in keep)]
     )
 
 
@@ -696,4 +702,4 @@ def test_a_diverging_run_stops_with_one_line_and_no_warnings(
     assert "Traceback" not in err and len(lines) == 1
     assert lines[0].startswith("chainrule gpt: training diverged at step ")
     assert lines[0].endswith(" (loss nan); try a smaller --lr")
-    assert not (tmp_path / "gpt.json").exists()  # nothing non-finite was saved
+    assert not (tmp_path / "gpt.safetensors").exists()  # nothing non-finite was saved

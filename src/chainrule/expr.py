@@ -32,6 +32,7 @@ from dataclasses import dataclass
 from typing import Union
 
 from .engine import Value, maximum, minimum
+from .graph import elementary
 
 #: Longest formula accepted, in characters: bounds the size of any graph.
 MAX_LENGTH = 10_000
@@ -377,16 +378,17 @@ def evaluate(source: str, values: Mapping[str, float | Value]) -> Value:
     leaves = {name: _leaf(name, v) for name, v in values.items()}
     results: list[Operand] = []
     stack: list[tuple[Node, bool]] = [(tree, False)]
-    while stack:
-        node, ready = stack.pop()
-        kids = _children(node)
-        if kids and not ready:
-            stack.append((node, True))
-            stack.extend((kid, False) for kid in reversed(kids))
-            continue
-        args = results[len(results) - len(kids) :]
-        del results[len(results) - len(kids) :]
-        results.append(_apply(node, args, source, leaves))
+    with elementary():  # one node per operation written, each labelled with its text
+        while stack:
+            node, ready = stack.pop()
+            kids = _children(node)
+            if kids and not ready:
+                stack.append((node, True))
+                stack.extend((kid, False) for kid in reversed(kids))
+                continue
+            args = results[len(results) - len(kids) :]
+            del results[len(results) - len(kids) :]
+            results.append(_apply(node, args, source, leaves))
     (result,) = results
     if isinstance(result, Value):
         return result

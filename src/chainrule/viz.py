@@ -51,7 +51,7 @@ def forward_order(root: Value) -> list[Value]:
 
     >>> from chainrule import Value
     >>> a, b = Value(2.0, label="a"), Value(3.0, label="b")
-    >>> [v.label for v in forward_order(a * b + a)]
+    >>> [v.label for v in forward_order((a + b) * a)]
     ['a', 'b', '', '']
     """
     interior, _ = topological_order(root)
