@@ -19,7 +19,7 @@ import subprocess
 import sys
 import time
 import warnings
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from fractions import Fraction
 from pathlib import Path
 from typing import Any
@@ -47,14 +47,10 @@ GB = 2**30
 
 
 def command(
-    *args: str, memory_limit: int | None = None, timeout: float = 120, **kwargs: Any
+    *args: str, before: Callable[[], None] | None = None, timeout: float = 120, **kwargs: Any
 ) -> subprocess.CompletedProcess[str]:
-    """``python -m chainrule ARGS`` in a subprocess, optionally under ``ulimit -v``."""
-
-    def limit() -> None:
-        if memory_limit is not None:
-            resource.setrlimit(resource.RLIMIT_AS, (memory_limit, memory_limit))
-
+    """``python -m chainrule ARGS`` in a subprocess; ``before`` runs in the
+    child first (a limit, a closed stream)."""
     env = {**os.environ, "PYTHONPATH": SRC, "OPENBLAS_NUM_THREADS": "1"}
     env.pop("CHAINRULE_DEBUG", None)
     env.update(kwargs.pop("env", {}))
@@ -65,9 +61,14 @@ def command(
         text=True,
         env=env,
         timeout=timeout,
-        preexec_fn=limit,
+        preexec_fn=before,
         **kwargs,
     )
+
+
+def address_space(limit: int) -> Callable[[], None]:
+    """``ulimit -v``, for :func:`command`'s ``before``."""
+    return lambda: resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
 
 
 def one_line(err: str) -> str:
@@ -120,28 +121,17 @@ def test_full_disk_on_stdout_is_one_line() -> None:
 
 def test_closed_stdout_is_one_line() -> None:
     """``chainrule explain a a=1 >&-``"""
-    done = subprocess.run(
-        [sys.executable, "-m", "chainrule", "explain", "a", "a=1"],
-        stderr=subprocess.PIPE,
-        text=True,
-        env={**os.environ, "PYTHONPATH": SRC},
-        preexec_fn=lambda: os.close(1),
-        timeout=60,
-    )
+    done = command("explain", "a", "a=1", stderr=subprocess.PIPE, before=lambda: os.close(1))
     assert done.returncode == 1
     assert one_line(done.stderr) == "chainrule: standard output is closed; redirect it instead"
 
 
 def test_closed_stderr_still_runs(tmp_path: Path) -> None:
     """``chainrule moons --steps 2 2>&-``: the progress bar has nowhere to go."""
-    done = subprocess.run(
-        [sys.executable, "-m", "chainrule", "moons", "--steps", "2", "--out", str(tmp_path)],
-        stdout=subprocess.PIPE,
-        text=True,
-        env={**os.environ, "PYTHONPATH": SRC},
-        preexec_fn=lambda: os.close(2),
-        timeout=60,
-    )
+    done = command(
+        "moons", "--steps", "2", "--out", str(tmp_path), stdout=subprocess.PIPE,
+        before=lambda: os.close(2),
+    )  # fmt: skip
     assert done.returncode == 0
     assert done.stdout.splitlines()[-1].startswith("accuracy: ")
 
@@ -157,14 +147,7 @@ def test_a_full_disk_while_saving_is_one_line(tmp_path: Path, args: list[str], t
         signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # fail the write, not the process
         resource.setrlimit(resource.RLIMIT_FSIZE, (8000, 8000))
 
-    done = subprocess.run(
-        [sys.executable, "-m", "chainrule", *args, "--out", str(tmp_path)],
-        capture_output=True,
-        text=True,
-        env={**os.environ, "PYTHONPATH": SRC, "OPENBLAS_NUM_THREADS": "1"},
-        preexec_fn=small_files,
-        timeout=120,
-    )
+    done = command(*args, "--out", str(tmp_path), before=small_files)
     assert done.returncode == 1
     name = args[0]
     last = done.stderr.splitlines()[-1]
@@ -231,14 +214,15 @@ def test_huge_sizes_are_refused_with_the_memory_they_need(
     "sizes", [["--batch-size", "1000000000"], ["--samples", "100000000"], ["--n-layer", "100000"]]
 )
 def test_sizes_beyond_a_2_gb_memory_limit_are_refused(tmp_path: Path, sizes: list[str]) -> None:
-    done = command("gpt", "--steps", "1", *sizes, "--out", str(tmp_path), memory_limit=2 * GB)
+    limit = address_space(2 * GB)
+    done = command("gpt", "--steps", "1", *sizes, "--out", str(tmp_path), before=limit)
     assert done.returncode == 1
     assert "this run would need about" in one_line(done.stderr)
     assert not (tmp_path / "gpt.safetensors").exists()
 
 
 def test_a_small_run_fits_under_the_same_limit(tmp_path: Path) -> None:
-    done = command("gpt", *TINY, "--out", str(tmp_path), memory_limit=2 * GB)
+    done = command("gpt", *TINY, "--out", str(tmp_path), before=address_space(2 * GB))
     assert done.returncode == 0, done.stderr
     assert "held-out loss" in done.stdout
 
@@ -331,7 +315,7 @@ def test_a_large_vocabulary_trains_in_bounded_memory(tmp_path: Path) -> None:
     assert _cjk_names(data) == 10_701
     done = command(
         "gpt", "--steps", "3", "--data", str(data), "--samples", "2", "--out",
-        str(tmp_path / "out"), memory_limit=GB,
+        str(tmp_path / "out"), before=address_space(GB),
     )  # fmt: skip
     assert done.returncode == 0, done.stderr
     assert "vocabulary 10702" in done.stdout
