@@ -17,7 +17,11 @@ passes when the command
   under :data:`PEAK_BYTES`.
 
 The cases are drawn from a seeded generator, so a run is repeatable and
-its count fixed. Run it directly for the counts::
+its count fixed. A second phase runs each command, with good arguments,
+as a subprocess in hostile environments (stdout full, closed, or a pipe
+whose reader has gone; files limited to 100 bytes; a small address space)
+and asks the same of it (a command that fits in the small address space may
+also succeed). Run it directly for the counts::
 
     python tests/cli_fuzz.py            # prints: cli fuzz: N cases run ..., failures: 0
 
@@ -35,6 +39,7 @@ import random
 import re
 import resource
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -368,7 +373,8 @@ def all_cases(files: Files, seed: int = SEED) -> Iterator[Case]:
 # ----------------------------------------------------------------------------
 
 _CARET = re.compile(r"^\s*\^$")
-_PROGRESS = re.compile(r"^\[[#-]+\] +\d+/\d+")  # the training progress bar's lines
+# the training progress bar's lines, and the benchmark's
+_PROGRESS = re.compile(r"^(\[[#-]+\] +\d+/\d+|\S+ / \S+ \.\.\.$)")
 UNFORESEEN = ("Traceback", "internal error", "out of memory")
 
 
@@ -384,6 +390,8 @@ def judge(code: int | None, err: str, seconds: float) -> str | None:
     for word in UNFORESEEN:
         if word in err:
             return f"{word!r} on stderr"
+    if not lines[0].startswith(("chainrule", "error: ")):
+        return f"not chainrule's own message: {lines[0][:80]!r}"
     if seconds > CASE_SECONDS:
         return f"took {seconds:.1f} s"
     return None
@@ -409,22 +417,108 @@ def peak_rss() -> int:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024  # Linux: KiB
 
 
+# ----------------------------------------------------------------------------
+# the second phase: good arguments, hostile environments (subprocesses)
+# ----------------------------------------------------------------------------
+
+
+def _full_stdout() -> None:
+    fd = os.open("/dev/full", os.O_WRONLY)
+    os.dup2(fd, 1)
+    os.close(fd)
+
+
+def _small_files() -> None:
+    signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # the write fails, the process goes on
+    resource.setrlimit(resource.RLIMIT_FSIZE, (100, 100))
+
+
+def _small_memory() -> None:
+    resource.setrlimit(resource.RLIMIT_AS, (150 * 2**20, 150 * 2**20))
+
+
+#: name -> (what the child does first, whether the command may still succeed)
+ENVIRONMENTS: dict[str, tuple[Callable[[], None] | None, bool]] = {
+    "stdout full": (_full_stdout, False),
+    "stdout closed": (lambda: os.close(1), False),
+    "stdout's reader gone": (None, False),  # a pipe closed before the first write
+    "files over 100 bytes fail": (_small_files, False),
+    "150 MB of address space": (_small_memory, True),
+}
+
+
+def good_commands(out: Path) -> list[list[str]]:
+    return [
+        ["explain", "a*b", "a=1", "b=2", "--dot", str(out / "g.dot")],
+        ["moons", "--steps", "1", "--force", "--out", str(out)],
+        ["gpt", *GPT_TINY, "--force", "--out", str(out)],
+        [*BENCH_TINY, "--json", str(out / "bench.json")],
+    ]
+
+
+def run_in_environment(argv: list[str], environment: str) -> tuple[int | None, str, float]:
+    import chainrule
+
+    before, _ = ENVIRONMENTS[environment]
+    src = str(Path(chainrule.__file__).parents[1])
+    env = {**os.environ, "PYTHONPATH": src, "OPENBLAS_NUM_THREADS": "1"}
+    env.pop("CHAINRULE_DEBUG", None)
+    started = time.perf_counter()
+    with subprocess.Popen(
+        [sys.executable, "-m", "chainrule", *argv],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        preexec_fn=before,
+        env=env,
+    ) as proc:
+        assert proc.stdout is not None
+        if environment == "stdout's reader gone":
+            proc.stdout.close()
+        try:
+            _, err = proc.communicate(timeout=60)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            _, err = proc.communicate()
+    return proc.returncode, err.decode(errors="replace"), time.perf_counter() - started
+
+
+def judge_environment(environment: str, code: int | None, err: str, seconds: float) -> str | None:
+    _, may_succeed = ENVIRONMENTS[environment]
+    if may_succeed:
+        if code == 0:
+            return "'Traceback' on stderr" if "Traceback" in err else None
+        # under a real memory limit the last-resort "out of memory" line is the answer
+        err = err.replace("out of memory", "short of memory")
+    return judge(code, err, seconds)
+
+
 def fuzz(seed: int = SEED, report: Callable[[str], None] = print) -> tuple[Counter[str], int]:
     """Run every case; returns cases run per command and the failures."""
     counts: Counter[str] = Counter()
     failures = 0
     root = Path(tempfile.mkdtemp(prefix="chainrule-fuzz-"))
     files = make_files(root)
+
+    def record(label: str, problem: str | None, argv: list[str], err: str) -> None:
+        nonlocal failures
+        counts[label] += 1
+        if problem:
+            failures += 1
+            report(f"FAIL {label}: {problem}: argv {argv!r:.300}\n  {err!r:.400}")
+
     try:
         for case in all_cases(files, seed):
             code, err, seconds = run_case(case)
             problem = judge(code, err, seconds)
             if problem is None and peak_rss() > PEAK_BYTES:
                 problem = f"peak memory {peak_rss() / 1e9:.2f} GB"
-            counts[case.command] += 1
-            if problem:
-                failures += 1
-                report(f"FAIL {case.command}: {problem}: argv {case.argv!r:.300}\n  {err!r:.400}")
+            record(case.command, problem, case.argv, err)
+        for environment in ENVIRONMENTS:
+            for argv in good_commands(files.fresh_dir()):
+                code, err, seconds = run_in_environment(argv, environment)
+                record(
+                    "environments", judge_environment(environment, code, err, seconds), argv, err
+                )
     finally:
         release(files.read_only)
         shutil.rmtree(root, ignore_errors=True)

@@ -18,9 +18,10 @@ SRC = str(HERE.parent / "src")
 
 
 def test_every_command_over_generated_bad_input() -> None:
-    """Over 1,500 bad command lines: each exits non-zero with one line on
-    stderr and no traceback, in bounded time and memory (the fuzzer's own
-    address-space cap turns a missed size check into a failure)."""
+    """Over 1,500 bad command lines, and every command in hostile
+    environments: each exits non-zero with one line on stderr and no
+    traceback, in bounded time and memory (the fuzzer's own address-space
+    cap turns a missed size check into a failure)."""
     env = {**os.environ, "PYTHONPATH": SRC, "OPENBLAS_NUM_THREADS": "1"}
     env.pop("CHAINRULE_DEBUG", None)
     done = subprocess.run(
@@ -36,7 +37,7 @@ def test_every_command_over_generated_bad_input() -> None:
     m = re.fullmatch(r"cli fuzz: (\d+) cases run \((.*)\), failures: 0, .*", summary)
     assert m, summary
     assert int(m.group(1)) >= 1500
-    for command in ("bench", "explain", "gpt", "moons", "top-level"):
+    for command in ("bench", "environments", "explain", "gpt", "moons", "top-level"):
         assert command in m.group(2)
 
 
@@ -51,6 +52,7 @@ def test_every_command_over_generated_bad_input() -> None:
         (1, "chainrule gpt: internal error (KeyError: 1); ...\n", 0.1, "'internal error'"),
         (1, "chainrule gpt: out of memory; try smaller sizes\n", 0.1, "'out of memory'"),
         (1, "chainrule gpt: no\n", CASE_SECONDS + 1, "took"),
+        (1, "OpenBLAS error: Memory allocation still failed\n", 0.1, "not chainrule's own"),
     ],
 )
 def test_the_verdict_catches_each_kind_of_failure(

@@ -227,6 +227,24 @@ def test_a_small_run_fits_under_the_same_limit(tmp_path: Path) -> None:
     assert "held-out loss" in done.stdout
 
 
+def test_too_little_memory_to_load_numpy_is_one_line(tmp_path: Path) -> None:
+    """Short of memory, OpenBLAS would end the process with its own message."""
+    done = command("gpt", *TINY, "--out", str(tmp_path), before=address_space(100 * 2**20))
+    assert done.returncode == 1
+    line = one_line(done.stderr)
+    assert line.startswith("chainrule gpt: loading NumPy would need about 100.0 MB of memory, ")
+    assert line.endswith(" is available; raise the memory limit (ulimit -v)")
+
+
+def test_moons_plots_without_matplotlib_when_memory_is_short(tmp_path: Path) -> None:
+    done = command(
+        "moons", "--steps", "1", "--out", str(tmp_path), before=address_space(150 * 2**20)
+    )
+    assert done.returncode == 0, done.stderr
+    assert (tmp_path / "moons.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert "Traceback" not in done.stderr and "OpenBLAS" not in done.stderr
+
+
 def test_available_memory_sees_the_address_space_limit() -> None:
     code = (
         "import resource; resource.setrlimit(resource.RLIMIT_AS, (2**31, 2**31)); "

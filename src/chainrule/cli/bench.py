@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from .options import CommandError
 from .preflight import check_output_file
 
 
@@ -69,6 +70,9 @@ def main(args: argparse.Namespace) -> int:
     print("median: seconds per run; memory: bytes per operation (tracemalloc).")
     print("ratio: the baseline's median divided by the engine's.")
     if args.json:
-        bench.write_json(args.json, bench.to_json(workloads, results, settings))
+        try:
+            bench.write_json(args.json, bench.to_json(workloads, results, settings))
+        except OSError as e:  # a full disk: the path itself was checked before the run
+            raise CommandError(f"cannot write {args.json} ({e.strerror or e})") from None
         print(f"wrote {args.json}")
     return 0

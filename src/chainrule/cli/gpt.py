@@ -40,7 +40,7 @@ from pathlib import Path
 from typing import Any
 
 from .options import CommandError, int_at_least, make_out_dir
-from .preflight import check_memory
+from .preflight import LOADING_BYTES, check_memory, would_load
 
 DEFAULTS: dict[str, Any] = {
     "steps": 2000,
@@ -630,6 +630,8 @@ def _check_overwrite(args: argparse.Namespace, path: Path) -> None:
 def run(args: argparse.Namespace) -> int:
     out: Path = args.out
     _thread_environment(args.threads)
+    if not would_load("numpy"):
+        check_memory(LOADING_BYTES["numpy"], "loading NumPy", "raise the memory limit (ulimit -v)")
     try:
         import numpy
     except ImportError:

@@ -25,6 +25,7 @@ from ..optim import SGD, LinearDecay
 from ..progress import ProgressBar
 from ..raster import decision_boundary_png
 from .options import int_at_least, make_out_dir
+from .preflight import would_load
 
 DEFAULT_SEED = 1337  # micrograd's demo seed
 DEFAULT_STEPS = 100
@@ -216,11 +217,14 @@ def run(args: argparse.Namespace) -> int:
 
     png = out / "moons.png"
     try:
-        try:
-            plot_decision_boundary(result.model, result.X, result.labels, png)
-        except ImportError:  # no matplotlib: the standard-library picture
+        if would_load("matplotlib"):
+            try:
+                plot_decision_boundary(result.model, result.X, result.labels, png)
+            except ImportError:  # no matplotlib: the standard-library picture
+                plot_decision_boundary_basic(result.model, result.X, result.labels, png)
+                print(PLOT_HINT, file=sys.stderr)
+        else:  # too little memory to load matplotlib: the same picture without it
             plot_decision_boundary_basic(result.model, result.X, result.labels, png)
-            print(PLOT_HINT, file=sys.stderr)
     except OSError as e:
         return _error(f"cannot write {png} ({e.strerror or e})")
     print(f"plot: {png}")

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import sys
 import tempfile
 from pathlib import Path
 
@@ -118,6 +119,22 @@ def format_bytes(n: float) -> str:
         if n < 1000:
             return f"{n:.1f} {unit}"
     return f"{n * 1e15:.1e} B"
+
+
+#: Address space that loading a library takes (Linux x86-64, one-thread
+#: OpenBLAS, measured as VmSize): NumPy about 85 MB, matplotlib with NumPy
+#: and one figure drawn about 165 MB. Short of it, OpenBLAS ends the
+#: process with its own message.
+LOADING_BYTES = {"numpy": 100e6, "matplotlib": 180e6}
+
+
+def would_load(module: str) -> bool:
+    """False if ``module`` (a key of :data:`LOADING_BYTES`) is not loaded
+    yet and the memory left is too little to load it."""
+    if module in sys.modules:
+        return True
+    available = available_memory()
+    return available is None or available >= LOADING_BYTES[module]
 
 
 def check_memory(needed: float, what: str, hint: str, available: int | None = None) -> None:
