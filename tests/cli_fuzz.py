@@ -337,7 +337,7 @@ def bad_formula(rng: random.Random) -> str:
 
 def explain_cases(rng: random.Random, files: Files) -> Iterator[Case]:
     def drawing() -> list[str]:
-        return [rng.choice(["--dot", "--svg"]), bad_output_file(rng, files)]
+        return [rng.choice(["--dot", "--svg", "--html"]), bad_output_file(rng, files)]
 
     kinds: list[Callable[[], list[str]]] = [
         lambda: ["explain", "--", bad_formula(rng), "a=1", "b=2"],
@@ -345,7 +345,12 @@ def explain_cases(rng: random.Random, files: Files) -> Iterator[Case]:
         lambda: ["explain", "a*b", "a=1"],  # b unbound
         lambda: ["explain", "a", "a=1", "--digits", rng.choice(["0", "18", "-3", "x", *HUGE])],
         lambda: ["explain", "a", "a=1", *drawing()],
-        lambda: ["explain", "a", "a=1", misspell(rng, rng.choice(["--markdown", "--digits"]))],
+        lambda: [
+            "explain",
+            "a",
+            "a=1",
+            misspell(rng, rng.choice(["--markdown", "--digits", "--trace"])),
+        ],
         lambda: ["explain"],
     ]
     for _ in range(CASES_PER_COMMAND):
