@@ -412,7 +412,7 @@ def test_explain_drawing_to_a_missing_directory(capsys: pytest.CaptureFixture[st
     code, out, err = run(capsys, "explain", "a*b", "a=1", "b=2", "--dot", "/nonexistent/g.dot")
     assert code == 1 and out == ""
     assert one_line(err) == (
-        "chainrule explain: --dot /nonexistent/g.dot: directory /nonexistent does not exist"
+        "error: cannot write /nonexistent/g.dot: directory /nonexistent does not exist"
     )
 
 

@@ -23,7 +23,7 @@ from ..explain import explain, trace
 from ..expr import ExprError, evaluate
 from ..viz import GraphvizNotFound, draw, to_dot
 from ..walkthrough import write_walkthrough
-from .preflight import check_output_file
+from .preflight import output_file_problem
 
 _BINDING = re.compile(r"([A-Za-z_][A-Za-z0-9_]*)=(.*)", re.S)
 
@@ -93,9 +93,10 @@ def parse_bindings(items: list[str]) -> dict[str, float]:
 def run(args: argparse.Namespace) -> int:
     if not 1 <= args.digits <= 17:
         return _fail("--digits must be between 1 and 17")
-    for option, path in (("--dot", args.dot), ("--svg", args.svg), ("--html", args.html)):
-        if path:  # before the work, and once for all the ways a path can be wrong
-            check_output_file(Path(path), option)
+    for path in (args.dot, args.svg, args.html):
+        problem = path and output_file_problem(Path(path))  # before the work
+        if problem:
+            return _fail(f"cannot write {path}: {problem}", 1)
     try:
         values = parse_bindings(args.bindings)
     except ValueError as e:

@@ -31,26 +31,34 @@ def unwritable_dir(directory: Path) -> str | None:
     return None
 
 
-def check_output_file(path: Path, option: str) -> None:
-    """Raise :class:`CommandError` unless ``path`` can be written: its
-    directory exists and takes new files, and it is not a directory."""
+def output_file_problem(path: Path) -> str | None:
+    """Why ``path`` cannot be written, or None: its directory must exist and
+    take new files, and it must not be a directory."""
     if "\x00" in str(path):
-        raise CommandError(f"{option} {str(path)!r}: not a usable path (contains a NUL byte)")
+        return "not a usable path (contains a NUL byte)"
     try:
         is_dir = path.is_dir()
         parent = path.parent
         parent_ok = parent.is_dir()
     except (OSError, ValueError) as e:
-        raise CommandError(f"{option} {path}: not a usable path ({e})") from None
+        return f"not a usable path ({e})"
     if is_dir:
-        raise CommandError(f"{option} {path}: is a directory; give a file name")
+        return "is a directory; give a file name"
     if not parent_ok:
-        raise CommandError(f"{option} {path}: directory {parent} does not exist")
+        return f"directory {parent} does not exist"
     problem = unwritable_dir(parent)
     if problem is None and path.exists() and not os.access(path, os.W_OK):
         problem = "the file is read-only"
+    return problem
+
+
+def check_output_file(path: Path, option: str) -> None:
+    """Raise :class:`CommandError` unless ``path`` can be written (see
+    :func:`output_file_problem`)."""
+    problem = output_file_problem(path)
     if problem:
-        raise CommandError(f"{option} {path}: {problem}")
+        shown = repr(str(path)) if "\x00" in str(path) else str(path)
+        raise CommandError(f"{option} {shown}: {problem}")
 
 
 # ----------------------------------------------------------------------------
