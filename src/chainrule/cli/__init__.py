@@ -64,8 +64,7 @@ class CommandParser(argparse.ArgumentParser):
 
 
 def build_parser() -> CommandParser:
-    parser = _with_subparsers()[0]
-    return parser
+    return _with_subparsers()[0]
 
 
 def _with_subparsers() -> tuple[CommandParser, dict[str, CommandParser]]:
@@ -74,21 +73,23 @@ def _with_subparsers() -> tuple[CommandParser, dict[str, CommandParser]]:
         description="Reverse-mode automatic differentiation: train the classic demos, "
         "benchmark the engine, and explain a backward pass step by step.",
     )
-    _add_debug(parser, argparse.SUPPRESS)
+    _add_debug(parser)
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     for name in COMMANDS:
         importlib.import_module(f"chainrule.cli.{name}").register(sub)
     commands: dict[str, CommandParser] = dict(sub.choices)
     for p in commands.values():
-        _add_debug(p, argparse.SUPPRESS)
+        _add_debug(p)
     return parser, commands
 
 
-def _add_debug(parser: argparse.ArgumentParser, default: Any) -> None:
+def _add_debug(parser: argparse.ArgumentParser) -> None:
+    """``--debug`` before or after the command (SUPPRESS: the command's
+    parser does not reset what the top-level one set)."""
     parser.add_argument(
         "--debug",
         action="store_true",
-        default=default,
+        default=argparse.SUPPRESS,
         help=f"on an error, show the Python traceback (also: {DEBUG_ENV}=1)",
     )
 
@@ -123,30 +124,25 @@ def main(argv: Sequence[str] | None = None) -> int:
         return _report(prefix, "interrupted", 130)
     except CommandError as e:
         return _report(prefix, str(e), e.code)
-    except BrokenPipeError:
-        if _debugging(args):
-            raise
-        return _report(prefix, "output closed before the end (broken pipe)", 1)
-    except MemoryError as e:
-        if _debugging(args):
-            raise
-        detail = f" ({e})" if str(e) else ""
-        return _report(prefix, f"out of memory{detail}; try smaller sizes", 1)
-    except OSError as e:
-        if _debugging(args):
-            raise
-        where = f"{e.filename}" if e.filename else "cannot write output"
-        return _report(prefix, f"{where}: {e.strerror or e}", 1)
     except Exception as e:
         if _debugging(args):
             raise
-        message = f"{type(e).__name__}: {e}".splitlines()[0][:300]
-        return _report(
-            prefix,
-            f"internal error ({message}); please report it with the output of "
-            f"{DEBUG_ENV}=1 chainrule ...",
-            1,
-        )
+        return _report(prefix, _describe(e), 1)
+
+
+def _describe(e: Exception) -> str:
+    """The one line for an exception no command foresaw."""
+    if isinstance(e, BrokenPipeError):
+        return "output closed before the end (broken pipe)"
+    if isinstance(e, MemoryError):
+        return f"out of memory{f' ({e})' if str(e) else ''}; try smaller sizes"
+    if isinstance(e, OSError):
+        return f"{e.filename or 'cannot write output'}: {e.strerror or e}"
+    message = f"{type(e).__name__}: {e}".splitlines()[0][:300]
+    return (
+        f"internal error ({message}); please report it with the output of "
+        f"{DEBUG_ENV}=1 chainrule ..."
+    )
 
 
 def _closed(stream: Any) -> bool:
