@@ -705,3 +705,34 @@ def test_a_diverging_run_stops_with_one_line_and_no_warnings(
     assert lines[0].startswith("chainrule gpt: training diverged at step ")
     assert lines[0].endswith(" (loss nan); try a smaller --lr")
     assert not (tmp_path / "gpt.safetensors").exists()  # nothing non-finite was saved
+
+
+def test_a_fifo_nobody_writes_to_is_empty_not_a_hang(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    fifo = tmp_path / "fifo"
+    os.mkfifo(fifo)
+    code, out, err = run(capsys, "gpt", "--data", str(fifo), "--out", str(tmp_path / "out"))
+    assert code == 1 and out == ""
+    assert (
+        one_line(err) == f"chainrule gpt: --data {fifo}: is empty, expected one document per line"
+    )
+
+
+def test_data_from_a_pipe_is_read_once(tmp_path: Path) -> None:
+    """``--data <(command)``: the samples are marked against what was read,
+    not by reading the pipe again at the end."""
+    names = "\n".join(charlm.shipped_names()[:60]) + "\n"
+    read_end, write_end = os.pipe()
+    with subprocess.Popen(
+        [sys.executable, "-m", "chainrule", "gpt", *TINY, "--data", f"/dev/fd/{read_end}",
+         "--out", str(tmp_path)],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, pass_fds=(read_end,),
+        env={**os.environ, "PYTHONPATH": SRC, "OPENBLAS_NUM_THREADS": "1"},
+    ) as proc:  # fmt: skip
+        os.close(read_end)
+        os.write(write_end, names.encode())
+        os.close(write_end)
+        out, err = proc.communicate(timeout=120)
+    assert proc.returncode == 0, err
+    assert "data: 60 documents from /dev/fd/" in out and "held-out loss" in out

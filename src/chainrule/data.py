@@ -20,6 +20,7 @@ import math
 import os
 import random
 from pathlib import Path
+from typing import BinaryIO
 
 __all__ = ["DatasetError", "load_lines", "make_blobs", "make_circles", "make_moons"]
 
@@ -160,6 +161,24 @@ class DatasetError(ValueError):
     """A data file that cannot be used: missing, empty, binary, unreadable."""
 
 
+def _open_without_waiting(path: Path) -> BinaryIO:
+    """``open(path, "rb")``, except that a FIFO nobody writes to reads as
+    empty instead of blocking the open forever; one with a writer (``--data
+    <(command)``) is read as it comes."""
+    nonblock = getattr(os, "O_NONBLOCK", 0)
+    fd = os.open(path, os.O_RDONLY | nonblock | getattr(os, "O_BINARY", 0))
+    try:
+        import fcntl  # POSIX, as O_NONBLOCK
+
+        fcntl.fcntl(fd, fcntl.F_SETFL, fcntl.fcntl(fd, fcntl.F_GETFL) & ~nonblock)
+    except ImportError:
+        pass
+    except OSError:
+        os.close(fd)
+        raise
+    return os.fdopen(fd, "rb")
+
+
 def load_lines(path: str | os.PathLike[str], *, max_bytes: int | None = None) -> list[str]:
     """The non-blank lines of a UTF-8 text file, stripped: one document per
     line (a name, a sentence, ...).
@@ -171,7 +190,7 @@ def load_lines(path: str | os.PathLike[str], *, max_bytes: int | None = None) ->
     """
     p = Path(path)
     try:
-        with open(p, "rb") as f:
+        with _open_without_waiting(p) as f:
             raw = f.read() if max_bytes is None else f.read(max_bytes + 1)
     except FileNotFoundError:
         raise DatasetError(f"{p}: no such file") from None

@@ -404,6 +404,7 @@ class Result:
     bigram_loss: float
     samples: list[str]
     seconds: float
+    documents: frozenset[str] = frozenset()  # what it trained on: a sample in it is marked
 
 
 def train(args: argparse.Namespace, out: Path) -> Result:
@@ -561,7 +562,8 @@ def train(args: argparse.Namespace, out: Path) -> Result:
         n = min(chunk, args.samples - start)
         generated = model.generate(n, vocab.bos, temperature=args.temperature, rng=sampler)
         samples += [vocab.decode(s) for s in generated]
-    return Result(step, held_out, bigram, samples, time.perf_counter() - started)
+    seconds = time.perf_counter() - started
+    return Result(step, held_out, bigram, samples, seconds, frozenset(docs))
 
 
 def _error(message: str) -> int:
@@ -649,7 +651,6 @@ def run(args: argparse.Namespace) -> int:
         # loss, not as a stream of NumPy warnings
         with blas_threads(args.threads), numpy.errstate(all="ignore"):
             result = train(args, out)
-        seen = set(_load_documents(args.data)[0])  # the file may have gone meanwhile
     except UserError as e:
         return _error(str(e))
     print(f"checkpoint: {out / CHECKPOINT} (step {result.step})")
@@ -660,7 +661,7 @@ def run(args: argparse.Namespace) -> int:
     if result.samples:
         print(f"samples (temperature {args.temperature:g}; * = also in the data):")
         for s in result.samples:
-            print(f"  {s}{' *' if s in seen else ''}")
+            print(f"  {s}{' *' if s in result.documents else ''}")
     print(f"time: {result.seconds:.1f} s")
     return 0
 
