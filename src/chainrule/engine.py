@@ -277,25 +277,21 @@ def apply(fn: Primitive, inputs: Sequence[Any]) -> Value:
     """Apply a primitive of the table (or a user's) to Values or numbers."""
     if fn.derivative is None:
         raise TypeError(f"{fn.name}: this primitive has no derivative rule and cannot be applied")
+    c: tuple[Any, ...] = ()
     if fn.const:
-        *inputs, c = inputs
-        xs = tuple(_lift(x, fn.name) for x in inputs)
-        datas = [x.data for x in xs]
-        y = _as_float(fn.forward(*datas, c), fn.name)
-        local = tuple(fn.derivative(FLOAT, *datas, c, y))
-    else:
-        c = None
-        xs = tuple(_lift(x, fn.name) for x in inputs)
-        datas = [x.data for x in xs]
-        y = _as_float(fn.forward(*datas), fn.name)
-        local = tuple(fn.derivative(FLOAT, *datas, y))
+        *inputs, constant = inputs
+        c = (constant,)
+    xs = tuple(_lift(x, fn.name) for x in inputs)
     if not xs:
         raise ValueError(f"{fn.name}: needs at least one input")
+    datas = [x.data for x in xs]
+    y = _as_float(fn.forward(*datas, *c), fn.name)
+    local = tuple(fn.derivative(FLOAT, *datas, *c, y))
     if len(local) != len(xs):
         raise ValueError(
             f"{fn.name}: derivative gave {len(local)} local gradients for {len(xs)} inputs"
         )
-    return _node(y, xs, local, fn, c)
+    return _node(y, xs, local, fn, *c)
 
 
 def _unary(fn: Primitive, x: Value) -> Value:
@@ -557,7 +553,7 @@ class Value(Labelled):
             v.data = self.data + c
             v._b = None
             v._da = 1.0
-            v._db = c
+            v._db = c  # the constant
             v._fn = ADD_CONST
         v.grad = 0.0
         v._a = self
@@ -583,7 +579,8 @@ class Value(Labelled):
             c = _as_float(other, "*")
             v.data = self.data * c
             v._b = None
-            v._da = v._db = c
+            v._da = c
+            v._db = c  # the constant
             v._fn = MUL_CONST
         v.grad = 0.0
         v._a = self
