@@ -219,9 +219,6 @@ def register(subparsers: Any) -> None:
     p.set_defaults(func=run)
 
 
-UserError = CommandError  # a problem to report in one line, without a traceback
-
-
 def _settings(args: argparse.Namespace, saved: dict[str, Any] | None) -> Settings:
     """The run's settings: the command line's, else the checkpoint's (on
     resume), else the defaults. On resume a setting given on the command
@@ -232,7 +229,7 @@ def _settings(args: argparse.Namespace, saved: dict[str, Any] | None) -> Setting
         if saved is not None:
             if given is not None and given != saved[name]:
                 flag = "--" + name.replace("_", "-")
-                raise UserError(
+                raise CommandError(
                     f"{flag} {given} differs from the checkpoint's {saved[name]}; "
                     "leave it out to resume"
                 )
@@ -241,7 +238,7 @@ def _settings(args: argparse.Namespace, saved: dict[str, Any] | None) -> Setting
             values[name] = DEFAULTS[name] if given is None else given
     settings = Settings(**values)
     if settings.n_embd % settings.n_head:
-        raise UserError(
+        raise CommandError(
             f"--n-embd {settings.n_embd} is not divisible by --n-head {settings.n_head}"
         )
     return settings
@@ -258,7 +255,7 @@ _INT_SETTINGS = ("batch_size", "n_embd", "n_head", "n_layer", "block_size")
 def _saved_run(saved: dict[str, Any], path: Path) -> dict[str, Any]:
     """The run state stored with a gpt checkpoint, checked as far as it can
     be before use: a foreign file (or one edited and resealed) gives a
-    UserError, never a traceback or a silently wrong run. (The checkpoint's
+    CommandError, never a traceback or a silently wrong run. (The checkpoint's
     digest already covers every byte, this metadata and the optimizer
     state included.)"""
     run = saved["metadata"].get("run")
@@ -267,10 +264,10 @@ def _saved_run(saved: dict[str, Any], path: Path) -> dict[str, Any]:
     architecture = saved["architecture"]
     is_gpt = isinstance(architecture, dict) and architecture.get("type") == "GPT"
     if not is_gpt or not isinstance(run, dict):
-        raise UserError(f"--resume: {path} is not a chainrule gpt checkpoint")
+        raise CommandError(f"--resume: {path} is not a chainrule gpt checkpoint")
     problem = _run_problem(run)
     if problem:
-        raise UserError(f"--resume: {path}: corrupt run state (bad or missing {problem})")
+        raise CommandError(f"--resume: {path}: corrupt run state (bad or missing {problem})")
     return run
 
 
@@ -325,9 +322,9 @@ def _load_documents(data: Path | None) -> tuple[list[str], str]:
     try:
         docs = load_lines(data, max_bytes=MAX_DATA_BYTES)
     except DatasetError as e:
-        raise UserError(f"--data {e}") from None
+        raise CommandError(f"--data {e}") from None
     if len(docs) < 2:
-        raise UserError(f"--data {data}: need at least 2 documents (lines), found {len(docs)}")
+        raise CommandError(f"--data {data}: need at least 2 documents (lines), found {len(docs)}")
     return docs, str(data)
 
 
@@ -423,7 +420,7 @@ def train(args: argparse.Namespace, out: Path) -> Result:
     if args.resume:
         legacy = out / LEGACY_CHECKPOINT
         if not path.exists() and legacy.exists():
-            raise UserError(
+            raise CommandError(
                 f"--resume: {legacy} is a checkpoint of chainrule 0.1, whose run state had no "
                 f"checksum; convert it with: python -m chainrule.tensor.convert {legacy}"
             )
@@ -431,18 +428,18 @@ def train(args: argparse.Namespace, out: Path) -> Result:
             saved = checkpoint.read(path)
             checkpoint.gpt_config(saved["architecture"], saved["parameters"], path)
         except (checkpoint.CheckpointError, ImportError) as e:
-            raise UserError(f"--resume: {e}") from None
+            raise CommandError(f"--resume: {e}") from None
     run_meta = _saved_run(saved, path) if saved is not None else None
     settings = _settings(args, run_meta["settings"] if run_meta else None)
     if run_meta and run_meta["step"] >= args.steps:
-        raise UserError(
+        raise CommandError(
             f"--resume: {path} is already at step {run_meta['step']}, which reaches "
             f"--steps {args.steps}: nothing to train; give a larger --steps to continue"
         )
 
     docs, source = _load_documents(args.data)
     if run_meta and run_meta["data_sha256"] != _fingerprint(docs):
-        raise UserError(f"--resume: {path} was trained on other data than {source}")
+        raise CommandError(f"--resume: {path} was trained on other data than {source}")
     vocab = charlm.Vocabulary.from_documents(docs)
     check_memory(
         memory_estimate(
@@ -467,7 +464,7 @@ def train(args: argparse.Namespace, out: Path) -> Result:
         n_layer=settings.n_layer,
     )
     if saved is not None and saved["architecture"] != {"type": "GPT", **config.to_dict()}:
-        raise UserError(f"--resume: {path}: the architecture differs from its run settings")
+        raise CommandError(f"--resume: {path}: the architecture differs from its run settings")
     init_seed, batch_seed, sample_seed = np.random.SeedSequence(settings.seed).spawn(3)
     model = GPT(config, dtype=settings.dtype, rng=np.random.default_rng(init_seed))
     names = [n for n, _ in model.named_parameters()]
@@ -481,7 +478,7 @@ def train(args: argparse.Namespace, out: Path) -> Result:
         try:
             model.load_state_dict(saved["parameters"])
         except ValueError as e:
-            raise UserError(f"--resume: {path}: {e}") from None
+            raise CommandError(f"--resume: {path}: {e}") from None
         step = run_meta["step"]
         state = run_meta["optimizer"]
         try:
@@ -489,7 +486,9 @@ def train(args: argparse.Namespace, out: Path) -> Result:
             optimizer.v = [_moment(state["v"], n, p, settings.dtype) for n, p in zip(names, params)]
             batches.bit_generator.state = run_meta["rng"]
         except (KeyError, TypeError, ValueError) as e:
-            raise UserError(f"--resume: {path}: corrupt optimizer or random state ({e})") from None
+            raise CommandError(
+                f"--resume: {path}: corrupt optimizer or random state ({e})"
+            ) from None
         optimizer.t = state["t"]
         schedule.steps_done = step
         optimizer.lr = schedule.lr_at(step)
@@ -515,7 +514,9 @@ def train(args: argparse.Namespace, out: Path) -> Result:
         try:
             checkpoint.save(model, path, metadata=meta, optimizer=adam)
         except (OSError, ValueError, ImportError) as e:
-            raise UserError(f"cannot write {path} ({getattr(e, 'strerror', None) or e})") from None
+            raise CommandError(
+                f"cannot write {path} ({getattr(e, 'strerror', None) or e})"
+            ) from None
 
     print(
         f"data: {len(docs):,} documents from {source}: "
@@ -537,7 +538,7 @@ def train(args: argparse.Namespace, out: Path) -> Result:
             _, loss = model(x, y)
             value = float(loss.data)
             if not math.isfinite(value):  # nothing more to learn, and nothing to save
-                raise UserError(
+                raise CommandError(
                     f"training diverged at step {step + 1} (loss {value}); try a smaller --lr"
                 )
             optimizer.zero_grad()
@@ -564,11 +565,6 @@ def train(args: argparse.Namespace, out: Path) -> Result:
         samples += [vocab.decode(s) for s in generated]
     seconds = time.perf_counter() - started
     return Result(step, held_out, bigram, samples, seconds, frozenset(docs))
-
-
-def _error(message: str) -> int:
-    print(f"chainrule gpt: {message}", file=sys.stderr)
-    return 1
 
 
 _THREAD_VARS = ("OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS", "OMP_NUM_THREADS")
@@ -623,7 +619,7 @@ def blas_threads(threads: int | None) -> Iterator[None]:
 def _check_overwrite(args: argparse.Namespace, path: Path) -> None:
     """A new run does not silently replace another run's checkpoint."""
     if not args.resume and not args.force and path.exists():
-        raise UserError(
+        raise CommandError(
             f"{path} exists (another run's checkpoint): --resume continues it, "
             "--force overwrites it, or choose another --out"
         )
@@ -637,22 +633,21 @@ def run(args: argparse.Namespace) -> int:
     try:
         import numpy
     except ImportError:
-        return _error("needs NumPy: pip install 'chainrule[tensor]'")
+        raise CommandError("needs NumPy: pip install 'chainrule[tensor]'") from None
     try:
         import safetensors  # noqa: F401  (the checkpoints)
     except ImportError:
-        return _error("needs safetensors for its checkpoints: pip install 'chainrule[tensor]'")
+        raise CommandError(
+            "needs safetensors for its checkpoints: pip install 'chainrule[tensor]'"
+        ) from None
     problem = make_out_dir(out)
     if problem:
-        return _error(problem)
-    try:
-        _check_overwrite(args, out / CHECKPOINT)
-        # overflow in a diverging run is reported once, as a non-finite
-        # loss, not as a stream of NumPy warnings
-        with blas_threads(args.threads), numpy.errstate(all="ignore"):
-            result = train(args, out)
-    except UserError as e:
-        return _error(str(e))
+        raise CommandError(problem)
+    _check_overwrite(args, out / CHECKPOINT)
+    # overflow in a diverging run is reported once, as a non-finite loss,
+    # not as a stream of NumPy warnings
+    with blas_threads(args.threads), numpy.errstate(all="ignore"):
+        result = train(args, out)
     print(f"checkpoint: {out / CHECKPOINT} (step {result.step})")
     print(
         f"held-out loss: {result.held_out_loss:.4f} nats/token "
