@@ -168,7 +168,7 @@ def register(subparsers: Any) -> None:
         "--data",
         type=Path,
         metavar="FILE",
-        help="train on this UTF-8 text file, one document per line",
+        help="train on this UTF-8 text file, one document per line (at most 64 MiB)",
     )
     p.add_argument(
         "--out",
