@@ -168,7 +168,8 @@ def register(subparsers: Any) -> None:
         "--data",
         type=Path,
         metavar="FILE",
-        help="train on this UTF-8 text file, one document per line (at most 64 MiB)",
+        help="train on this UTF-8 text file, one document per line "
+        f"(at most {MAX_DATA_BYTES // 2**20} MiB)",
     )
     p.add_argument(
         "--out",
