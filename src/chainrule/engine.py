@@ -124,9 +124,17 @@ def _as_float(x: object, op: str) -> float:
     if isinstance(x, numbers.Real):  # int, bool, Fraction, NumPy real scalars
         try:
             return float(x)
-        except OverflowError:
-            raise ValueError(f"{op}: {x!r} is too large for a float") from None
+        except OverflowError:  # an int or Fraction beyond 1.8e308
+            raise ValueError(
+                f"{op}: {type(x).__name__} of about 10**{_log10(x)} is too large for a float"
+            ) from None
     raise TypeError(f"{op}: expected {_ACCEPTED}, got {type(x).__name__} {x!r}")
+
+
+def _log10(x: Any) -> int:
+    """The decimal exponent of a huge int or Fraction (its digits may be
+    too many for ``str``)."""
+    return int(int(abs(x) // 1).bit_length() * 0.30103)
 
 
 def _lift(x: object, op: str) -> Value:
