@@ -7,6 +7,7 @@ chainrule's own commands rather than pasted: graph drawings from
 from __future__ import annotations
 
 import json
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -61,7 +62,9 @@ def bench_table(results_json: Path) -> str:
 
 def generate(app: Sphinx) -> None:
     out = Path(app.srcdir) / OUT
-    (out / "run").mkdir(parents=True, exist_ok=True)  # where the pages' commands run
+    run = out / "run"  # where the pages' commands run: empty, so no run finds an old one
+    shutil.rmtree(run, ignore_errors=True)
+    run.mkdir(parents=True)
     (out / "site").mkdir(exist_ok=True)
     for name, args in FILES.items():
         _chainrule("explain", *args, str(out / name))
