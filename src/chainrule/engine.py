@@ -1343,14 +1343,25 @@ def _dot(
     b = bias if type(bias) is Value else _lift(bias, "dot")
     if not w_values:
         return b + sum(map(operator.mul, wd, xd))
+    # The hot path of every network: the table's AFFINE / AFFINE_RELU forward
+    # and local derivatives written out (test_protocols checks them).
+    y = sum(map(operator.mul, wd, xd)) + b.data
+    if relu:
+        if y < 0.0:  # relu; a nan stays nan and is live, as torch.relu
+            y = 0.0
+        dead = y <= 0.0
     if not x_values:
-        fn = AFFINE_CONST_RELU if relu else AFFINE_CONST
         c = tuple(xd)
-        y = fn.forward(*wd, b.data, c)
-        return _node(y, (*ws, b), fn.derivative(FLOAT, *wd, b.data, c, y), fn, c)  # type: ignore[misc]
-    fn = AFFINE_RELU if relu else AFFINE
-    y = fn.forward(*wd, *xd, b.data)
-    return _node(y, (*ws, *xs, b), fn.derivative(FLOAT, *wd, *xd, b.data, y), fn)  # type: ignore[misc]
+        if relu:
+            local = (0.0,) * (len(ws) + 1) if dead else (*xd, 1.0)
+            return _node(y, (*ws, b), local, AFFINE_CONST_RELU, c)
+        local = (*xd, 1.0)
+        return _node(y, (*ws, b), local, AFFINE_CONST, c)
+    if relu:
+        local = (0.0,) * (2 * len(ws) + 1) if dead else (*xd, *wd, 1.0)
+        return _node(y, (*ws, *xs, b), local, AFFINE_RELU)
+    local = (*xd, *wd, 1.0)
+    return _node(y, (*ws, *xs, b), local, AFFINE)
 
 
 def dense(

@@ -216,9 +216,10 @@ class Layer(Module):
     def __call__(self, x: Sequence[Scalar]) -> Value | list[Value]:
         # All the neurons in one call, which reads x once; each output is the
         # node Neuron.__call__ makes.
-        kinds = {n.activation for n in self.neurons}
-        if len(kinds) == 1 and all(n.fused for n in self.neurons):
-            out = dense([n.w for n in self.neurons], x, [n.b for n in self.neurons], kinds.pop())
+        kinds = {(n.activation, n.fused) for n in self.neurons}
+        if len(kinds) == 1 and next(iter(kinds))[1]:
+            activation = next(iter(kinds))[0]
+            out = dense([n.w for n in self.neurons], x, [n.b for n in self.neurons], activation)
         else:
             out = [n(x) for n in self.neurons]
         return out[0] if len(out) == 1 else out
