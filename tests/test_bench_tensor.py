@@ -11,7 +11,8 @@ import numpy as np
 import pytest
 
 from chainrule.bench import TINY, gpt, moons
-from chainrule.bench.tensor import TensorGPTStep, TensorMoonsStep, TorchGPTStep, _names_map
+from chainrule.bench.batched_gpt import _names_map, names_problem, tensor_step, torch_step
+from chainrule.bench.moons import TensorMoonsStep
 
 
 def test_batch_is_spread_over_the_shipped_names() -> None:
@@ -32,7 +33,7 @@ def test_tensor_gpt_step_is_the_scalar_step() -> None:
     """Two Adam steps on the same two names: the scalar engine (one name at
     a time) and the Tensor engine (padded batch) agree in float64."""
     scalar = gpt.GPTStep(gpt.FusedOps, gpt.chainrule_adam, gpt.batch_names(TINY.gpt_batch))
-    tensor = TensorGPTStep(TINY, "float64")
+    tensor = tensor_step(names_problem(TINY), "float64")
     for _ in range(2):
         assert math.isclose(scalar(), tensor(), rel_tol=1e-12)
     ours = dict(tensor.model.named_parameters())
@@ -42,7 +43,7 @@ def test_tensor_gpt_step_is_the_scalar_step() -> None:
 
 @pytest.mark.parametrize("dtype", ["float64", "float32"])
 def test_torch_gpt_step_is_the_tensor_step(torch: Any, dtype: str) -> None:
-    ours, theirs = TensorGPTStep(TINY, dtype), TorchGPTStep(TINY, dtype)
+    ours, theirs = tensor_step(names_problem(TINY), dtype), torch_step(names_problem(TINY), dtype)
     rtol = 1e-12 if dtype == "float64" else 1e-5
     for _ in range(2):
         assert math.isclose(ours(), theirs(), rel_tol=rtol)

@@ -41,7 +41,8 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from .nn import MLP, Module
+from .module import BaseModule
+from .nn import MLP
 
 __all__ = ["FORMAT", "VERSION", "CheckpointError", "load", "load_model", "read", "save"]
 
@@ -76,7 +77,7 @@ def _finite(x: Any) -> bool:
 
 
 def save(
-    model: Module, path: str | os.PathLike[str], *, metadata: dict[str, Any] | None = None
+    model: BaseModule, path: str | os.PathLike[str], *, metadata: dict[str, Any] | None = None
 ) -> None:
     """Write ``model``'s architecture and parameters to ``path`` atomically.
 
@@ -186,7 +187,7 @@ def _reject_constant(name: str) -> None:
     raise ValueError(f"{name} is not a number JSON allows")
 
 
-def load(path: str | os.PathLike[str], model: Module) -> dict[str, Any]:
+def load(path: str | os.PathLike[str], model: BaseModule) -> dict[str, Any]:
     """Load the checkpoint at ``path`` into ``model`` and return its metadata.
 
     The checkpoint must describe the same architecture as ``model``
@@ -197,7 +198,7 @@ def load(path: str | os.PathLike[str], model: Module) -> dict[str, Any]:
     return _apply(read(path), model, path)
 
 
-def _apply(ckpt: dict[str, Any], model: Module, path: str | os.PathLike[str]) -> dict[str, Any]:
+def _apply(ckpt: dict[str, Any], model: BaseModule, path: str | os.PathLike[str]) -> dict[str, Any]:
     expected = model.config()
     if ckpt["architecture"] != expected:
         raise CheckpointError(

@@ -10,8 +10,8 @@ from typing import Any
 
 
 def torch_gpt(config: Any, dtype: Any = None) -> Any:
-    """A ``torch.nn.Module`` for ``config`` (anything with ``vocab_size``,
-    ``block_size``, ``n_embd``, ``n_head``, ``n_layer``), in ``dtype``;
+    """A ``torch.nn.Module`` for ``config`` (a
+    :class:`~chainrule.transformer.GPTConfig`), in ``dtype``;
     ``model(idx, targets)`` returns the logits and the mean cross-entropy
     (targets of -100 ignored)."""
     import torch
@@ -19,6 +19,7 @@ def torch_gpt(config: Any, dtype: Any = None) -> Any:
     from torch.nn import functional as F
 
     C, H = config.n_embd, config.n_head
+    ratio = config.mlp_ratio
 
     class CausalSelfAttention(nn.Module):
         def __init__(self) -> None:
@@ -39,8 +40,8 @@ def torch_gpt(config: Any, dtype: Any = None) -> Any:
     class MLP(nn.Module):
         def __init__(self) -> None:
             super().__init__()
-            self.fc1 = nn.Linear(C, 4 * C, bias=False)
-            self.fc2 = nn.Linear(4 * C, C, bias=False)
+            self.fc1 = nn.Linear(C, ratio * C, bias=False)
+            self.fc2 = nn.Linear(ratio * C, C, bias=False)
 
         def forward(self, x: Any) -> Any:
             return self.fc2(F.relu(self.fc1(x)))
