@@ -149,7 +149,7 @@ def _node(y: float, prev: tuple[Value, ...], local: Sequence[Any], fn: Primitive
         return v
     if not mode.grad_enabled:  # no_grad: a constant, no graph
         v._prev = v._local = ()
-        v._fn = LEAF
+        v._fn = NO_GRAD_RESULT
         v._id = 0
         return v
     v._prev = prev
@@ -239,6 +239,9 @@ def _affine_relu_forward(*args: float) -> float:
 
 
 LEAF = Primitive("", float, None)
+# A result computed under no_grad: a leaf too, but backward() from it is a
+# mistake (PyTorch raises), while backward() from a leaf the user made is not.
+NO_GRAD_RESULT = Primitive("", float, None)
 
 # name, forward on floats, local derivative(s) (M, inputs..., out) -> per input
 ADD = Primitive("+", operator.add, lambda M, a, b, out: (1.0, 1.0))
@@ -501,6 +504,11 @@ class Value(Labelled):
         With ``create_graph=True`` the gradients are Values in a new graph
         and can be differentiated again.
         """
+        if self._fn is NO_GRAD_RESULT:
+            raise RuntimeError(
+                "backward: this Value was computed under no_grad(), so it has no graph "
+                "to backpropagate through"
+            )
         if create_graph:
             _backward_create_graph(self, gradient)
             return

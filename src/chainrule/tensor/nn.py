@@ -23,7 +23,7 @@ from ..graph import no_grad
 from ..module import BaseModule
 from ..transformer import GPTConfig
 from .linalg import linear
-from .nn_ops import attention, cross_entropy, layer_norm, rms_norm
+from .nn_ops import attention, cross_entropy, dropout, layer_norm, rms_norm
 from .shape import embedding
 from .tensor import FLOAT_DTYPES, Tensor
 
@@ -175,6 +175,21 @@ class LayerNorm(Module):
 
     def forward(self, x: Tensor) -> Tensor:
         return layer_norm(x, self.weight, self.bias, self.eps)
+
+
+class Dropout(Module):
+    """Zeroes each entry with probability ``p`` in training and scales the
+    rest by ``1 / (1 - p)``; the identity in evaluation mode (``eval()``).
+    The draws come from ``rng``."""
+
+    def __init__(self, p: float = 0.5, *, rng: np.random.Generator | None = None) -> None:
+        if isinstance(p, bool) or not isinstance(p, (int, float)) or not 0.0 <= p <= 1.0:
+            raise ValueError(f"Dropout: p must be a probability in [0, 1], got {p!r}")
+        self.p = float(p)
+        self.rng = rng or np.random.default_rng()
+
+    def forward(self, x: Tensor) -> Tensor:
+        return dropout(x, self.p, self.training, rng=self.rng)
 
 
 class CausalSelfAttention(Module):

@@ -285,10 +285,41 @@ def attention(
     return make(p @ vd, (q, k, v), _attention_vjp, (p, scale))
 
 
+# ----------------------------------------------------------------------------
+# dropout
+# ----------------------------------------------------------------------------
+
+
+def _dropout_vjp(g: np.ndarray, out: Tensor) -> tuple[np.ndarray]:
+    return (g * out._ctx,)
+
+
+def dropout(
+    x: Tensor, p: float = 0.5, training: bool = True, *, rng: np.random.Generator | None = None
+) -> Tensor:
+    """Each entry zeroed with probability ``p`` and the rest scaled by
+    ``1 / (1 - p)``, so the expectation is unchanged, as
+    ``torch.nn.functional.dropout``; the identity when not ``training``
+    (or ``p == 0``). The draws come from ``rng`` (a fresh generator when
+    None); the gradient passes through the kept entries, scaled alike."""
+    if isinstance(p, bool) or not isinstance(p, (int, float)) or not 0.0 <= p <= 1.0:
+        raise ValueError(f"dropout: p must be a probability in [0, 1], got {p!r}")
+    if not training or p == 0.0:
+        return x
+    xd = x.data
+    if p == 1.0:
+        scale = np.zeros(xd.shape, dtype=xd.dtype)
+    else:
+        keep = (rng or np.random.default_rng()).random(xd.shape) >= p
+        scale = keep.astype(xd.dtype) * xd.dtype.type(1.0 / (1.0 - p))
+    return make(xd * scale, (x,), _dropout_vjp, scale)
+
+
 __all__ = [
     "attention",
     "causal_mask",
     "cross_entropy",
+    "dropout",
     "layer_norm",
     "log_softmax",
     "masked_fill",
