@@ -66,10 +66,26 @@ def _matmul_right_vjp(g: np.ndarray, out: Tensor) -> tuple[np.ndarray | None]:
 
 
 def _check(a: np.ndarray, b: np.ndarray) -> None:
+    """NumPy's rules for ``a @ b``, checked here so the error names the
+    shapes (NumPy's gufunc message names neither the op nor the sizes)."""
     if a.ndim == 0 or b.ndim == 0:
         raise ValueError(
             f"matmul: operands must have at least 1 dimension, got {a.shape} @ {b.shape}"
         )
+    inner_a = a.shape[-1]
+    inner_b = b.shape[0] if b.ndim == 1 else b.shape[-2]
+    if inner_a != inner_b:
+        raise ValueError(
+            f"matmul: shapes {a.shape} @ {b.shape} do not fit: "
+            f"{inner_a} columns against {inner_b} rows"
+        )
+    if a.ndim > 2 or b.ndim > 2:
+        try:
+            np.broadcast_shapes(a.shape[:-2], b.shape[:-2])
+        except ValueError:
+            raise ValueError(
+                f"matmul: batch shapes of {a.shape} @ {b.shape} do not broadcast together"
+            ) from None
 
 
 def matmul(a: Any, b: Any) -> Tensor:
@@ -116,7 +132,15 @@ def linear(x: Tensor | np.ndarray, weight: Tensor, bias: Tensor | None = None) -
     y = (xd.reshape(-1, w.shape[1]) @ w.T).reshape(*xd.shape[:-1], w.shape[0])
     params = (weight,) if bias is None else (weight, bias)
     if bias is not None:
-        y += bias.data
+        b = bias.data
+        if b.shape != (w.shape[0],):
+            raise ValueError(f"linear: bias {b.shape} does not fit weight {w.shape}")
+        if b.dtype != y.dtype:  # += would cast the bias silently
+            raise TypeError(
+                f"linear: bias is {b.dtype} but input {xd.shape} {xd.dtype} @ weight "
+                f"{w.shape} {w.dtype} is {y.dtype}; give them one dtype"
+            )
+        y += b
     if constant_input:
         return make(y, params, _linear_vjp, xd)
     return make(y, (x, *params), _linear_vjp)  # type: ignore[arg-type]

@@ -33,6 +33,23 @@ def _last(axis: int, ndim: int) -> bool:
     return axis == -1 or axis == ndim - 1
 
 
+def _axis(axis: Any, ndim: int, op: str) -> int:
+    """``axis`` checked (an int within ``ndim`` axes; a 0-d tensor's one
+    axis is -1 or 0, as PyTorch's dim)."""
+    if isinstance(axis, bool) or not isinstance(axis, (int, np.integer)):
+        raise TypeError(f"{op}: axis must be an int, got {axis!r}")
+    if not -max(ndim, 1) <= axis < max(ndim, 1):
+        raise ValueError(f"{op}: axis {axis} is out of range for a {ndim}-d tensor")
+    return int(axis)
+
+
+def _on_one_element(f: Any, x: Tensor, axis: int) -> Tensor:
+    """``f`` of a 0-d tensor: along its one axis, as a 1-element vector."""
+    from .shape import reshape
+
+    return reshape(f(reshape(x, (1,)), axis), ())
+
+
 def _softmax_vjp(g: np.ndarray, out: Tensor) -> tuple[np.ndarray]:
     p = out.data
     gp = g * p
@@ -45,6 +62,9 @@ def _softmax_vjp(g: np.ndarray, out: Tensor) -> tuple[np.ndarray]:
 def softmax(x: Tensor, axis: int = -1) -> Tensor:
     """``exp(x) / sum(exp(x))`` along ``axis``, computed without overflow."""
     xd = x.data
+    axis = _axis(axis, xd.ndim, "softmax")
+    if xd.ndim == 0:
+        return _on_one_element(softmax, x, axis)
     if _last(axis, xd.ndim):
         e, s, _ = shifted_exp(xd)
     else:
@@ -64,6 +84,9 @@ def _log_softmax_vjp(g: np.ndarray, out: Tensor) -> tuple[np.ndarray]:
 def log_softmax(x: Tensor, axis: int = -1) -> Tensor:
     """``x - log(sum(exp(x)))`` along ``axis``, computed without overflow."""
     xd = x.data
+    axis = _axis(axis, xd.ndim, "log_softmax")
+    if xd.ndim == 0:
+        return _on_one_element(log_softmax, x, axis)
     if _last(axis, xd.ndim):
         _, s, shift = shifted_exp(xd)
         y = xd - shift

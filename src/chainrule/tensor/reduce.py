@@ -149,13 +149,19 @@ def _count(x: np.ndarray, axes: tuple[int, ...]) -> int:
     return n
 
 
+def _two_over(n: float) -> float:
+    """``2 / n`` as a Python float (weak: a float32 gradient stays float32),
+    inf for ``n = 0``."""
+    return 2.0 / n if n else float("inf")
+
+
 def _var_vjp(g: np.ndarray, out: Tensor) -> tuple[np.ndarray]:
     x = out._prev[0]
     axes, _, correction = out._ctx
     xc = _centered(x.data, axes)
     with np.errstate(invalid="ignore", divide="ignore"):
         # PyTorch's var_backward: (2 / (n - correction)) * g * (x - mean)
-        scale = 2.0 / (_count(x.data, axes) - correction)
+        scale = _two_over(_count(x.data, axes) - correction)
         return ((scale * _expand(g, x, out)) * xc,)
 
 
@@ -168,7 +174,7 @@ def _std_vjp(g: np.ndarray, out: Tensor) -> tuple[np.ndarray]:
         # is 0 (a constant slice gets no gradient rather than nan)
         y = _expand(out.data, x, out)
         g = np.where(y == 0.0, 0.0, _expand(g, x, out) / (2.0 * y))
-        scale = 2.0 / (_count(x.data, axes) - correction)
+        scale = _two_over(_count(x.data, axes) - correction)
         return ((scale * g) * xc,)
 
 

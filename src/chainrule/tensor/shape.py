@@ -125,8 +125,12 @@ def embedding(weight: Tensor, indices: Any) -> Tensor:
         else:
             raise TypeError(f"embedding: indices must be integers, got {idx.dtype}")
     n = weight.data.shape[0]
-    if idx.size and (idx.min() < -n or idx.max() >= n):
-        raise IndexError(f"embedding: index out of range for {n} rows")
+    if idx.size and (idx.min() < 0 or idx.max() >= n):
+        bad = idx.min() if idx.min() < 0 else idx.max()
+        raise IndexError(
+            f"embedding: index {bad} is out of range for a table of {n} rows, shape "
+            f"{weight.data.shape} (indices run from 0 to {n - 1}, as PyTorch's)"
+        )
     return make(weight.data.take(idx, axis=0), (weight,), _embedding_vjp, idx)
 
 
