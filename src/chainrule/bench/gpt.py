@@ -35,6 +35,7 @@ from .. import Value, add_n, dot, optim
 from .. import fused as F
 from ..transformer import GPTConfig
 from .harness import Engine, Sizes, Workload, built
+from .microgpt import literal_value
 
 SEED = 42
 BOS = 26
@@ -270,9 +271,10 @@ class GPTStep:
         optimizer: Callable[[list[Any]], Callable[[], None]],
         names: str | Sequence[str],
         config: GPTConfig | None = None,
+        value: type = Value,
     ) -> None:
         self.config = config or GPTConfig()
-        self.model = GPT(initial_weights(self.config), ops, self.config)
+        self.model = GPT(initial_weights(self.config), ops, self.config, value)
         self.update = optimizer(self.model.parameters())
         self.batch = [encode(n) for n in ([names] if isinstance(names, str) else names)]
 
@@ -292,21 +294,28 @@ def batch_names(n: int) -> list[str]:
 
 
 def steps(
-    ops: Any, optimizer: Callable[[list[Any]], Callable[[], None]], batch: bool
+    ops: Any,
+    optimizer: Callable[[list[Any]], Callable[[], None]],
+    batch: bool,
+    value: Callable[[], type] = lambda: Value,
 ) -> Callable[[Sizes], Any]:
-    """Builds the step on the benchmark's batch of names (or its one name)."""
+    """Builds the step on the benchmark's batch of names (or its one name),
+    on ``value()``'s Value class."""
 
     def make(sizes: Sizes) -> GPTStep:
-        return GPTStep(ops, optimizer, batch_names(sizes.gpt_batch) if batch else sizes.gpt_name)
+        names = batch_names(sizes.gpt_batch) if batch else sizes.gpt_name
+        return GPTStep(ops, optimizer, names, value=value())
 
     return make
 
 
 GPT_NAME_STEP = Workload(
     "gpt-name-step",
-    "the same step on one name: micrograd-style user code against chainrule's fused ops",
-    baseline="chainrule-compat",
+    "the same step on one name: microgpt-style user code on microgpt's own engine and "
+    "on chainrule's Value, against chainrule's fused ops",
+    baseline="microgpt",
     engines=(
+        Engine("microgpt", built(steps(CompatOps, compat_adam, False, value=literal_value))),
         Engine("chainrule-compat", built(steps(CompatOps, compat_adam, batch=False))),
         Engine("chainrule", built(steps(FusedOps, chainrule_adam, batch=False))),
     ),
