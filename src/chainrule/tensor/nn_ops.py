@@ -21,6 +21,7 @@ from typing import Any
 
 import numpy as np
 
+from .blas import matmul as _mm
 from .rows import row_mean, row_sum, shifted_exp
 from .tensor import Tensor, fit, make
 
@@ -276,13 +277,13 @@ def masked_fill(x: Tensor, mask: Any, value: float) -> Tensor:
 def _attention_vjp(g: np.ndarray, out: Tensor) -> tuple[np.ndarray, ...]:
     p, scale = out._ctx
     q, k, v = (t.data for t in out._prev)
-    gv = p.swapaxes(-1, -2) @ g
-    gp = g @ v.swapaxes(-1, -2)
+    gv = _mm(p.swapaxes(-1, -2), g)
+    gp = _mm(g, v.swapaxes(-1, -2))
     gs = gp * p
     gs -= p * row_sum(gs)
     gs *= scale
-    gq = gs @ k
-    gk = gs.swapaxes(-1, -2) @ q
+    gq = _mm(gs, k)
+    gk = _mm(gs.swapaxes(-1, -2), q)
     return fit(gq, q), fit(gk, k), fit(gv, v)
 
 
@@ -299,13 +300,13 @@ def attention(
     qd, kd, vd = q.data, k.data, v.data
     if scale is None:
         scale = 1.0 / float(np.sqrt(qd.shape[-1]))
-    s = qd @ kd.swapaxes(-1, -2)
+    s = _mm(qd, kd.swapaxes(-1, -2))
     s *= scale
     if causal:
         s += _additive_mask(s.shape[-2], s.shape[-1], s.dtype)
     p, total, _ = shifted_exp(s)
     p /= total
-    return make(p @ vd, (q, k, v), _attention_vjp, (p, scale))
+    return make(_mm(p, vd), (q, k, v), _attention_vjp, (p, scale))
 
 
 # ----------------------------------------------------------------------------

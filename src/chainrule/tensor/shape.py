@@ -14,6 +14,7 @@ from typing import Any
 
 import numpy as np
 
+from .blas import matmul as _mm
 from .tensor import Tensor, fit, lift, make
 
 
@@ -108,7 +109,7 @@ def _embedding_vjp(g: np.ndarray, out: Tensor) -> tuple[np.ndarray]:
         # several times faster than the unbuffered np.add.at for small tables
         onehot = np.zeros((w.shape[0], flat.size), dtype=w.dtype)
         onehot[flat, np.arange(flat.size)] = 1.0
-        return ((onehot @ g2).reshape(w.shape),)
+        return (_mm(onehot, g2).reshape(w.shape),)
     gw = np.zeros(w.shape, dtype=w.dtype)
     np.add.at(gw, flat, g2)
     return (gw,)
