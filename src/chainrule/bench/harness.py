@@ -26,6 +26,7 @@ from __future__ import annotations
 import gc
 import importlib.util
 import json
+import os
 import platform
 import statistics
 import sys
@@ -345,8 +346,19 @@ def to_json(
             "statistic": "median",
             "python": f"{platform.python_implementation()} {sys.version.split()[0]}",
             "machine": f"{platform.system()} {platform.machine()}",
+            "cpus": os.cpu_count(),
+            "load_average": _load_average(),
         },
     }
+
+
+def _load_average() -> list[float] | None:
+    """The system's 1-, 5- and 15-minute load averages at the end of the run
+    (how busy the machine was), where the system tells."""
+    try:
+        return [round(x, 2) for x in os.getloadavg()]
+    except (OSError, AttributeError):
+        return None
 
 
 def write_json(path: str | Path, data: dict[str, Any]) -> None:
