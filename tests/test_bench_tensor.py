@@ -86,3 +86,17 @@ def test_readme_speed_paragraph_is_the_run_in_results_json() -> None:
         speedup = step["chainrule"] / step[f"tensor-{dtype}"]
         share = step[f"tensor-{dtype}"] / step[f"torch-{dtype}"]
         assert f"{speedup:.0f}x" in paragraph and f"{share:.2f}x" in paragraph, dtype
+
+
+@pytest.mark.parametrize("index", range(len(TINY.gpt_sweep)))
+def test_gpt_sizes_pairs_compute_the_same_step(torch: Any, index: int) -> None:
+    """Each gpt-sizes pair, at the sweep's model size (context and batch
+    capped): the same weights, batch and losses over two Adam steps."""
+    from chainrule.bench.batched_gpt import sweep_problem
+
+    problem = sweep_problem(TINY.gpt_sweep[index], TINY.gpt_sweep_cap)
+    assert problem.config.n_embd == TINY.gpt_sweep[index][0]
+    assert problem.x.shape == (3, 3) and (problem.x[:, 1:] == problem.y[:, :-1]).all()
+    ours, theirs = tensor_step(problem, "float64"), torch_step(problem, "float64")
+    for _ in range(2):
+        assert math.isclose(ours(), theirs(), rel_tol=1e-10)
