@@ -17,8 +17,8 @@ the same Adam. Engines:
 ``gpt-sizes``: one Adam step of the Tensor GPT against the same model in
 PyTorch at the sizes people train on a CPU, from microgpt's up to
 embeddings of 256 and a context of 128: same weights, batch and dtype, and
-2 threads on both sides (BLAS through threadpoolctl, PyTorch through
-``torch.set_num_threads``). The batch is ``batch`` windows of
+2 threads on both sides (``chainrule bench --threads N`` changes it): BLAS
+through threadpoolctl, PyTorch through ``torch.set_num_threads``. The batch is ``batch`` windows of
 ``block + 1`` tokens cut from the shipped names, joined into one text.
 Each chainrule engine's ratio is its time over PyTorch's at the same size
 and dtype.
@@ -37,9 +37,6 @@ from typing import Any
 from ..transformer import GPTConfig
 from . import gpt
 from .harness import Engine, GPTSize, Sizes, Workload, built
-
-#: Threads for both sides of ``gpt-sizes``.
-THREADS = 2
 
 
 def _names_map(n_layer: int) -> dict[str, str]:
@@ -175,12 +172,12 @@ def size_label(size: GPTSize) -> str:
 
 def _sweep(index: int, dtype: str, torch: bool) -> Any:
     def make(sizes: Sizes) -> AdamStep:
-        limit_threads(THREADS)
+        limit_threads(sizes.gpt_sweep_threads)
         problem = sweep_problem(sizes.gpt_sweep[index], sizes.gpt_sweep_cap)
         if torch:
             import torch as torch_module
 
-            torch_module.set_num_threads(THREADS)
+            torch_module.set_num_threads(sizes.gpt_sweep_threads)
             return torch_step(problem, dtype)
         return tensor_step(problem, dtype)
 
@@ -203,7 +200,7 @@ def _sweep_engines(sweep: tuple[GPTSize, ...]) -> tuple[Engine, ...]:
 GPT_SIZES = Workload(
     "gpt-sizes",
     "one Adam step of the Tensor GPT against the same model in PyTorch, per size "
-    "(embedding/heads/layers/block/batch) and dtype, 2 threads each: the time ratio",
+    "(embedding/heads/layers/block/batch) and dtype, 2 threads each (--threads): the time ratio",
     baseline=f"{size_label(Sizes().gpt_sweep[0])} torch-float32",
     engines=_sweep_engines(Sizes().gpt_sweep),
     interleave=True,

@@ -64,6 +64,7 @@ class Sizes:
         (256, 8, 4, 128, 16),
     )
     gpt_sweep_cap: int | None = None
+    gpt_sweep_threads: int = 2  # for both sides
 
 
 FULL = Sizes()
@@ -347,6 +348,7 @@ def to_json(
             "python": f"{platform.python_implementation()} {sys.version.split()[0]}",
             "machine": f"{platform.system()} {platform.machine()}",
             "cpus": os.cpu_count(),
+            "gpt_sizes_threads": settings.sizes.gpt_sweep_threads,
             "load_average": _load_average(),
         },
     }
