@@ -100,3 +100,37 @@ def test_gpt_sizes_pairs_compute_the_same_step(torch: Any, index: int) -> None:
     ours, theirs = tensor_step(problem, "float64"), torch_step(problem, "float64")
     for _ in range(2):
         assert math.isclose(ours(), theirs(), rel_tol=1e-10)
+
+
+def test_readme_gpt_sizes_table_is_the_runs_in_benchmarks() -> None:
+    """Every cell of the README's size table is its run's ratio and times
+    (benchmarks/gpt-sizes.json at 2 threads, gpt-sizes-1-thread.json at 1),
+    and each file is a run at the thread count its column says."""
+    import json
+    from pathlib import Path
+
+    from chainrule.bench.batched_gpt import size_label
+    from chainrule.bench.harness import FULL, _format_value
+
+    root = Path(__file__).resolve().parent.parent
+    runs = []
+    for name, threads in (("gpt-sizes.json", 2), ("gpt-sizes-1-thread.json", 1)):
+        run = json.loads((root / "benchmarks" / name).read_text())
+        assert run["meta"]["gpt_sizes_threads"] == threads and run["meta"]["repetitions"] == 7
+        runs.append(run)
+    text = (root / "README.md").read_text()
+    for size in FULL.gpt_sweep:
+        label = size_label(size)
+        row = next(line for line in text.splitlines() if line.startswith(f"| {label} |"))
+        cells = [cell.strip() for cell in row.strip("|").split("|")][1:]
+        expected = []
+        for run in runs:
+            times, ratios = run["workloads"]["gpt-sizes"], run["ratios"]["gpt-sizes"]
+            for dtype in ("float32", "float64"):
+                ours, theirs = times[f"{label} tensor-{dtype}"], times[f"{label} torch-{dtype}"]
+                ratio = ratios[f"{label} tensor-{dtype}"]
+                assert math.isclose(ratio, ours / theirs)
+                expected.append(
+                    f"{ratio:.2f} ({_format_value(ours, 's')} / {_format_value(theirs, 's')})"
+                )
+        assert cells == expected, label
