@@ -179,16 +179,28 @@ def cross_entropy(
 # ----------------------------------------------------------------------------
 
 
+def rms_norm_backward(g: np.ndarray, x: np.ndarray, r: np.ndarray) -> np.ndarray:
+    """The gradient of ``x * r`` (``r = 1 / sqrt(mean(x^2) + eps)`` per row)
+    for the output gradient ``g``: ``r * (g - x * r^2 * mean(g * x))``, in
+    one temporary (the same operations in the same order as written, so
+    the same bits)."""
+    t = g * x
+    m = row_mean(t)
+    np.multiply(x, r * r, out=t)
+    t *= m
+    np.subtract(g, t, out=t)
+    t *= r
+    return t
+
+
 def _rms_norm_vjp(g: np.ndarray, out: Tensor) -> tuple[np.ndarray | None, ...]:
     r = out._ctx
     x = out._prev[0].data
     if len(out._prev) == 2:
         w = out._prev[1].data
         gw = (g * (x * r)).reshape(-1, w.shape[-1]).sum(axis=0).reshape(w.shape)
-        g = g * w
-        gx = r * (g - x * (r * r) * row_mean(g * x))
-        return gx, gw
-    return (r * (g - x * (r * r) * row_mean(g * x)),)
+        return rms_norm_backward(g * w, x, r), gw
+    return (rms_norm_backward(g, x, r),)
 
 
 def rms_norm(x: Tensor, weight: Tensor | None = None, eps: float = 1e-5) -> Tensor:
@@ -274,16 +286,28 @@ def masked_fill(x: Tensor, mask: Any, value: float) -> Tensor:
     return make(y, (x,), _masked_fill_vjp, m)
 
 
-def _attention_vjp(g: np.ndarray, out: Tensor) -> tuple[np.ndarray, ...]:
-    p, scale = out._ctx
-    q, k, v = (t.data for t in out._prev)
+def attention_backward(
+    g: np.ndarray, q: np.ndarray, k: np.ndarray, v: np.ndarray, p: np.ndarray, scale: float
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The gradients of ``softmax(q k^T * scale) v`` (``p`` the softmax) for
+    the output gradient ``g``: ``dv = p^T g``; the scores get softmax's
+    ``p * (dp - sum(dp * p))`` with ``dp = g v^T``, times ``scale``; then
+    ``dq = ds k`` and ``dk = ds^T q``. The score-sized arrays are updated
+    in place: one temporary of that size."""
     gv = _mm(p.swapaxes(-1, -2), g)
-    gp = _mm(g, v.swapaxes(-1, -2))
-    gs = gp * p
+    gs = _mm(g, v.swapaxes(-1, -2))
+    gs *= p
     gs -= p * row_sum(gs)
     gs *= scale
     gq = _mm(gs, k)
     gk = _mm(gs.swapaxes(-1, -2), q)
+    return gq, gk, gv
+
+
+def _attention_vjp(g: np.ndarray, out: Tensor) -> tuple[np.ndarray, ...]:
+    p, scale = out._ctx
+    q, k, v = (t.data for t in out._prev)
+    gq, gk, gv = attention_backward(g, q, k, v, p, scale)
     return fit(gq, q), fit(gk, k), fit(gv, v)
 
 
