@@ -26,7 +26,7 @@ from .engine import (
 )
 from .explain import explain
 from .functional import grad, hessian, value_and_grad
-from .graph import enable_grad, is_grad_enabled, no_grad
+from .graph import elementary, enable_grad, is_elementary, is_grad_enabled, no_grad
 from .nn import MLP, Layer, Module, Neuron
 from .optim import SGD, Adam, LinearDecay
 from .viz import draw, to_dot
@@ -68,6 +68,7 @@ __all__ = [
     "detect_anomaly",
     "dot",
     "draw",
+    "elementary",
     "enable_grad",
     "exp",
     "explain",
@@ -75,6 +76,7 @@ __all__ = [
     "gradcheck",
     "gradients",
     "hessian",
+    "is_elementary",
     "is_grad_enabled",
     "log",
     "losses",

@@ -2,7 +2,7 @@
 
 One description, no NumPy: the scalar model of ``chainrule bench``
 (:mod:`chainrule.bench.gpt`), the Tensor model (:class:`chainrule.tensor.nn.GPT`)
-and PyTorch's copy of it (:mod:`chainrule.bench.torch_gpt`) are all built
+and PyTorch's copy of it (:class:`chainrule.interop.torch_nn.GPT`) are all built
 from a :class:`GPTConfig`. The defaults are microgpt's.
 
 >>> GPTConfig(n_embd=64, n_head=4).head_dim
@@ -45,3 +45,10 @@ class GPTConfig:
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
+
+    def num_parameters(self) -> int:
+        """The number of weights a GPT of this size has, without building
+        it (a checkpoint's architecture is checked against its file by this)."""
+        V, T, C, L = self.vocab_size, self.block_size, self.n_embd, self.n_layer
+        # wte, lm_head, wpe; per layer q k v o, then fc1 and fc2
+        return 2 * V * C + T * C + L * (4 + 2 * self.mlp_ratio) * C * C

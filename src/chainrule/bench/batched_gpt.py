@@ -11,7 +11,7 @@ the same Adam. Engines:
 * ``tensor-float64``, ``tensor-float32`` — ``chainrule.tensor.nn.GPT`` and
   ``chainrule.optim.Adam``;
 * ``torch-float64``, ``torch-float32`` — the same architecture as an
-  ordinary ``torch.nn.Module`` (:mod:`chainrule.bench.torch_gpt`) and
+  ordinary ``torch.nn.Module`` (:class:`chainrule.interop.torch_nn.GPT`) and
   ``torch.optim.Adam``, PyTorch on the CPU with its default threads.
 
 ``gpt-sizes``: one Adam step of the Tensor GPT against the same model in
@@ -136,9 +136,9 @@ def torch_step(problem: Problem, dtype: str) -> AdamStep:
     """The same model as an ordinary ``torch.nn.Module``, ``torch.optim.Adam``."""
     import torch
 
-    from .torch_gpt import torch_gpt
+    from ..interop.torch_nn import GPT
 
-    model = torch_gpt(problem.config, getattr(torch, dtype))
+    model = GPT(problem.config).to(getattr(torch, dtype))
     model.load_state_dict({k: torch.tensor(v) for k, v in problem.weights.items()})
     adam = torch.optim.Adam(model.parameters(), lr=gpt.LEARNING_RATE, betas=gpt.BETAS, eps=gpt.EPS)
     return AdamStep(model, adam, torch.tensor(problem.x), torch.tensor(problem.y))

@@ -155,6 +155,7 @@ class RMSNorm(Module):
         *,
         dtype: Any = np.float64,
     ) -> None:
+        self.dim = dim  # also without a weight: PyTorch's RMSNorm is built with it
         self.eps = eps
         self.weight = Tensor(np.ones(dim, dtype=_dtype(dtype))) if elementwise_affine else None
 
