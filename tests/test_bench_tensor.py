@@ -134,3 +134,6 @@ def test_readme_gpt_sizes_table_is_the_runs_in_benchmarks() -> None:
                     f"{ratio:.2f} ({_format_value(ours, 's')} / {_format_value(theirs, 's')})"
                 )
         assert cells == expected, label
+    two, one = (f"{run['meta']['load_average'][0]:.1f}" for run in runs)
+    words = " ".join(text.split())
+    assert f"load average {two} at the end of the 2-thread run and {one} at the end" in words
