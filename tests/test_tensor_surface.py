@@ -369,3 +369,44 @@ def test_linear_refuses_a_bias_of_another_dtype() -> None:
     _raises(TypeError, lambda: ct.linear(x, w, b), "linear: bias is float64", "float32", "(4, 3)")
     _raises(ValueError, lambda: ct.linear(x, w, Tensor(np.ones(3, np.float32))), "bias (3,)")
     _raises(ValueError, lambda: ct.linear(x, Tensor(np.ones((2, 4))), None), "(4, 3)", "(2, 4)")
+
+
+def _torch_gelu(t: Any) -> Any:
+    import torch
+
+    return torch.nn.functional.gelu(t)
+
+
+EDGE_OPS: dict[str, tuple[Callable[..., Any], Callable[..., Any]]] = {
+    "var": (lambda t: t.var(), lambda t: t.var()),
+    "std0": (lambda t: t.std(correction=0), lambda t: t.std(correction=0)),
+    "var-axis0": (lambda t: t.var(0), lambda t: t.var(0)),
+    "min-last": (lambda t: t.min(-1, True), lambda t: t.amin(-1, True)),
+    "where": (
+        lambda t: ct.where(np.ones(t.shape, dtype=bool), t, 1.0),
+        lambda t: t.where(t.new_ones(t.shape, dtype=bool), 1.0),
+    ),
+    "clamp": (lambda t: t.clamp(-0.1, 0.1), lambda t: t.clamp(-0.1, 0.1)),
+    "gelu": (ct.gelu, _torch_gelu),
+    "unsqueeze": (lambda t: t.unsqueeze(-1), lambda t: t.unsqueeze(-1)),
+    "flatten": (lambda t: t.flatten(), lambda t: t.flatten()),
+}
+
+
+@pytest.mark.parametrize("name", sorted(EDGE_OPS))
+@pytest.mark.parametrize("shape", [(), (0,), (3, 0), (0, 3), (1,), (2, 1)])
+def test_edge_shapes(torch: Any, name: str, shape: tuple[int, ...]) -> None:
+    """Empty and 0-d tensors and single entries: the same values (nan where
+    PyTorch gives nan) and gradients as PyTorch."""
+    import warnings
+
+    ours, theirs = EDGE_OPS[name]
+    if name == "min-last" and shape and shape[-1] == 0:
+        with pytest.raises(ValueError, match=r"min: cannot reduce \("):
+            ours(Tensor(_random(shape)))
+        with pytest.raises((IndexError, RuntimeError)):  # PyTorch refuses too
+            theirs(torch.tensor(_random(shape)))
+        return
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # PyTorch's degrees-of-freedom warning
+        compare(torch, ours, theirs, [_random(shape)])

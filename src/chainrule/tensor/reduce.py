@@ -33,7 +33,7 @@ def _axes(axis: Axis, ndim: int, op: str) -> tuple[int, ...]:
     for a in items:
         if isinstance(a, bool) or not isinstance(a, (int, np.integer)):
             raise TypeError(f"{op}: axis must be an int or a sequence of ints, got {axis!r}")
-        if not -ndim <= a < (ndim or 1):
+        if not -(ndim or 1) <= a < (ndim or 1):  # a 0-d tensor's axis is 0 or -1
             raise ValueError(f"{op}: axis {a} is out of range for {ndim} dimensions")
         out.append(int(a) % (ndim or 1))
     if len(set(out)) != len(out):
