@@ -239,12 +239,17 @@ def _set_fast(all_fast: bool) -> None:
 on_fast_change(_set_fast)
 
 
+# A result computed under no_grad: a leaf too, but backward() from it is a
+# mistake (PyTorch raises), while backward() from a leaf the user made is not.
+NO_GRAD_RESULT = Primitive("", float, None)
+
+
 def _not_fast(v: Value) -> Value:
     """The rare path of node creation: this thread may be under
     ``no_grad`` (the node becomes a constant) or observed."""
     if not mode.grad_enabled:
         v._a = v._b = v._da = v._db = None
-        v._fn = LEAF
+        v._fn = NO_GRAD_RESULT
         return v
     if mode.observer is not None:
         v._id = next_id()  # anomaly detection tells nodes apart by it
@@ -737,6 +742,11 @@ class Value(Labelled):
         With ``create_graph=True`` the gradients are Values in a new graph
         and can be differentiated again.
         """
+        if self._fn is NO_GRAD_RESULT:
+            raise RuntimeError(
+                "backward: this Value was computed under no_grad(), so it has no graph "
+                "to backpropagate through"
+            )
         if create_graph or mode.observer is not None:
             seed: Any = (
                 _lift(gradient, "backward") if create_graph else _as_float(gradient, "backward")
