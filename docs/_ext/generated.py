@@ -57,6 +57,8 @@ def bench_table(results_json: Path) -> str:
         f"{meta['repetitions']} timed runs, {meta['statistic']}; "
         f"{meta['python']}, {meta['machine']}"
     )
+    if "gpt_sizes_threads" in meta:
+        head += f"; {meta['gpt_sizes_threads']} thread(s) a side"
     return head + "\n\n" + table(WORKLOADS, results) + "\n"
 
 
@@ -68,8 +70,10 @@ def generate(app: Sphinx) -> None:
     (out / "site").mkdir(exist_ok=True)
     for name, args in FILES.items():
         _chainrule("explain", *args, str(out / name))
-    root = Path(app.srcdir).parent
-    (out / "bench.txt").write_text(bench_table(root / "benchmarks" / "results.json"))
+    benchmarks = Path(app.srcdir).parent / "benchmarks"
+    for run in ("results", "gpt-sizes", "gpt-sizes-1-thread"):
+        table = bench_table(benchmarks / f"{run}.json")
+        (out / f"bench-{run}.txt").write_text(table, encoding="utf-8")
 
 
 def setup(app: Sphinx) -> dict[str, Any]:

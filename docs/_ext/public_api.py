@@ -29,6 +29,7 @@ PUBLIC_MODULES: tuple[str, ...] = (
     "chainrule.fused",
     "chainrule.tensor",
     "chainrule.tensor.nn",
+    "chainrule.transformer",
     "chainrule.tensor.charlm",
     "chainrule.tensor.checkpoint",
     "chainrule.interop",

@@ -1,6 +1,8 @@
 """chainrule: reverse-mode automatic differentiation, micrograd's backward
 pass made exact, deep and fast."""
 
+from typing import TYPE_CHECKING
+
 from . import checkpoint, data, losses, nn, optim
 from ._version import __version__ as __version__
 from .check import AnomalyError, GradcheckError, GradcheckReport, detect_anomaly, gradcheck
@@ -29,6 +31,9 @@ from .graph import elementary, enable_grad, is_elementary, is_grad_enabled, no_g
 from .nn import MLP, Layer, Module, Neuron
 from .optim import SGD, Adam, LinearDecay
 from .viz import draw, to_dot
+
+if TYPE_CHECKING:  # for type checkers: chainrule.Tensor is the class (loaded lazily below)
+    from .tensor import Tensor as Tensor
 
 
 def __getattr__(name: str) -> object:
