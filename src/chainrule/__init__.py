@@ -2,6 +2,7 @@
 pass made exact, deep and fast."""
 
 from . import checkpoint, data, losses, nn, optim
+from .compiler import compile
 from .check import AnomalyError, GradcheckError, GradcheckReport, detect_anomaly, gradcheck
 from .engine import (
     Primitive,
@@ -57,6 +58,7 @@ __all__ = [
     "Value",
     "add_n",
     "checkpoint",
+    "compile",
     "cos",
     "data",
     "dense",

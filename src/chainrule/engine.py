@@ -76,6 +76,7 @@ from .primitives import (
     Primitive,
     pow_const,
     rpow_const,
+    where,
 )
 
 Number = Union[int, float]
@@ -1115,6 +1116,7 @@ GRAPH = SimpleNamespace(
     sigmoid=sigmoid,
     sign=_graph_sign,
     data=_graph_data,
+    where=where,
 )
 
 _ONLY_VALUES = frozenset({Value})

@@ -6,13 +6,16 @@ max-margin loss ``relu(1 - y * score)`` plus ``1e-4`` times the sum of the
 squared parameters; then ``zero_grad``, ``backward`` and an SGD update with
 the demo's decaying learning rate ``1.0 - 0.9 * k / 100``.
 
-Three engines run it from the same data and the same initial weights:
+These engines run it from the same data and the same initial weights:
 
 * ``micrograd`` — micrograd 0.1.0's ``Value`` and its own ``nn.MLP``;
 * ``chainrule-compat`` — the same user code (binary ops, builtin ``sum``,
   inputs wrapped in Values) on ``chainrule.Value``;
 * ``chainrule`` — chainrule's own network and losses, which build one
-  ``dot`` node per neuron and one ``add_n`` node per sum.
+  ``dot`` node per neuron and one ``add_n`` node per sum;
+* ``compiled`` — the ``chainrule-compat`` user code with its loss function
+  wrapped once in ``chainrule.compile``: traced on the first call, replayed
+  on NumPy arrays after that.
 
 ``backward-only`` builds the same graph outside the timed region and times
 ``loss.backward()`` alone.
@@ -25,7 +28,7 @@ import random
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from .. import Value, data, dot, losses, nn, optim
+from .. import Value, compile, data, dot, losses, nn, optim
 from .harness import Arm, Engine, Sizes, Workload
 from .microgpt import literal_value
 from .sgd_step import SGDStep
@@ -161,6 +164,14 @@ def _compat(sizes: Sizes) -> DemoStep:
     return DemoStep(Value, UserMLP(Value, LAYERS, initial_weights()), X, y)
 
 
+def _compiled(sizes: Sizes) -> DemoStep:
+    """The ``chainrule-compat`` step with its loss wrapped once in
+    ``chainrule.compile`` (traced on the first, untimed, run)."""
+    step = _compat(sizes)
+    step.loss = compile(step.loss)  # type: ignore[method-assign]
+    return step
+
+
 # --------------------------------------------------------------------------
 # chainrule's own: nn.MLP, its losses and SGD
 # --------------------------------------------------------------------------
@@ -219,6 +230,7 @@ def _engines(wrap: Callable[[Maker], Callable[[Sizes], Arm]]) -> tuple[Engine, .
         Engine("microgpt", wrap(_literal)),
         Engine("chainrule-compat", wrap(_compat)),
         Engine("chainrule", wrap(ChainruleStep)),
+        Engine("compiled", wrap(_compiled), requires=("numpy",)),
         Engine("tensor", wrap(TensorMoonsStep), requires=("numpy",)),
     )
 

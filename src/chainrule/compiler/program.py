@@ -1,0 +1,604 @@
+"""A traced graph as index arrays and one value buffer, and its replay.
+
+Every node, leaf and constant gets a *slot* in one float64 buffer. An
+interior node's *level* is one more than its deepest input's, so all nodes
+of a level can run together once the levels below have. Within a level,
+nodes of the same primitive (and the same shape: number of inputs, the
+kinds of a running sum's terms) form a *group*, whose slots are
+contiguous: its forward gathers each input position with one index array,
+runs the primitive once on arrays, and writes one slice. The backward pass
+walks the levels down: per group, the local derivatives (the table's rule
+on arrays) times the group's gradients, scatter-added into the inputs'
+gradients.
+
+Gradients equal the eager ones up to the order in which a node's
+contributions are added (within a level they are summed in a different
+order), so to about 1e-15 relative, not bit for bit; forward values are
+bit for bit the eager ones.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from ..engine import CLOSURE, Value, _constant, topological_order
+from ..primitives import ADD, ADD_CONST, DEAD_UNIT, SUM_TERMS, ZERO_EXPONENT, ZERO_MASKS, Primitive
+from . import rules
+from .reads import Record, Recipe, TracedFloat
+from .trace import Unsupported
+
+_KINDS = ("node", "arg", "op", "reduce")
+
+#: Groups of fewer nodes run the table's float functions node by node: a
+#: NumPy call costs about as much as a dozen float operations.
+SMALL_GROUP = 16
+
+
+def _is_recipe(x: Any) -> bool:
+    return type(x) is tuple and bool(x) and x[0] in _KINDS
+
+
+@dataclass
+class Group:
+    """Nodes of one primitive at one level: outputs ``start:stop``."""
+
+    fn: Primitive
+    start: int
+    stop: int
+    matrix: np.ndarray  # input slots: one row per input position
+    const: Any  # None, an index array, a tuple of them, or (kinds, index array | None)
+    forward: Callable[..., Any]
+    unique: bool = True  # no input slot repeats in the group's scatter
+    small: bool = False  # so few nodes that floats beat arrays
+    scatter: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.intp))
+
+    def const_values(self, val: np.ndarray) -> Any:
+        c = self.const
+        if c is None:
+            return None
+        if isinstance(c, np.ndarray):
+            return val[c]
+        if isinstance(c, tuple) and len(c) == 2 and isinstance(c[0], tuple):
+            kinds, start = c
+            return (kinds, None if start is None else val[start])
+        return tuple(val[i] for i in c)
+
+
+@dataclass
+class RecipeStep:
+    """A float that user code read and the engine used as a constant,
+    recomputed from its recipe."""
+
+    slot: int
+    compute: Callable[[np.ndarray, Sequence[Any]], float]
+
+
+class Program:
+    """The captured graph of one trace."""
+
+    def __init__(self) -> None:
+        self.n = 0
+        self.base = np.zeros(0)
+        self.live: list[Value] = []  # leaves that existed before the trace
+        self.live_slots = np.zeros(0, dtype=np.intp)
+        self.arg_leaves: list[tuple[int, int]] = []  # (slot, position among the args' Values)
+        self.steps: list[list[Group | RecipeStep]] = []  # per level
+        self.guards: list[tuple[Callable[..., Any], Any, Any, Any]] = []
+        self.node_slot: dict[Value, int] = {}
+        self.inputs_of: list[tuple[int, ...]] = []  # per slot: its input slots (gradient-carrying)
+        self.outputs: list[int] = []
+        self._backward_plans: dict[int, Any] = {}
+
+    # -- forward ------------------------------------------------------------
+
+    def forward(self, arg_values: Sequence[Value], arg_floats: Sequence[Any]) -> np.ndarray | None:
+        """The buffer of every slot's value for the leaves' current data,
+        or None when a guard goes the other way (trace again)."""
+        val = self.base.copy()
+        if self.live:
+            val[self.live_slots] = [v.data for v in self.live]
+        for slot, pos in self.arg_leaves:
+            val[slot] = arg_values[pos].data
+        with np.errstate(all="ignore"):
+            for level in self.steps:
+                for step in level:
+                    if type(step) is RecipeStep:
+                        val[step.slot] = step.compute(val, arg_floats)
+                        continue
+                    g: Group = step  # type: ignore[assignment]
+                    val[g.start : g.stop] = g.forward(val[g.matrix], g.const_values(val))
+        for f, a, b, expected in self.guards:
+            if f(a(val, arg_floats), b(val, arg_floats)) != expected:
+                return None
+        return val
+
+    # -- backward -----------------------------------------------------------
+
+    def backward(
+        self, val: np.ndarray, root: int, seed: float, arg_values: Sequence[Value]
+    ) -> None:
+        """Add d root / d leaf to every leaf's ``.grad`` (eager semantics)."""
+        plan = self._backward_plans.get(root)
+        if plan is None:
+            plan = self._backward_plans[root] = self._plan(root)
+        groups, masks, leaf_mask, arg_mask = plan
+        grad = np.zeros(self.n)
+        grad[root] = seed
+        with np.errstate(all="ignore"):
+            for g, mask in zip(groups, masks):
+                _backward_group(g, mask, val, grad)
+        live_grads = grad[self.live_slots].tolist()
+        for leaf, d, used in zip(self.live, live_grads, leaf_mask):
+            if used:
+                leaf.grad += d
+        for (slot, pos), used in zip(self.arg_leaves, arg_mask):
+            if used:
+                arg_values[pos].grad += grad.item(slot)
+
+    def _plan(self, root: int) -> tuple[list[Group], list[Any], list[bool], list[bool]]:
+        """The groups to walk for ``root``, with a mask of the nodes that
+        are its ancestors where a group holds others too (eager's backward
+        never visits those: a 0 gradient times an inf local is not 0)."""
+        seen = np.zeros(self.n, dtype=bool)
+        seen[root] = True
+        stack = [root]
+        while stack:
+            for i in self.inputs_of[stack.pop()]:
+                if not seen[i]:
+                    seen[i] = True
+                    stack.append(i)
+        groups, masks = [], []
+        for level in reversed(self.steps):
+            for step in level:
+                if type(step) is RecipeStep:
+                    continue
+                g: Group = step  # type: ignore[assignment]
+                used = seen[g.start : g.stop]
+                if used.all():
+                    groups.append(g)
+                    masks.append(None)
+                elif used.any():
+                    groups.append(g)
+                    masks.append(used.copy())
+        leaf_mask = seen[self.live_slots].tolist()
+        arg_mask = [bool(seen[slot]) for slot, _ in self.arg_leaves]
+        return groups, masks, leaf_mask, arg_mask
+
+    def nbytes(self) -> int:
+        """Bytes of the captured graph: index arrays and the value buffer."""
+        total = self.base.nbytes + self.live_slots.nbytes
+        for level in self.steps:
+            for step in level:
+                if type(step) is Group:
+                    total += step.matrix.nbytes
+                    c = step.const
+                    if isinstance(c, np.ndarray):
+                        total += c.nbytes
+                    elif isinstance(c, tuple) and c and isinstance(c[-1], np.ndarray):
+                        total += sum(x.nbytes for x in c if isinstance(x, np.ndarray))
+        return total
+
+
+def _backward_group(g: Group, mask: np.ndarray | None, val: np.ndarray, grad: np.ndarray) -> None:
+    gout = grad[g.start : g.stop]
+    if mask is not None:
+        gout = np.where(mask, gout, 0.0)
+    X = val[g.matrix]
+    local = rules.derivatives(g.fn, X, g.const_values(val), val[g.start : g.stop], g.small)
+    contributions = local * gout
+    if g.fn.masked and not np.isfinite(gout).all():
+        contributions = _masked(g, local, contributions, gout, X)
+    if mask is not None:
+        contributions[:, ~mask] = 0.0
+    if g.unique:
+        grad[g.scatter] += contributions.ravel()
+    else:
+        grad += np.bincount(g.scatter, contributions.ravel(), len(grad))
+
+
+def _masked(
+    g: Group, local: np.ndarray, contributions: np.ndarray, gout: np.ndarray, xs: np.ndarray
+) -> np.ndarray:
+    """An inf or nan gradient through a selecting op passes as PyTorch
+    passes it (``engine._masked``)."""
+    bad = ~np.isfinite(gout)
+    masked = g.fn.masked
+    if masked == ZERO_EXPONENT:
+        blocked = bad & (xs[1] == 0.0)
+        contributions[0, blocked] = 0.0
+        return contributions
+    if masked == DEAD_UNIT:
+        dead = bad & (local[-1] == 0.0)
+        contributions[:, dead] = 0.0
+        return contributions
+    assert masked == ZERO_MASKS
+    for row, d in zip(contributions, local):
+        row[bad & (d == 0.0)] = 0.0
+    return contributions
+
+
+# --------------------------------------------------------------------------
+# Building a program from a traced graph
+# --------------------------------------------------------------------------
+
+
+def _inputs_and_constant(v: Value, merged: dict[Value, Any] | None = None) -> tuple[tuple[Value, ...], Any]:
+    if merged and v in merged:
+        return merged[v]  # type: ignore[no-any-return]
+    b = v._b
+    if b is CLOSURE:
+        raise Unsupported(
+            f"node {v._fn.name!r} backpropagates through a micrograd _backward closure, "
+            "which cannot be replayed; define the operation as a chainrule.Primitive"
+        )
+    if v._fn.derivative is None:
+        raise Unsupported(
+            f"node {v._fn.name!r} was built with Value(data, children, local_grads), whose "
+            "derivative cannot be evaluated again; define it as a chainrule.Primitive"
+        )
+    const = _constant(v)
+    return v._children, (const[0] if const else None)
+
+
+def _signature(fn: Primitive, n_inputs: int, c: Any) -> Any:
+    """What nodes of one group share besides their primitive."""
+    if c is None:
+        return (n_inputs, None)
+    if fn.const and isinstance(c, tuple):
+        if len(c) == 2 and isinstance(c[0], tuple):  # SUM_TERMS: (kinds, start)
+            return (n_inputs, "terms", c[0], c[1] is None)
+        return (n_inputs, "tuple", len(c))
+    return (n_inputs, "scalar")
+
+
+def build(
+    outputs: list[Value],
+    created: list[Value],
+    arg_leaves: dict[Value, int],
+    record: Record,
+) -> Program:
+    """The program that replays the graph behind ``outputs``."""
+    made = set(created)
+    recipes_seen: set[int] = set()
+    order: list[Value] = []  # interior nodes, each after its inputs
+    leaves: list[Value] = []
+    placed: set[Value] = set()
+    read_nodes: set[Value] = set()  # nodes whose value a recipe or guard reads
+
+    def include(root: Value) -> None:
+        if root in placed:
+            return
+        topo, root_leaves = topological_order(root)
+        for leaf in root_leaves:
+            if leaf not in placed:
+                placed.add(leaf)
+                leaves.append(leaf)
+        for v in reversed(topo):
+            if v not in placed:
+                placed.add(v)
+                order.append(v)
+
+    def nodes_of(recipe: Any) -> None:
+        if not _is_recipe(recipe) or id(recipe) in recipes_seen:
+            return
+        recipes_seen.add(id(recipe))
+        kind = recipe[0]
+        if kind == "node":
+            read_nodes.add(recipe[1])
+            include(recipe[1])
+        elif kind == "op":
+            for r in recipe[2:]:
+                nodes_of(r)
+        elif kind == "reduce":
+            for r in recipe[2]:
+                nodes_of(r)
+
+    for out in outputs:
+        include(out)
+    for _, a, b, _ in record.guards:
+        nodes_of(a)
+        nodes_of(b)
+    # constants that are reads pull in the nodes they were read from
+    i = j = 0
+    while i < len(order) or j < len(leaves):
+        while i < len(order):
+            for x in _flat_constant(_inputs_and_constant(order[i])[1]):
+                if type(x) is TracedFloat:
+                    nodes_of(x.recipe)
+            i += 1
+        while j < len(leaves):
+            if leaves[j] in record.leaf_recipes:
+                nodes_of(record.leaf_recipes[leaves[j]])
+            j += 1
+    for x, line in record.consumed.values():
+        if id(x.recipe) not in recipes_seen:
+            raise Unsupported(
+                f"{line}: a value read from .data is used where compile cannot follow it "
+                "(an exponent, a Python computation); use it as an operation's operand"
+            )
+    pinned = set(outputs) | read_nodes
+    merged = _add_chains(order, pinned)
+    order = [v for v in order if v not in merged or merged[v] is not None]
+    return _lay_out(order, leaves, made, arg_leaves, record, merged)
+
+
+def _add_chains(order: list[Value], pinned: set[Value]) -> dict[Value, Any]:
+    """Chains of ``+`` whose partial sums nothing else uses (``sum(losses)``
+    of non-products, which the eager engine cannot fuse: it cannot know at
+    ``+`` time that nobody keeps the partial sum), as one running sum each:
+    ``SUM_TERMS`` adds the same terms in the same order, so the floats are
+    the same. Maps each chain's last node to ``(terms, (kinds, start))``
+    and each absorbed partial sum to None."""
+    uses: dict[Value, int] = {}
+    for v in order:
+        for child in _inputs_and_constant(v)[0]:
+            uses[child] = uses.get(child, 0) + 1
+    merged: dict[Value, Any] = {}
+    for v in order:
+        if v._fn is not ADD:
+            continue
+        a, b = v._a, v._b
+        for prev, other in ((a, b), (b, a)):
+            if prev is other or uses.get(prev) != 1 or prev in pinned:
+                continue
+            if prev in merged:
+                terms, start = merged[prev]
+            elif prev._fn is ADD:
+                terms, start = [prev._a, prev._b], None
+            elif prev._fn is ADD_CONST:
+                terms, start = [prev._a], prev._db
+            else:
+                continue
+            merged[prev] = None
+            merged[v] = (terms + [other], start)
+            break
+    return {
+        v: None if m is None else (tuple(m[0]), ((1,) * len(m[0]), m[1]))
+        for v, m in merged.items()
+    }
+
+
+def _flat_constant(c: Any) -> list[Any]:
+    if c is None:
+        return []
+    if isinstance(c, tuple):
+        if len(c) == 2 and isinstance(c[0], tuple):
+            return [c[1]]
+        return list(c)
+    return [c]
+
+
+def _lay_out(
+    order: list[Value],
+    leaves: list[Value],
+    made: set[Value],
+    arg_leaves: dict[Value, int],
+    record: Record,
+    merged: dict[Value, Any],
+) -> Program:
+    prog = Program()
+    level: dict[Any, int] = {}  # Value or ("const", k) -> level
+    values: list[float] = []
+    # Temporary ids: leaves, then constants and recipes, then interior nodes.
+    tmp_of: dict[Value, int] = {}
+    levels: list[int] = []
+    inputs_of: list[tuple[int, ...]] = []
+    kind_of: list[Any] = []  # per temporary id: ("leaf",), ("const",), ("recipe", r), ("node", v, c_ids)
+
+    def new(lv: int, value: float, kind: Any, inputs: tuple[int, ...] = ()) -> int:
+        levels.append(lv)
+        values.append(value)
+        kind_of.append(kind)
+        inputs_of.append(inputs)
+        return len(levels) - 1
+
+    recipe_ids: dict[int, tuple[int, Any]] = {}
+
+    def recipe_level(r: Any) -> int:
+        if not _is_recipe(r):
+            return 0
+        kind = r[0]
+        if kind == "node":
+            return levels[tmp_of[r[1]]]
+        if kind == "arg":
+            return 0
+        if kind == "op":
+            return max((recipe_level(x) for x in r[2:]), default=0)
+        return max((recipe_level(x) for x in r[2]), default=0)
+
+    def constant_slot(x: Any) -> int:
+        if type(x) is TracedFloat:
+            r = x.recipe
+            key = id(r)
+            if key not in recipe_ids:
+                recipe_ids[key] = (new(recipe_level(r) + 1, float.__float__(x), ("recipe", r)), r)
+            return recipe_ids[key][0]
+        return new(0, float(x), ("const",))
+
+    for leaf in leaves:
+        if leaf in record.leaf_recipes:
+            tmp_of[leaf] = -1  # placed below, once its sources have levels
+            continue
+        kind: Any = ("const",) if leaf in made else ("leaf", leaf)
+        tmp_of[leaf] = new(0, leaf.data, kind)
+    pending_recipe_leaves = [leaf for leaf in leaves if leaf in record.leaf_recipes]
+
+    def place_recipe_leaves() -> None:
+        for leaf in list(pending_recipe_leaves):
+            r = record.leaf_recipes[leaf]
+            try:
+                lv = recipe_level(r)
+            except KeyError:
+                continue
+            tmp_of[leaf] = new(lv + 1, leaf.data, ("recipe", r))
+            pending_recipe_leaves.remove(leaf)
+
+    place_recipe_leaves()
+    for v in order:
+        if pending_recipe_leaves:
+            place_recipe_leaves()
+        children, c = _inputs_and_constant(v, merged)
+        ins = tuple(tmp_of[x] for x in children)
+        c_ids: Any = None
+        fn = SUM_TERMS if v in merged else v._fn
+        if c is not None:
+            if isinstance(c, tuple) and len(c) == 2 and isinstance(c[0], tuple):
+                c_ids = (c[0], None if c[1] is None else constant_slot(c[1]))
+            elif isinstance(c, tuple):
+                c_ids = tuple(constant_slot(x) for x in c)
+            else:
+                c_ids = constant_slot(c)
+        dep_levels = [levels[i] for i in ins] + [levels[i] for i in _ids(c_ids)]
+        tmp_of[v] = new(max(dep_levels) + 1, v.data, ("node", fn, c_ids), ins)
+    if pending_recipe_leaves:
+        place_recipe_leaves()
+    if pending_recipe_leaves:
+        raise Unsupported("a Value made from a read float depends on itself")
+
+    # Slots: sorted by level, then by group, so a group's outputs are contiguous.
+    def group_key(t: int) -> Any:
+        kind = kind_of[t]
+        if kind[0] != "node":
+            return (levels[t], 0, kind[0], ())
+        fn, c_ids = kind[1], kind[2]
+        return (levels[t], 1, id(fn), _signature(fn, len(inputs_of[t]), c_ids))
+
+    ranked = sorted(range(len(levels)), key=lambda t: (group_key(t), t))
+    slot_of = np.empty(len(levels), dtype=np.intp)
+    slot_of[ranked] = np.arange(len(levels))
+    prog.n = len(levels)
+    prog.base = np.array(values, dtype=float)[ranked]
+    prog.inputs_of = [tuple(int(slot_of[i]) for i in inputs_of[t]) for t in ranked]
+    for t in ranked:
+        kind = kind_of[t]
+        if kind[0] == "leaf":
+            leaf = kind[1]
+            if leaf in arg_leaves:
+                prog.arg_leaves.append((int(slot_of[t]), arg_leaves[leaf]))
+            else:
+                prog.live.append(leaf)
+    prog.live_slots = np.array(
+        [slot_of[tmp_of[v]] for v in prog.live], dtype=np.intp
+    )
+    prog.node_slot = {v: int(slot_of[t]) for v, t in tmp_of.items()}
+
+    prog.guards = [
+        (f, recipe_function(prog, a), recipe_function(prog, b), expected) for f, a, b, expected in record.guards
+    ]
+
+    # Steps, level by level.
+    by_level: dict[int, list[Group | RecipeStep]] = {}
+    t_i = 0
+    while t_i < len(ranked):
+        t = ranked[t_i]
+        key = group_key(t)
+        lv = levels[t]
+        kind = kind_of[t]
+        if kind[0] in ("leaf", "const"):
+            t_i += 1
+            continue
+        if kind[0] == "recipe":
+            by_level.setdefault(lv, []).append(
+                RecipeStep(int(slot_of[t]), recipe_function(prog, kind[1]))
+            )
+            t_i += 1
+            continue
+        t_end = t_i
+        while t_end < len(ranked) and group_key(ranked[t_end]) == key:
+            t_end += 1
+        members = ranked[t_i:t_end]
+        by_level.setdefault(lv, []).append(_group(kind[1], members, slot_of, inputs_of, kind_of))
+        t_i = t_end
+    prog.steps = [by_level[lv] for lv in sorted(by_level)]
+    return prog
+
+
+def recipe_function(prog: Program, r: Any) -> Callable[[np.ndarray, Sequence[Any]], Any]:
+    """A recipe as a function of the value buffer and the float arguments."""
+    if not _is_recipe(r):
+        return lambda val, args: r
+    kind = r[0]
+    if kind == "node":
+        s = prog.node_slot[r[1]]
+        return lambda val, args: val.item(s)
+    if kind == "arg":
+        pos = r[1]
+        return lambda val, args: args[pos]
+    f = r[1]
+    if kind == "op":
+        parts = [recipe_function(prog, x) for x in r[2:]]
+        return lambda val, args: f(*(p(val, args) for p in parts))
+    items = [recipe_function(prog, x) for x in r[2]]
+    return lambda val, args: f([p(val, args) for p in items])
+
+
+def _ids(c_ids: Any) -> list[int]:
+    if c_ids is None:
+        return []
+    if isinstance(c_ids, int):
+        return [c_ids]
+    if len(c_ids) == 2 and isinstance(c_ids[0], tuple):
+        return [] if c_ids[1] is None else [c_ids[1]]
+    return list(c_ids)
+
+
+def _group(
+    fn: Primitive,
+    members: list[int],
+    slot_of: np.ndarray,
+    inputs_of: list[tuple[int, ...]],
+    kind_of: list[Any],
+) -> Group:
+    start = int(slot_of[members[0]])
+    stop = start + len(members)
+    n_in = len(inputs_of[members[0]])
+    table = np.array([inputs_of[t] for t in members], dtype=np.intp).reshape(len(members), n_in)
+    matrix = np.ascontiguousarray(slot_of[table.T])
+    c0 = kind_of[members[0]][2]
+    const: Any
+    if c0 is None:
+        const = None
+    elif isinstance(c0, int):
+        const = np.array([slot_of[kind_of[t][2]] for t in members], dtype=np.intp)
+    elif len(c0) == 2 and isinstance(c0[0], tuple):
+        kinds = c0[0]
+        const = (
+            kinds,
+            None if c0[1] is None else np.array([slot_of[kind_of[t][2][1]] for t in members], dtype=np.intp),
+        )
+    else:
+        const = tuple(
+            np.array([slot_of[kind_of[t][2][k]] for t in members], dtype=np.intp)
+            for k in range(len(c0))
+        )
+    small = len(members) < SMALL_GROUP
+    forward = rules.forward_function(fn, small)
+    scatter = matrix.ravel()
+    unique = len(np.unique(scatter)) == len(scatter)
+    return Group(fn, start, stop, matrix, const, forward, unique=unique, small=small, scatter=scatter)
+
+
+def flatten(tree: Any) -> tuple[list[Any], Callable[[list[Any]], Any]]:
+    """The items of a nest of tuples, lists and dicts, and the function
+    that rebuilds the nest from new items."""
+    items: list[Any] = []
+
+    def walk(x: Any) -> Callable[[Any], Any]:
+        if isinstance(x, (tuple, list)):
+            parts = [walk(y) for y in x]
+            kind = type(x)
+            return lambda it: kind(p(it) for p in parts)
+        if isinstance(x, dict):
+            keys = list(x)
+            parts = [walk(x[k]) for k in keys]
+            return lambda it: {k: p(it) for k, p in zip(keys, parts)}
+        items.append(x)
+        return lambda it: next(it)
+
+    rebuild = walk(tree)
+    return items, lambda new: rebuild(iter(new))
+
