@@ -32,7 +32,7 @@ from dataclasses import dataclass
 from importlib import resources
 from typing import Any
 
-from .. import Value, add_n, dot, optim
+from .. import Value, add_n, compile, dot, optim
 from .. import fused as F
 from .harness import Arm, Engine, Sizes, Workload
 from .microgpt import literal_value
@@ -322,6 +322,19 @@ def _make(
     return make
 
 
+def _compiled(optimizer: Callable[[list[Any]], Callable[[], None]]) -> Callable[[Sizes], Arm]:
+    """``chainrule-compat``'s step (CompatOps) with the model's loss wrapped
+    once in ``chainrule.compile``: one trace per batch of names, replayed
+    on NumPy arrays; the first (untimed) run traces."""
+
+    def make(sizes: Sizes) -> Arm:
+        step = GPTStep(CompatOps, optimizer, sizes.gpt_name)
+        step.model.batch_loss = compile(step.model.batch_loss)  # type: ignore[method-assign]
+        return lambda: step
+
+    return make
+
+
 def _gpt_step_engines() -> tuple[Engine, ...]:
     from .tensor import gpt_engines  # NumPy and torch are imported by the engines, lazily
 
@@ -350,5 +363,7 @@ GPT_NAME_STEP = Workload(
         Engine("microgpt", _make(CompatOps, compat_adam, batch=False, value=literal_value)),
         Engine("chainrule-compat", _make(CompatOps, compat_adam, batch=False)),
         Engine("chainrule", _make(FusedOps, chainrule_adam, batch=False)),
+        Engine("compiled", _compiled(compat_adam), requires=("numpy",)),
+        Engine("compiled+Adam", _compiled(chainrule_adam), requires=("numpy",)),
     ),
 )

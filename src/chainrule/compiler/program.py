@@ -20,7 +20,7 @@ bit for bit the eager ones.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -51,10 +51,12 @@ class Group:
     stop: int
     matrix: np.ndarray  # input slots: one row per input position
     const: Any  # None, an index array, a tuple of them, or (kinds, index array | None)
-    forward: Callable[..., Any]
-    unique: bool = True  # no input slot repeats in the group's scatter
-    small: bool = False  # so few nodes that floats beat arrays
-    scatter: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.intp))
+    forward: Callable[[np.ndarray, Any], np.ndarray]  # (inputs, constant) -> outputs
+    local: Callable[[np.ndarray, Any, np.ndarray], np.ndarray]  # (inputs, constant, outputs) -> locals
+    unique: bool  # no input slot repeats in the group
+    small: bool  # so few nodes that floats beat arrays
+    scatter: np.ndarray  # unique: the input slots; else each input's index in targets
+    targets: np.ndarray  # the distinct input slots
 
     def const_values(self, val: np.ndarray) -> Any:
         c = self.const
@@ -188,7 +190,7 @@ def _backward_group(g: Group, mask: np.ndarray | None, val: np.ndarray, grad: np
     if mask is not None:
         gout = np.where(mask, gout, 0.0)
     X = val[g.matrix]
-    local = rules.derivatives(g.fn, X, g.const_values(val), val[g.start : g.stop], g.small)
+    local = g.local(X, g.const_values(val), val[g.start : g.stop])
     contributions = local * gout
     if g.fn.masked and not np.isfinite(gout).all():
         contributions = _masked(g, local, contributions, gout, X)
@@ -196,8 +198,8 @@ def _backward_group(g: Group, mask: np.ndarray | None, val: np.ndarray, grad: np
         contributions[:, ~mask] = 0.0
     if g.unique:
         grad[g.scatter] += contributions.ravel()
-    else:
-        grad += np.bincount(g.scatter, contributions.ravel(), len(grad))
+    else:  # an input used by several nodes of the group: add its contributions first
+        grad[g.targets] += np.bincount(g.scatter, contributions.ravel(), len(g.targets))
 
 
 def _masked(
@@ -419,28 +421,15 @@ def _lay_out(
             return recipe_ids[key][0]
         return new(0, float(x), ("const",))
 
-    for leaf in leaves:
-        if leaf in record.leaf_recipes:
-            tmp_of[leaf] = -1  # placed below, once its sources have levels
+    for v in _placement_order(leaves, order, record, merged):
+        if v in record.leaf_recipes:
+            r = record.leaf_recipes[v]
+            tmp_of[v] = new(recipe_level(r) + 1, v.data, ("recipe", r))
             continue
-        kind: Any = ("const",) if leaf in made else ("leaf", leaf)
-        tmp_of[leaf] = new(0, leaf.data, kind)
-    pending_recipe_leaves = [leaf for leaf in leaves if leaf in record.leaf_recipes]
-
-    def place_recipe_leaves() -> None:
-        for leaf in list(pending_recipe_leaves):
-            r = record.leaf_recipes[leaf]
-            try:
-                lv = recipe_level(r)
-            except KeyError:
-                continue
-            tmp_of[leaf] = new(lv + 1, leaf.data, ("recipe", r))
-            pending_recipe_leaves.remove(leaf)
-
-    place_recipe_leaves()
-    for v in order:
-        if pending_recipe_leaves:
-            place_recipe_leaves()
+        if v._a is None:
+            kind: Any = ("const",) if v in made else ("leaf", v)
+            tmp_of[v] = new(0, v.data, kind)
+            continue
         children, c = _inputs_and_constant(v, merged)
         ins = tuple(tmp_of[x] for x in children)
         c_ids: Any = None
@@ -454,10 +443,6 @@ def _lay_out(
                 c_ids = constant_slot(c)
         dep_levels = [levels[i] for i in ins] + [levels[i] for i in _ids(c_ids)]
         tmp_of[v] = new(max(dep_levels) + 1, v.data, ("node", fn, c_ids), ins)
-    if pending_recipe_leaves:
-        place_recipe_leaves()
-    if pending_recipe_leaves:
-        raise Unsupported("a Value made from a read float depends on itself")
 
     # Slots: sorted by level, then by group, so a group's outputs are contiguous.
     def group_key(t: int) -> Any:
@@ -536,6 +521,58 @@ def recipe_function(prog: Program, r: Any) -> Callable[[np.ndarray, Sequence[Any
     return lambda val, args: f([p(val, args) for p in items])
 
 
+def _recipe_nodes(r: Any, into: list[Value]) -> list[Value]:
+    """The nodes whose values a recipe reads."""
+    if _is_recipe(r):
+        if r[0] == "node":
+            into.append(r[1])
+        elif r[0] == "op":
+            for x in r[2:]:
+                _recipe_nodes(x, into)
+        elif r[0] == "reduce":
+            for x in r[2]:
+                _recipe_nodes(x, into)
+    return into
+
+
+def _placement_order(
+    leaves: list[Value], order: list[Value], record: Record, merged: dict[Value, Any]
+) -> list[Value]:
+    """Leaves and nodes, each after what it depends on: its inputs, and the
+    nodes that the read floats among its constants were read from (those
+    need not be its inputs: ``v - max(...)``)."""
+
+    def deps(v: Value) -> list[Value]:
+        if v in record.leaf_recipes:
+            return _recipe_nodes(record.leaf_recipes[v], [])
+        if v._a is None:
+            return []
+        children, c = _inputs_and_constant(v, merged)
+        found = list(children)
+        for x in _flat_constant(c):
+            if type(x) is TracedFloat:
+                _recipe_nodes(x.recipe, found)
+        return found
+
+    placed: set[Value] = set()
+    out: list[Value] = []
+    for root in (*leaves, *order):
+        if root in placed:
+            continue
+        stack = [(root, False)]
+        while stack:
+            v, ready = stack.pop()
+            if v in placed:
+                continue
+            if ready:
+                placed.add(v)
+                out.append(v)
+                continue
+            stack.append((v, True))
+            stack.extend((d, False) for d in deps(v) if d not in placed)
+    return out
+
+
 def _ids(c_ids: Any) -> list[int]:
     if c_ids is None:
         return []
@@ -576,10 +613,14 @@ def _group(
             for k in range(len(c0))
         )
     small = len(members) < SMALL_GROUP
-    forward = rules.forward_function(fn, small)
+    forward, local = rules.kernels(fn, small, c0[0] if fn is SUM_TERMS else None)
     scatter = matrix.ravel()
-    unique = len(np.unique(scatter)) == len(scatter)
-    return Group(fn, start, stop, matrix, const, forward, unique=unique, small=small, scatter=scatter)
+    targets, inverse = np.unique(scatter, return_inverse=True)
+    unique = len(targets) == len(scatter)
+    return Group(
+        fn, start, stop, matrix, const, forward, local, unique, small,
+        scatter if unique else inverse.ravel().astype(np.intp), targets,
+    )
 
 
 def flatten(tree: Any) -> tuple[list[Any], Callable[[list[Any]], Any]]:

@@ -20,6 +20,7 @@ floats, as the eager engine runs it.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Sequence
 from types import SimpleNamespace
 from typing import Any
@@ -156,6 +157,59 @@ def vectorizes(fn: Primitive) -> bool:
     on arrays; a user's rule runs per element."""
     d = fn.derivative
     return d is not None and getattr(d, "__module__", None) == P.__name__
+
+
+def kernels(fn: Primitive, small: bool, kinds: tuple[int, ...] | None = None) -> tuple[Any, Any]:
+    """``(forward(X, c), local(X, c, out))`` for a group of ``fn``; ``kinds``
+    for a group of running sums (``SUM_TERMS``) of those kinds of terms."""
+    if fn is P.SUM_TERMS and not small and kinds is not None:
+        sums = RunningSums(kinds)
+        return sums.forward, sums.local
+    return forward_function(fn, small), functools.partial(derivatives, fn, small=small)
+
+
+class RunningSums:
+    """``SUM_TERMS`` nodes with the same kinds of terms, as matrix operations:
+    the terms (products of two inputs, or inputs) in one matrix, summed in
+    order down its rows by ``numpy.add.accumulate``, which adds row after row
+    as ``_sum_terms_forward`` does; the local derivatives of
+    ``_d_sum_terms`` (the other factor of a product, 1 for a plain term) by
+    one gather. ``tests/test_compile.py`` checks both against the table."""
+
+    def __init__(self, kinds: tuple[int, ...]) -> None:
+        rows, singles, firsts, partner = [], [], [], []
+        i = 0
+        for k, kind in enumerate(kinds):
+            if kind == 1:
+                singles.append(k)
+                rows.append(i)
+                partner += [i]
+            else:
+                firsts.append(k)
+                partner += [i + 1, i]
+            i += kind
+        self.singles = np.array(singles, dtype=np.intp)  # terms that are one input
+        self.single_rows = np.array(rows, dtype=np.intp)
+        self.products = np.array(firsts, dtype=np.intp)  # terms that are a product
+        pairs = np.array([j for j, kind in zip(np.cumsum((0, *kinds))[:-1], kinds) if kind == 2], dtype=np.intp)
+        self.left, self.right = pairs, pairs + 1
+        self.partner = np.array(partner, dtype=np.intp)  # the row whose value is each input's local
+        self.ones = np.array([j for j, kind in zip(np.cumsum((0, *kinds))[:-1], kinds) if kind == 1], dtype=np.intp)
+        self.n_terms = len(kinds)
+
+    def forward(self, X: Array, c: Any) -> Array:
+        _, start = c
+        T = np.empty((self.n_terms, X.shape[1]))
+        T[self.singles] = X[self.single_rows]
+        T[self.products] = X[self.left] * X[self.right]
+        if start is not None:
+            T[0] += start
+        return np.add.accumulate(T, axis=0)[-1]
+
+    def local(self, X: Array, c: Any, out: Array) -> Array:
+        D = X[self.partner]
+        D[self.ones] = 1.0
+        return D
 
 
 def derivatives(fn: Primitive, X: Array, c: Any, out: Array, small: bool) -> Array:
