@@ -364,6 +364,6 @@ GPT_NAME_STEP = Workload(
         Engine("chainrule-compat", _make(CompatOps, compat_adam, batch=False)),
         Engine("chainrule", _make(FusedOps, chainrule_adam, batch=False)),
         Engine("compiled", _compiled(compat_adam), requires=("numpy",)),
-        Engine("compiled+Adam", _compiled(chainrule_adam), requires=("numpy",)),
+        Engine("compiled+optim", _compiled(chainrule_adam), requires=("numpy",)),
     ),
 )
