@@ -166,7 +166,7 @@ class Compiled:
         arg_floats: list[Any],
     ) -> Any:
         from . import program as P
-        from .reads import Record, traced
+        from .reads import Record, plain_floats, traced
         from .trace import Unsupported, run_traced
 
         record = Record()
@@ -188,7 +188,9 @@ class Compiled:
             positions = {v: i for i, v in enumerate(arg_values)}
             program = P.build(values, created, positions, record)
         except Unsupported as e:
-            return self._eager(str(e), rebuild_args(items))
+            self._eager(str(e), None)
+            plain_floats([x for x in out_items if isinstance(x, Value)])
+            return out  # the trace ran fn eagerly: its result is this call's
         outputs: list[Any] = []
         made = set(created)
         for x in out_items:
@@ -215,11 +217,14 @@ class Compiled:
         return _outputs(entry, buffer, arg_values, arg_floats)
 
     def _eager(self, reason: str, args: Any) -> Any:
+        """From now on, run ``fn`` as it is (and now, with ``args``)."""
         self.eager_reason = reason
         name = getattr(self.fn, "__qualname__", repr(self.fn))
-        warnings.warn(f"chainrule.compile: {name} runs eagerly: {reason}", CompileWarning, stacklevel=3)
+        warnings.warn(
+            f"chainrule.compile: {name} runs eagerly: {reason}", CompileWarning, stacklevel=4
+        )
         self._cache.clear()
-        return self.fn(*args)
+        return None if args is None else self.fn(*args)
 
 
 class _Eager(Exception):

@@ -28,7 +28,8 @@ import numpy as np
 from ..engine import CLOSURE, Value, _constant, topological_order
 from ..primitives import ADD, ADD_CONST, DEAD_UNIT, SUM_TERMS, ZERO_EXPONENT, ZERO_MASKS, Primitive
 from . import rules
-from .reads import Record, Recipe, TracedFloat
+from . import reads
+from .reads import Record, TracedFloat
 from .trace import Unsupported
 
 _KINDS = ("node", "arg", "op", "reduce")
@@ -301,9 +302,13 @@ def build(
 
     for out in outputs:
         include(out)
-    for _, a, b, _ in record.guards:
+    pinned_whole = set()  # recipes whose exact value a guard checks
+    for f, a, b, _ in record.guards:
+        if f is reads.same:
+            pinned_whole.add(id(a))
         nodes_of(a)
         nodes_of(b)
+    recipes_seen.clear()
     # constants that are reads pull in the nodes they were read from
     i = j = 0
     while i < len(order) or j < len(leaves):
@@ -317,7 +322,7 @@ def build(
                 nodes_of(record.leaf_recipes[leaves[j]])
             j += 1
     for x, line in record.consumed.values():
-        if id(x.recipe) not in recipes_seen:
+        if id(x.recipe) not in recipes_seen and id(x.recipe) not in pinned_whole:
             raise Unsupported(
                 f"{line}: a value read from .data is used where compile cannot follow it "
                 "(an exponent, a Python computation); use it as an operation's operand"

@@ -84,7 +84,7 @@ def _guard(f: Callable[..., Any], a: Any, b: Any, result: Any) -> Any:
     return result
 
 
-def _same(a: float, b: float) -> bool:
+def same(a: float, b: float) -> bool:
     """Equal, nan included: the guard of a float read whole."""
     return a == b or (a != a and b != b)
 
@@ -93,7 +93,7 @@ def guard_whole(x: TracedFloat) -> float:
     """``x`` read as a whole (``float(v)``, formatting): replay only while
     it stays the same."""
     value = float.__float__(x)
-    _guard(_same, x, value, True)
+    _guard(same, x, value, True)
     return value
 
 
@@ -106,19 +106,19 @@ def _binary(f: Callable[[Any, Any], Any]) -> tuple[Callable[..., Any], Callable[
     def forward(self: TracedFloat, other: Any) -> Any:
         if not isinstance(other, (int, float)):
             return NotImplemented
-        y = f(float.__float__(self), _plain(other))
+        y = f(float.__float__(self), plain(other))
         return traced(y, ("op", f, self.recipe, recipe_of(other))) if type(y) is float else y
 
     def reflected(self: TracedFloat, other: Any) -> Any:
         if not isinstance(other, (int, float)):
             return NotImplemented
-        y = f(_plain(other), float.__float__(self))
+        y = f(plain(other), float.__float__(self))
         return traced(y, ("op", f, recipe_of(other), self.recipe)) if type(y) is float else y
 
     return forward, reflected
 
 
-def _plain(x: Any) -> Any:
+def plain(x: Any) -> Any:
     return float.__float__(x) if type(x) is TracedFloat else x
 
 
@@ -241,7 +241,7 @@ def _compare(f: Callable[[Any, Any], bool], reduces: Any) -> Callable[..., Any]:
     def method(self: TracedFloat, other: Any) -> Any:
         if not isinstance(other, (int, float)):
             return NotImplemented
-        result = f(float.__float__(self), _plain(other))
+        result = f(float.__float__(self), plain(other))
         if not current:
             return result
         record = current[-1]
@@ -281,3 +281,26 @@ TracedFloat.__ge__ = _compare(operator.ge, None)  # type: ignore[method-assign,a
 TracedFloat.__le__ = _compare(operator.le, None)  # type: ignore[method-assign,assignment]
 TracedFloat.__eq__ = _compare(operator.eq, None)  # type: ignore[method-assign,assignment]
 TracedFloat.__ne__ = _compare(operator.ne, None)  # type: ignore[method-assign,assignment]
+
+
+def plain_floats(outputs: list[Any]) -> None:
+    """Turn the read floats that a traced graph kept (as constants, as local
+    derivatives) into plain floats, so the graph can run eagerly without
+    growing recipes."""
+    from ..engine import CHAIN, topological_order
+
+    def fix(x: Any) -> Any:
+        if type(x) is TracedFloat:
+            return float.__float__(x)
+        if type(x) is tuple:
+            return tuple(fix(y) for y in x)
+        return x
+
+    for root in outputs:
+        for v in topological_order(root)[0]:
+            if v._b is CHAIN:
+                terms = v._a
+                terms.local[:] = [fix(d) for d in terms.local]
+                terms.start = fix(terms.start)
+            else:
+                v._da, v._db = fix(v._da), fix(v._db)

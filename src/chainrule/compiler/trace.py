@@ -12,6 +12,8 @@ hot path is untouched at every other time):
   trace's constants (recomputed from a recipe when built from a read
   float); every leaf that existed before is an input, read at each replay;
 * the comparisons and ``float()`` of Value go through the read floats;
+* ``/`` records a guard for the engine's own choice between micrograd's
+  ``a * b**-1`` and one true division, which depends on the values;
 * ``engine._as_float`` lets a read float through as an operation's
   constant, so the node keeps the recipe.
 
@@ -95,6 +97,32 @@ def watching(record: Record, created: list[Value]) -> Iterator[None]:
 
         return method
 
+    truediv, rtruediv = Value.__truediv__, Value.__rtruediv__
+    saved["__truediv__"], saved["__rtruediv__"] = truediv, rtruediv
+
+    def node_recipe(x: Any) -> Any:
+        return ("node", x) if isinstance(x, Value) else reads.recipe_of(x)
+
+    def guarded_truediv(self: Value, other: Any) -> Value:
+        # the engine picks micrograd's a * b**-1 or one true division by the values
+        if isinstance(other, (Value, int, float)):
+            b = get(other) if isinstance(other, Value) else float(reads.plain(other))
+            record.guards.append(
+                (engine._reciprocal_is_exact, ("node", self), node_recipe(other),
+                 engine._reciprocal_is_exact(get(self), b))
+            )
+        return truediv(self, other)
+
+    def guarded_rtruediv(self: Value, other: Any) -> Value:
+        if isinstance(other, (int, float)):
+            record.guards.append(
+                (engine._reciprocal_is_exact, reads.recipe_of(other), ("node", self),
+                 engine._reciprocal_is_exact(float(reads.plain(other)), get(self)))
+            )
+        return rtruediv(self, other)
+
+    Value.__truediv__ = guarded_truediv  # type: ignore[method-assign,assignment]
+    Value.__rtruediv__ = guarded_rtruediv  # type: ignore[method-assign,assignment]
     Value.data = property(read, write)  # type: ignore[assignment,method-assign]
     Value.__init__ = new_init  # type: ignore[method-assign]
     Value.__lt__ = compare(operator.lt)  # type: ignore[method-assign,assignment]
