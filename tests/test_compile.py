@@ -127,7 +127,15 @@ BINARY = {
     "max": lambda a, b: a.max(b),
     "min": lambda a, b: a.min(b),
 }
-NARY = ["dot", "affine", "affine_relu", "affine_const", "affine_const_relu", "add_n", "sum_products"]
+NARY = [
+    "dot",
+    "affine",
+    "affine_relu",
+    "affine_const",
+    "affine_const_relu",
+    "add_n",
+    "sum_products",
+]
 NARY += ["sum_values", "softmax", "cross_entropy", "rmsnorm", "stable_softmax"]
 
 instruction = st.one_of(
@@ -274,9 +282,10 @@ def test_structure_change_retraces_and_keys_are_visible() -> None:
     assert compiled.traces == 1
     assert compiled([1.0, 2.0, 3.0]).data == 12.0  # a longer list: a new trace
     assert compiled.traces == 2
-    assert compiled.keys() == [((list, 2, (float, float)),), ((list, 3, (float, float, float)),)] or (
-        len(compiled.keys()) == 2
-    )
+    assert compiled.keys() == [
+        ((list, 2, (float, float)),),
+        ((list, 3, (float, float, float)),),
+    ] or (len(compiled.keys()) == 2)
     compiled([1.0])
     assert compiled.traces == 3 and len(compiled.keys()) == 2  # bounded by max_traces
 
@@ -369,7 +378,7 @@ def test_accuracy_inside_the_function_is_never_stale() -> None:
 
 def test_a_read_used_as_an_exponent_is_guarded_whole() -> None:
     x = Value(2.0)
-    compiled = chainrule.compile(lambda: x ** x.data)  # the exponent picks a primitive
+    compiled = chainrule.compile(lambda: x**x.data)  # the exponent picks a primitive
     assert compiled().data == 4.0
     x.data = 3.0
     assert compiled().data == 27.0 and compiled.retraces == 1

@@ -2,8 +2,8 @@
 pass made exact, deep and fast."""
 
 from . import checkpoint, data, losses, nn, optim
-from .compiler import compile
 from .check import AnomalyError, GradcheckError, GradcheckReport, detect_anomaly, gradcheck
+from .compiler import compile  # noqa: A004 - the field's name (jax.jit, torch.compile)
 from .engine import (
     Primitive,
     Value,

@@ -32,7 +32,7 @@ from dataclasses import dataclass
 from importlib import resources
 from typing import Any
 
-from .. import Value, add_n, compile, dot, optim
+from .. import Value, add_n, compiler, dot, optim
 from .. import fused as F
 from .harness import Arm, Engine, Sizes, Workload
 from .microgpt import literal_value
@@ -329,7 +329,7 @@ def _compiled(optimizer: Callable[[list[Any]], Callable[[], None]]) -> Callable[
 
     def make(sizes: Sizes) -> Arm:
         step = GPTStep(CompatOps, optimizer, sizes.gpt_name)
-        step.model.batch_loss = compile(step.model.batch_loss)  # type: ignore[method-assign]
+        step.model.batch_loss = compiler.compile(step.model.batch_loss)  # type: ignore[method-assign]
         return lambda: step
 
     return make

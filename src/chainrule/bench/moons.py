@@ -28,7 +28,7 @@ import random
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from .. import Value, compile, data, dot, losses, nn, optim
+from .. import Value, compiler, data, dot, losses, nn, optim
 from .harness import Arm, Engine, Sizes, Workload
 from .microgpt import literal_value
 from .sgd_step import SGDStep
@@ -168,7 +168,7 @@ def _compiled(sizes: Sizes) -> DemoStep:
     """The ``chainrule-compat`` step with its loss wrapped once in
     ``chainrule.compile`` (traced on the first, untimed, run)."""
     step = _compat(sizes)
-    step.loss = compile(step.loss)  # type: ignore[method-assign]
+    step.loss = compiler.compile(step.loss)  # type: ignore[method-assign]
     return step
 
 

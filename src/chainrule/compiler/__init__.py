@@ -72,6 +72,10 @@ class CompiledValue(Value):
     captured graph backward."""
 
     __slots__ = ("_program", "_slot", "_buffer", "_arg_values")
+    _program: Any
+    _slot: int
+    _buffer: Any
+    _arg_values: Sequence[Value]
 
     def backward(self, gradient: Any = 1.0, *, create_graph: bool = False) -> None:
         """Add d self / d leaf into every leaf's ``.grad``, as
@@ -101,7 +105,9 @@ def _output(value: float, program: Any, slot: int, buffer: Any, args: Sequence[V
 class _Entry:
     __slots__ = ("program", "rebuild", "outputs")
 
-    def __init__(self, program: Any, rebuild: Callable[[list[Any]], Any], outputs: list[Any]) -> None:
+    def __init__(
+        self, program: Any, rebuild: Callable[[list[Any]], Any], outputs: list[Any]
+    ) -> None:
         self.program = program
         self.rebuild = rebuild
         # per output item: ("slot", i), ("arg", i), ("leaf", Value), ("recipe", f), ("as is", x)
@@ -213,7 +219,9 @@ class Compiled:
         buffer = program.forward(arg_values, arg_floats)
         if buffer is None:  # a guard that cannot hold even on the traced values
             del self._cache[key]
-            return self._eager("a guard does not hold on the values it was traced with", rebuild_args(items))
+            return self._eager(
+                "a guard does not hold on the values it was traced with", rebuild_args(items)
+            )
         return _outputs(entry, buffer, arg_values, arg_floats)
 
     def _eager(self, reason: str, args: Any) -> Any:

@@ -27,8 +27,7 @@ import numpy as np
 
 from ..engine import CLOSURE, Value, _constant, topological_order
 from ..primitives import ADD, ADD_CONST, DEAD_UNIT, SUM_TERMS, ZERO_EXPONENT, ZERO_MASKS, Primitive
-from . import rules
-from . import reads
+from . import reads, rules
 from .reads import Record, TracedFloat
 from .trace import Unsupported
 
@@ -53,7 +52,9 @@ class Group:
     matrix: np.ndarray  # input slots: one row per input position
     const: Any  # None, an index array, a tuple of them, or (kinds, index array | None)
     forward: Callable[[np.ndarray, Any], np.ndarray]  # (inputs, constant) -> outputs
-    local: Callable[[np.ndarray, Any, np.ndarray], np.ndarray]  # (inputs, constant, outputs) -> locals
+    local: Callable[
+        [np.ndarray, Any, np.ndarray], np.ndarray
+    ]  # (inputs, constant, outputs) -> locals
     unique: bool  # no input slot repeats in the group
     small: bool  # so few nodes that floats beat arrays
     scatter: np.ndarray  # unique: the input slots; else each input's index in targets
@@ -154,7 +155,8 @@ class Program:
                 if not seen[i]:
                     seen[i] = True
                     stack.append(i)
-        groups, masks = [], []
+        groups: list[Group] = []
+        masks: list[Any] = []
         for level in reversed(self.steps):
             for step in level:
                 if type(step) is RecipeStep:
@@ -229,9 +231,11 @@ def _masked(
 # --------------------------------------------------------------------------
 
 
-def _inputs_and_constant(v: Value, merged: dict[Value, Any] | None = None) -> tuple[tuple[Value, ...], Any]:
+def _inputs_and_constant(
+    v: Value, merged: dict[Value, Any] | None = None
+) -> tuple[tuple[Value, ...], Any]:
     if merged and v in merged:
-        return merged[v]  # type: ignore[no-any-return]
+        return merged[v]
     b = v._b
     if b is CLOSURE:
         raise Unsupported(
@@ -364,8 +368,7 @@ def _add_chains(order: list[Value], pinned: set[Value]) -> dict[Value, Any]:
             merged[v] = (terms + [other], start)
             break
     return {
-        v: None if m is None else (tuple(m[0]), ((1,) * len(m[0]), m[1]))
-        for v, m in merged.items()
+        v: None if m is None else (tuple(m[0]), ((1,) * len(m[0]), m[1])) for v, m in merged.items()
     }
 
 
@@ -388,13 +391,14 @@ def _lay_out(
     merged: dict[Value, Any],
 ) -> Program:
     prog = Program()
-    level: dict[Any, int] = {}  # Value or ("const", k) -> level
     values: list[float] = []
     # Temporary ids: leaves, then constants and recipes, then interior nodes.
     tmp_of: dict[Value, int] = {}
     levels: list[int] = []
     inputs_of: list[tuple[int, ...]] = []
-    kind_of: list[Any] = []  # per temporary id: ("leaf",), ("const",), ("recipe", r), ("node", v, c_ids)
+    kind_of: list[
+        Any
+    ] = []  # per temporary id: ("leaf",), ("const",), ("recipe", r), ("node", v, c_ids)
 
     def new(lv: int, value: float, kind: Any, inputs: tuple[int, ...] = ()) -> int:
         levels.append(lv)
@@ -471,13 +475,12 @@ def _lay_out(
                 prog.arg_leaves.append((int(slot_of[t]), arg_leaves[leaf]))
             else:
                 prog.live.append(leaf)
-    prog.live_slots = np.array(
-        [slot_of[tmp_of[v]] for v in prog.live], dtype=np.intp
-    )
+    prog.live_slots = np.array([slot_of[tmp_of[v]] for v in prog.live], dtype=np.intp)
     prog.node_slot = {v: int(slot_of[t]) for v, t in tmp_of.items()}
 
     prog.guards = [
-        (f, recipe_function(prog, a), recipe_function(prog, b), expected) for f, a, b, expected in record.guards
+        (f, recipe_function(prog, a), recipe_function(prog, b), expected)
+        for f, a, b, expected in record.guards
     ]
 
     # Steps, level by level.
@@ -610,7 +613,9 @@ def _group(
         kinds = c0[0]
         const = (
             kinds,
-            None if c0[1] is None else np.array([slot_of[kind_of[t][2][1]] for t in members], dtype=np.intp),
+            None
+            if c0[1] is None
+            else np.array([slot_of[kind_of[t][2][1]] for t in members], dtype=np.intp),
         )
     else:
         const = tuple(
@@ -623,8 +628,17 @@ def _group(
     targets, inverse = np.unique(scatter, return_inverse=True)
     unique = len(targets) == len(scatter)
     return Group(
-        fn, start, stop, matrix, const, forward, local, unique, small,
-        scatter if unique else inverse.ravel().astype(np.intp), targets,
+        fn,
+        start,
+        stop,
+        matrix,
+        const,
+        forward,
+        local,
+        unique,
+        small,
+        scatter if unique else inverse.ravel().astype(np.intp),
+        targets,
     )
 
 
@@ -647,4 +661,3 @@ def flatten(tree: Any) -> tuple[list[Any], Callable[[list[Any]], Any]]:
 
     rebuild = walk(tree)
     return items, lambda new: rebuild(iter(new))
-

@@ -147,9 +147,13 @@ def _apply1(f: Callable[[Any], Any], x: Any) -> Any:
     return f(x)
 
 
-TracedFloat.__neg__ = _unary(operator.neg)  # type: ignore[method-assign,assignment]
-TracedFloat.__pos__ = _unary(operator.pos)  # type: ignore[method-assign,assignment]
-TracedFloat.__abs__ = _unary(abs)  # type: ignore[method-assign,assignment]
+_UNARY: list[tuple[str, Callable[[Any], Any]]] = [
+    ("neg", operator.neg),
+    ("pos", operator.pos),
+    ("abs", abs),
+]
+for _name, _g in _UNARY:
+    setattr(TracedFloat, f"__{_name}__", _unary(_g))
 
 
 def _whole(f: Callable[[float], Any]) -> Callable[[TracedFloat], Any]:
@@ -202,7 +206,10 @@ def _called_builtin(frame: FrameType) -> Callable[..., Any] | None:
 def _call_source(code: CodeType, lasti: int) -> str | None:
     """The source text of the instruction at ``lasti`` (a call: the whole
     ``max(...)`` expression)."""
-    positions = list(code.co_positions())
+    co_positions = getattr(code, "co_positions", None)  # Python 3.11+
+    if co_positions is None:
+        return None
+    positions = list(co_positions())
     if not 0 <= lasti // 2 < len(positions):
         return None
     line, end_line, col, end_col = positions[lasti // 2]
@@ -247,7 +254,9 @@ def _compare(f: Callable[[Any, Any], bool], reduces: Any) -> Callable[..., Any]:
         record = current[-1]
         frame = sys._getframe(1)
         if reduces is not None and _called_builtin(frame) is reduces:
-            _reduce_step(record, (id(frame), frame.f_code, frame.f_lasti), reduces, self, other, result)
+            _reduce_step(
+                record, (id(frame), frame.f_code, frame.f_lasti), reduces, self, other, result
+            )
             return result
         return _guard(f, self, other, result)
 
@@ -275,12 +284,12 @@ def _reduce_step(
     r.winner.recipe = ("reduce", f, list(r.originals))
 
 
-TracedFloat.__gt__ = _compare(operator.gt, builtins.max)  # type: ignore[method-assign,assignment]
-TracedFloat.__lt__ = _compare(operator.lt, builtins.min)  # type: ignore[method-assign,assignment]
-TracedFloat.__ge__ = _compare(operator.ge, None)  # type: ignore[method-assign,assignment]
-TracedFloat.__le__ = _compare(operator.le, None)  # type: ignore[method-assign,assignment]
-TracedFloat.__eq__ = _compare(operator.eq, None)  # type: ignore[method-assign,assignment]
-TracedFloat.__ne__ = _compare(operator.ne, None)  # type: ignore[method-assign,assignment]
+TracedFloat.__gt__ = _compare(operator.gt, builtins.max)  # type: ignore[method-assign]
+TracedFloat.__lt__ = _compare(operator.lt, builtins.min)  # type: ignore[method-assign]
+TracedFloat.__ge__ = _compare(operator.ge, None)  # type: ignore[method-assign]
+TracedFloat.__le__ = _compare(operator.le, None)  # type: ignore[method-assign]
+TracedFloat.__eq__ = _compare(operator.eq, None)  # type: ignore[method-assign]
+TracedFloat.__ne__ = _compare(operator.ne, None)  # type: ignore[method-assign]
 
 
 def plain_floats(outputs: list[Any]) -> None:

@@ -21,7 +21,7 @@ floats, as the eager engine runs it.
 from __future__ import annotations
 
 import functools
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from types import SimpleNamespace
 from typing import Any
 
@@ -85,7 +85,8 @@ def _select(pick_a: Callable[[Array, Array], Array]) -> Callable[[Array, Array],
 
 def _then_relu(fn: Primitive) -> Callable[..., Array]:
     def f(*args: Any) -> Array:
-        return _relu(fn.forward(*args))
+        y: Any = fn.forward(*args)
+        return _relu(y)
 
     return f
 
@@ -123,7 +124,7 @@ SELECTIONS: dict[Primitive, Callable[..., Array]] = {
 }
 
 
-def forward_function(fn: Primitive, small: bool) -> Callable[[Array, Any], Array]:
+def forward_function(fn: Primitive, small: bool) -> Callable[[Array, Any], Any]:
     """``f(X, c)``: the group's outputs from its input matrix ``X`` (one row
     per input position, one column per node) and its constant."""
     vector = None if small else (fn.forward if fn in SAME_ON_ARRAYS else SELECTIONS.get(fn))
@@ -144,7 +145,7 @@ def _const_rows(c: Any, n: int) -> list[Any]:
     """The per-node constants from the group's constant (an array, a tuple
     of arrays, or a SUM_TERMS ``(kinds, start)``)."""
     if isinstance(c, np.ndarray):
-        return c.tolist()  # type: ignore[no-any-return]
+        return c.tolist()
     if isinstance(c, tuple) and len(c) == 2 and isinstance(c[0], tuple):  # SUM_TERMS
         kinds, start = c
         starts = [None] * n if start is None else start.tolist()
@@ -191,10 +192,14 @@ class RunningSums:
         self.singles = np.array(singles, dtype=np.intp)  # terms that are one input
         self.single_rows = np.array(rows, dtype=np.intp)
         self.products = np.array(firsts, dtype=np.intp)  # terms that are a product
-        pairs = np.array([j for j, kind in zip(np.cumsum((0, *kinds))[:-1], kinds) if kind == 2], dtype=np.intp)
+        pairs = np.array(
+            [j for j, kind in zip(np.cumsum((0, *kinds))[:-1], kinds) if kind == 2], dtype=np.intp
+        )
         self.left, self.right = pairs, pairs + 1
         self.partner = np.array(partner, dtype=np.intp)  # the row whose value is each input's local
-        self.ones = np.array([j for j, kind in zip(np.cumsum((0, *kinds))[:-1], kinds) if kind == 1], dtype=np.intp)
+        self.ones = np.array(
+            [j for j, kind in zip(np.cumsum((0, *kinds))[:-1], kinds) if kind == 1], dtype=np.intp
+        )
         self.n_terms = len(kinds)
 
     def forward(self, X: Array, c: Any) -> Array:

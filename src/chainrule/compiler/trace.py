@@ -55,7 +55,10 @@ def watching(record: Record, created: list[Value]) -> Iterator[None]:
     get, put = slot.__get__, slot.__set__
     init = Value.__init__
     as_float = engine._as_float
-    saved = {name: Value.__dict__[name] for name in ("__lt__", "__le__", "__gt__", "__ge__", "__float__", "__format__")}
+    saved = {
+        name: Value.__dict__[name]
+        for name in ("__lt__", "__le__", "__gt__", "__ge__", "__float__", "__format__")
+    }
     me = threading.get_ident()
     internal = _INTERNAL
     getframe = sys._getframe
@@ -108,30 +111,38 @@ def watching(record: Record, created: list[Value]) -> Iterator[None]:
         if isinstance(other, (Value, int, float)):
             b = get(other) if isinstance(other, Value) else float(reads.plain(other))
             record.guards.append(
-                (engine._reciprocal_is_exact, ("node", self), node_recipe(other),
-                 engine._reciprocal_is_exact(get(self), b))
+                (
+                    engine._reciprocal_is_exact,
+                    ("node", self),
+                    node_recipe(other),
+                    engine._reciprocal_is_exact(get(self), b),
+                )
             )
         return truediv(self, other)
 
     def guarded_rtruediv(self: Value, other: Any) -> Value:
         if isinstance(other, (int, float)):
             record.guards.append(
-                (engine._reciprocal_is_exact, reads.recipe_of(other), ("node", self),
-                 engine._reciprocal_is_exact(float(reads.plain(other)), get(self)))
+                (
+                    engine._reciprocal_is_exact,
+                    reads.recipe_of(other),
+                    ("node", self),
+                    engine._reciprocal_is_exact(float(reads.plain(other)), get(self)),
+                )
             )
         return rtruediv(self, other)
 
-    Value.__truediv__ = guarded_truediv  # type: ignore[method-assign,assignment]
-    Value.__rtruediv__ = guarded_rtruediv  # type: ignore[method-assign,assignment]
-    Value.data = property(read, write)  # type: ignore[assignment,method-assign]
+    Value.__truediv__ = guarded_truediv  # type: ignore[method-assign]
+    Value.__rtruediv__ = guarded_rtruediv  # type: ignore[method-assign]
+    Value.data = property(read, write)  # type: ignore[misc,assignment]
     Value.__init__ = new_init  # type: ignore[method-assign]
-    Value.__lt__ = compare(operator.lt)  # type: ignore[method-assign,assignment]
-    Value.__le__ = compare(operator.le)  # type: ignore[method-assign,assignment]
-    Value.__gt__ = compare(operator.gt)  # type: ignore[method-assign,assignment]
-    Value.__ge__ = compare(operator.ge)  # type: ignore[method-assign,assignment]
+    Value.__lt__ = compare(operator.lt)  # type: ignore[method-assign]
+    Value.__le__ = compare(operator.le)  # type: ignore[method-assign]
+    Value.__gt__ = compare(operator.gt)  # type: ignore[method-assign]
+    Value.__ge__ = compare(operator.ge)  # type: ignore[method-assign]
     Value.__float__ = lambda self: reads.guard_whole(user_read(self))  # type: ignore[method-assign]
     Value.__format__ = lambda self, spec: format(user_read(self), spec)  # type: ignore[method-assign]
-    engine._as_float = keep_read  # type: ignore[assignment]
+    engine._as_float = keep_read
     reads.current.append(record)
     try:
         yield
@@ -141,10 +152,12 @@ def watching(record: Record, created: list[Value]) -> Iterator[None]:
         for name, attr in saved.items():
             setattr(Value, name, attr)
         Value.__init__ = init  # type: ignore[method-assign]
-        Value.data = slot
+        Value.data = slot  # type: ignore[misc]
 
 
-def run_traced(fn: Callable[..., Any], args: tuple[Any, ...], record: Record) -> tuple[Any, list[Value]]:
+def run_traced(
+    fn: Callable[..., Any], args: tuple[Any, ...], record: Record
+) -> tuple[Any, list[Value]]:
     """``fn(*args)`` under watch: its result and the Values it made."""
     created: list[Value] = []
     with _lock, watching(record, created):
