@@ -8,6 +8,7 @@ from typing import Any
 
 import pytest
 
+from chainrule import Value
 from chainrule.bench import gpt
 
 CONFIG = gpt.GPTConfig()
@@ -117,3 +118,29 @@ def test_a_step_of_each_variant_updates_the_same_way() -> None:
     params = [[p.data for p in s.model.parameters()] for s in steps]
     assert max(abs(a - b) for a, b in zip(*params)) < 1e-12
     assert all(p.grad == 0.0 for s in steps for p in s.model.parameters())
+
+
+def test_microgpt_style_code_gives_microgpts_numbers_bit_for_bit() -> None:
+    """The same user code (binary ops, builtin sum, ``/``, ``** -0.5``,
+    microgpt's Adam loop) on microgpt's literal engine and on chainrule's
+    Value: every loss and every gradient equal, bit for bit, step after
+    step (chainrule fuses each ``sum(w * x ...)`` into one node, and adds
+    the gradient contributions in microgpt's order)."""
+    from chainrule.bench import microgpt
+
+    names = ["emma", "olivia", "ava", "isabella", "sophia", "mia"]
+    steps = [
+        gpt.GPTStep(gpt.CompatOps, gpt.compat_adam, names[0], value=value)
+        for value in (microgpt.literal_value(), Value)
+    ]
+    for name in names:
+        losses, grads = [], []
+        for step in steps:
+            step.batch = [gpt.encode(name)]
+            loss = step.model.batch_loss(step.batch)
+            loss.backward()
+            losses.append(loss.data)
+            grads.append([p.grad for p in step.model.parameters()])
+            step.update()
+        assert losses[0] == losses[1]
+        assert grads[0] == grads[1]
