@@ -19,6 +19,7 @@ bit for bit the eager ones.
 
 from __future__ import annotations
 
+import operator
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -32,6 +33,7 @@ from .reads import Record, TracedFloat
 from .trace import Unsupported
 
 _KINDS = ("node", "arg", "op", "reduce")
+_get_data = operator.attrgetter("data")
 
 #: Groups of fewer nodes run the table's float functions node by node: a
 #: NumPy call costs about as much as a dozen float operations.
@@ -92,6 +94,8 @@ class Program:
         self.arg_leaves: list[tuple[int, int]] = []  # (slot, position among the args' Values)
         self.steps: list[list[Group | RecipeStep]] = []  # per level
         self.guards: list[tuple[Callable[..., Any], Any, Any, Any]] = []
+        # guards between two node values (or constants), by function: slots, slots, results
+        self.node_guards: list[tuple[Callable[..., Any], np.ndarray, np.ndarray, list[Any]]] = []
         self.node_slot: dict[Value, int] = {}
         self.inputs_of: list[tuple[int, ...]] = []  # per slot: its input slots (gradient-carrying)
         self.outputs: list[int] = []
@@ -104,7 +108,7 @@ class Program:
         or None when a guard goes the other way (trace again)."""
         val = self.base.copy()
         if self.live:
-            val[self.live_slots] = [v.data for v in self.live]
+            val[self.live_slots] = list(map(_get_data, self.live))
         for slot, pos in self.arg_leaves:
             val[slot] = arg_values[pos].data
         with np.errstate(all="ignore"):
@@ -118,6 +122,9 @@ class Program:
         for f, a, b, expected in self.guards:
             if f(a(val, arg_floats), b(val, arg_floats)) != expected:
                 return None
+        for f, slots_a, slots_b, expected in self.node_guards:
+            if list(map(f, val[slots_a].tolist(), val[slots_b].tolist())) != expected:
+                return None
         return val
 
     # -- backward -----------------------------------------------------------
@@ -129,21 +136,21 @@ class Program:
         plan = self._backward_plans.get(root)
         if plan is None:
             plan = self._backward_plans[root] = self._plan(root)
-        groups, masks, leaf_mask, arg_mask = plan
+        groups, masks, leaves, leaf_slots, arg_mask = plan
         grad = np.zeros(self.n)
         grad[root] = seed
         with np.errstate(all="ignore"):
             for g, mask in zip(groups, masks):
                 _backward_group(g, mask, val, grad)
-        live_grads = grad[self.live_slots].tolist()
-        for leaf, d, used in zip(self.live, live_grads, leaf_mask):
-            if used:
-                leaf.grad += d
+        for leaf, d in zip(leaves, grad[leaf_slots].tolist()):
+            leaf.grad += d
         for (slot, pos), used in zip(self.arg_leaves, arg_mask):
             if used:
                 arg_values[pos].grad += grad.item(slot)
 
-    def _plan(self, root: int) -> tuple[list[Group], list[Any], list[bool], list[bool]]:
+    def _plan(
+        self, root: int
+    ) -> tuple[list[Group], list[Any], list[Value], np.ndarray, list[bool]]:
         """The groups to walk for ``root``, with a mask of the nodes that
         are its ancestors where a group holds others too (eager's backward
         never visits those: a 0 gradient times an inf local is not 0)."""
@@ -169,9 +176,10 @@ class Program:
                 elif used.any():
                     groups.append(g)
                     masks.append(used.copy())
-        leaf_mask = seen[self.live_slots].tolist()
+        used = seen[self.live_slots]
+        leaves = [leaf for leaf, u in zip(self.live, used.tolist()) if u]
         arg_mask = [bool(seen[slot]) for slot, _ in self.arg_leaves]
-        return groups, masks, leaf_mask, arg_mask
+        return groups, masks, leaves, self.live_slots[used], arg_mask
 
     def nbytes(self) -> int:
         """Bytes of the captured graph: index arrays and the value buffer."""
@@ -478,10 +486,7 @@ def _lay_out(
     prog.live_slots = np.array([slot_of[tmp_of[v]] for v in prog.live], dtype=np.intp)
     prog.node_slot = {v: int(slot_of[t]) for v, t in tmp_of.items()}
 
-    prog.guards = [
-        (f, recipe_function(prog, a), recipe_function(prog, b), expected)
-        for f, a, b, expected in record.guards
-    ]
+    _compile_guards(prog, record.guards)
 
     # Steps, level by level.
     by_level: dict[int, list[Group | RecipeStep]] = {}
@@ -525,8 +530,45 @@ def recipe_function(prog: Program, r: Any) -> Callable[[np.ndarray, Sequence[Any
     if kind == "op":
         parts = [recipe_function(prog, x) for x in r[2:]]
         return lambda val, args: f(*(p(val, args) for p in parts))
+    if all(_is_recipe(x) and x[0] == "node" for x in r[2]):  # max(v.data for v in xs)
+        slots = np.array([prog.node_slot[x[1]] for x in r[2]], dtype=np.intp)
+        return lambda val, args: f(val[slots].tolist())
     items = [recipe_function(prog, x) for x in r[2]]
     return lambda val, args: f([p(val, args) for p in items])
+
+
+def _compile_guards(prog: Program, guards: list[tuple[Any, Any, Any, Any]]) -> None:
+    """Guards between node values and numbers are checked a function at a
+    time on gathered values (numbers get a slot of their own); others, by
+    their recipes."""
+    extra: list[float] = []
+    by_f: dict[Any, tuple[list[int], list[int], list[Any]]] = {}
+
+    def slot(r: Any) -> int | None:
+        if _is_recipe(r):
+            return prog.node_slot[r[1]] if r[0] == "node" else None
+        if type(r) is float or type(r) is int:
+            extra.append(float(r))
+            return prog.n + len(extra) - 1
+        return None
+
+    for f, a, b, expected in guards:
+        sa, sb = slot(a), slot(b)
+        if sa is None or sb is None:
+            prog.guards.append((f, recipe_function(prog, a), recipe_function(prog, b), expected))
+            continue
+        group = by_f.setdefault(f, ([], [], []))
+        group[0].append(sa)
+        group[1].append(sb)
+        group[2].append(expected)
+    prog.node_guards = [
+        (f, np.array(a, dtype=np.intp), np.array(b, dtype=np.intp), expected)
+        for f, (a, b, expected) in by_f.items()
+    ]
+    if extra:
+        prog.base = np.concatenate([prog.base, extra])
+        prog.n += len(extra)
+        prog.inputs_of += [()] * len(extra)
 
 
 def _recipe_nodes(r: Any, into: list[Value]) -> list[Value]:
