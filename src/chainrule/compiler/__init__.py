@@ -144,7 +144,12 @@ class Compiled:
     def __call__(self, *args: Any) -> Any:
         if self.eager_reason is not None or not mode.fast:
             return self.fn(*args)
-        import numpy  # noqa: F401  (a clear ImportError before any work)
+        try:
+            import numpy  # noqa: F401
+        except ImportError:
+            raise ImportError(
+                "chainrule.compile replays graphs with NumPy: pip install numpy"
+            ) from None
 
         from .program import flatten
 

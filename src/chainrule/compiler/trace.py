@@ -92,7 +92,9 @@ def watching(record: Record, created: list[Value]) -> Iterator[None]:
         return as_float(x, op)
 
     def user_read(v: Any) -> Any:
-        return traced(get(v), ("node", v)) if isinstance(v, Value) else v
+        if not isinstance(v, Value):
+            return v
+        return traced(get(v), ("node", v)) if threading.get_ident() == me else get(v)
 
     def compare(f: Callable[[Any, Any], bool]) -> Callable[[Value, Any], bool]:
         def method(self: Value, other: Any) -> bool:
