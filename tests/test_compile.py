@@ -290,6 +290,47 @@ def test_structure_change_retraces_and_keys_are_visible() -> None:
     assert compiled.traces == 3 and len(compiled.keys()) == 2  # bounded by max_traces
 
 
+@given(st.lists(st.lists(floats, min_size=1, max_size=6), min_size=1, max_size=8))
+def test_new_lengths_retrace_and_replays_match_eager(batches: list[list[float]]) -> None:
+    w = [Value(0.3), Value(-0.7)]
+
+    def f(xs: list[float]) -> Value:
+        return sum((w[i % 2] * x).tanh() for i, x in enumerate(xs)) + w[0] * w[1]
+
+    compiled = chainrule.compile(f, max_traces=16)
+    for xs in batches:
+        out, expected = compiled(xs), f(xs)
+        assert same(out.data, expected.data)
+    assert compiled.traces == len({len(xs) for xs in batches})
+
+
+@given(
+    st.lists(floats, min_size=2, max_size=5),
+    st.lists(st.lists(floats, min_size=5, max_size=5), min_size=1, max_size=6),
+    st.floats(-1, 1),
+)
+def test_reads_of_data_never_go_stale(
+    start: list[float], updates: list[list[float]], threshold: float
+) -> None:
+    """Branches on reads, max over reads, reads used as constants and as
+    leaves: after any change of the leaves, the replay is the eager result."""
+    xs = [Value(x) for x in start]
+
+    def f() -> Value:
+        top = max(v.data for v in xs)
+        out = sum((v - top).exp() for v in xs)
+        for v in xs:
+            out = out * v if v.data > threshold else out + v  # a guard per node
+        return out + Value(min(v.data for v in xs)) * xs[0]
+
+    compiled = chainrule.compile(f)
+    check(f, xs, compiled)
+    for new in updates:
+        for v, x in zip(xs, new):
+            v.data = x
+        check(f, xs, compiled)
+
+
 def test_ints_are_part_of_the_key() -> None:
     table = [Value(1.0), Value(10.0), Value(100.0)]
     compiled = chainrule.compile(lambda i: table[i] * 2.0)
