@@ -67,7 +67,7 @@ class Group:
         if c is None:
             return None
         if isinstance(c, np.ndarray):
-            return val[c]
+            return val.take(c)
         if isinstance(c, tuple) and len(c) == 2 and isinstance(c[0], tuple):
             kinds, start = c
             return (kinds, None if start is None else val[start])
@@ -107,8 +107,9 @@ class Program:
         """The buffer of every slot's value for the leaves' current data,
         or None when a guard goes the other way (trace again)."""
         val = self.base.copy()
-        if self.live:
-            val[self.live_slots] = list(map(_get_data, self.live))
+        live = self.live
+        if live:
+            val[self.live_slots] = np.fromiter(map(_get_data, live), float, len(live))
         for slot, pos in self.arg_leaves:
             val[slot] = arg_values[pos].data
         with np.errstate(all="ignore"):
@@ -118,7 +119,7 @@ class Program:
                         val[step.slot] = step.compute(val, arg_floats)
                         continue
                     g: Group = step  # type: ignore[assignment]
-                    val[g.start : g.stop] = g.forward(val[g.matrix], g.const_values(val))
+                    val[g.start : g.stop] = g.forward(val.take(g.matrix), g.const_values(val))
         for f, a, b, expected in self.guards:
             if f(a(val, arg_floats), b(val, arg_floats)) != expected:
                 return None
@@ -200,7 +201,7 @@ def _backward_group(g: Group, mask: np.ndarray | None, val: np.ndarray, grad: np
     gout = grad[g.start : g.stop]
     if mask is not None:
         gout = np.where(mask, gout, 0.0)
-    X = val[g.matrix]
+    X = val.take(g.matrix)
     local = g.local(X, g.const_values(val), val[g.start : g.stop])
     contributions = local * gout
     if g.fn.masked and not np.isfinite(gout).all():
