@@ -50,7 +50,7 @@ ENGINES = {
         "torch-float64",
         "torch-float32",
     ],
-    "gpt-name-step": ["microgpt", "chainrule-compat", "chainrule", "compiled", "compiled+optim"],
+    "gpt-name-step": ["microgpt", "chainrule-compat", "chainrule", "compiled"],
     "memory": ["micrograd", "chainrule"],
 }
 
