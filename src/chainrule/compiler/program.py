@@ -37,7 +37,7 @@ _get_data = operator.attrgetter("data")
 
 #: Groups of fewer nodes run the table's float functions node by node: a
 #: NumPy call costs about as much as a dozen float operations.
-SMALL_GROUP = 16
+SMALL_GROUP = 4
 
 
 def _is_recipe(x: Any) -> bool:
@@ -62,6 +62,9 @@ class Group:
     scatter: np.ndarray  # unique: the input slots; else each input's index in targets
     targets: np.ndarray  # the distinct input slots
 
+    def run(self, val: np.ndarray, args: Sequence[Any]) -> None:
+        val[self.start : self.stop] = self.forward(val.take(self.matrix), self.const_values(val))
+
     def const_values(self, val: np.ndarray) -> Any:
         c = self.const
         if c is None:
@@ -82,6 +85,9 @@ class RecipeStep:
     slot: int
     compute: Callable[[np.ndarray, Sequence[Any]], float]
 
+    def run(self, val: np.ndarray, args: Sequence[Any]) -> None:
+        val[self.slot] = self.compute(val, args)
+
 
 class Program:
     """The captured graph of one trace."""
@@ -93,6 +99,7 @@ class Program:
         self.live_slots = np.zeros(0, dtype=np.intp)
         self.arg_leaves: list[tuple[int, int]] = []  # (slot, position among the args' Values)
         self.steps: list[list[Group | RecipeStep]] = []  # per level
+        self.forward_steps: list[Group | RecipeStep] = []  # the levels' steps in order
         self.guards: list[tuple[Callable[..., Any], Any, Any, Any]] = []
         # guards between two node values (or constants), by function: slots, slots, results
         self.node_guards: list[tuple[Callable[..., Any], np.ndarray, np.ndarray, list[Any]]] = []
@@ -113,13 +120,8 @@ class Program:
         for slot, pos in self.arg_leaves:
             val[slot] = arg_values[pos].data
         with np.errstate(all="ignore"):
-            for level in self.steps:
-                for step in level:
-                    if type(step) is RecipeStep:
-                        val[step.slot] = step.compute(val, arg_floats)
-                        continue
-                    g: Group = step  # type: ignore[assignment]
-                    val[g.start : g.stop] = g.forward(val.take(g.matrix), g.const_values(val))
+            for step in self.forward_steps:
+                step.run(val, arg_floats)
         for f, a, b, expected in self.guards:
             if f(a(val, arg_floats), b(val, arg_floats)) != expected:
                 return None
@@ -513,6 +515,7 @@ def _lay_out(
         by_level.setdefault(lv, []).append(_group(kind[1], members, slot_of, inputs_of, kind_of))
         t_i = t_end
     prog.steps = [by_level[lv] for lv in sorted(by_level)]
+    prog.forward_steps = [step for level in prog.steps for step in level]
     return prog
 
 

@@ -20,7 +20,6 @@ floats, as the eager engine runs it.
 
 from __future__ import annotations
 
-import functools
 from collections.abc import Callable
 from types import SimpleNamespace
 from typing import Any
@@ -166,7 +165,7 @@ def kernels(fn: Primitive, small: bool, kinds: tuple[int, ...] | None = None) ->
     if fn is P.SUM_TERMS and not small and kinds is not None:
         sums = RunningSums(kinds)
         return sums.forward, sums.local
-    return forward_function(fn, small), functools.partial(derivatives, fn, small=small)
+    return forward_function(fn, small), TableRule(fn, small or not vectorizes(fn)).local
 
 
 class RunningSums:
@@ -217,26 +216,36 @@ class RunningSums:
         return D
 
 
-def derivatives(fn: Primitive, X: Array, c: Any, out: Array, small: bool) -> Array:
-    """The local derivatives of a group: a matrix shaped as ``X``."""
-    assert fn.derivative is not None
-    if not small and vectorizes(fn):
-        args = [*X, c] if fn.const else list(X)
-        try:
-            local = fn.derivative(ARRAY, *args, out)
-        except (TypeError, ValueError):  # a rule that branches on a value
-            pass
+class TableRule:
+    """A primitive's derivative rule for a group: once on arrays (namespace
+    :data:`ARRAY`) or, for a few nodes or a rule that branches on a value,
+    on each node's floats (namespace ``FLOAT``, as the eager engine)."""
+
+    def __init__(self, fn: Primitive, per_element: bool) -> None:
+        assert fn.derivative is not None
+        self.fn = fn
+        self.rule = fn.derivative
+        self.per_element = per_element
+
+    def local(self, X: Array, c: Any, out: Array) -> Array:
+        """The local derivatives of a group: a matrix shaped as ``X``."""
+        fn, rule = self.fn, self.rule
+        if not self.per_element:
+            args = [*X, c] if fn.const else list(X)
+            try:
+                local = rule(ARRAY, *args, out)
+            except (TypeError, ValueError):  # a rule that branches on a value
+                self.per_element = True
+            else:
+                D = np.empty(X.shape)
+                for row, d in zip(D, local):
+                    row[:] = d
+                return D
+        rows = X.T.tolist()
+        outs = out.tolist()
+        if fn.const:
+            consts = _const_rows(c, len(outs))
+            locals_ = [rule(P.FLOAT, *row, ci, o) for row, ci, o in zip(rows, consts, outs)]
         else:
-            D = np.empty(X.shape)
-            for row, d in zip(D, local):
-                row[:] = d
-            return D
-    rule = fn.derivative
-    rows = X.T.tolist()
-    outs = out.tolist()
-    if fn.const:
-        consts = _const_rows(c, len(outs))
-        local = [rule(P.FLOAT, *row, ci, o) for row, ci, o in zip(rows, consts, outs)]
-    else:
-        local = [rule(P.FLOAT, *row, o) for row, o in zip(rows, outs)]
-    return np.array(local, dtype=float).reshape(X.shape[::-1]).T
+            locals_ = [rule(P.FLOAT, *row, o) for row, o in zip(rows, outs)]
+        return np.array(locals_, dtype=float).reshape(X.shape[::-1]).T
