@@ -15,21 +15,52 @@ except ImportError as e:  # pragma: no cover - exercised without numpy only
         "chainrule.Tensor needs NumPy: pip install 'chainrule[tensor]' (or pip install numpy)"
     ) from e
 
-# abs, pow, max and sum shadow the builtins on purpose, as NumPy's do.
-from .elementwise import abs, add, div, exp, log, mul, neg, pow, relu, sigmoid, sqrt, sub, tanh  # noqa: A004
+# abs, pow, max, min and sum shadow the builtins on purpose, as NumPy's do.
+from .elementwise import (
+    abs,  # noqa: A004
+    add,
+    clamp,
+    clip,
+    div,
+    exp,
+    gelu,
+    log,
+    mul,
+    neg,
+    pow,  # noqa: A004
+    relu,
+    sigmoid,
+    sqrt,
+    sub,
+    tanh,
+    where,
+)
 from .linalg import linear, matmul
 from .nn_ops import (
     attention,
     causal_mask,
     cross_entropy,
+    dropout,
     layer_norm,
     log_softmax,
     masked_fill,
     rms_norm,
     softmax,
 )
-from .reduce import max, mean, sum  # noqa: A004
-from .shape import concatenate, embedding, getitem, reshape, stack, swapaxes, transpose
+from .reduce import max, mean, min, std, sum, var  # noqa: A004
+from .shape import (
+    cat,
+    concatenate,
+    embedding,
+    flatten,
+    getitem,
+    reshape,
+    squeeze,
+    stack,
+    swapaxes,
+    transpose,
+    unsqueeze,
+)
 from .tensor import Tensor, unbroadcast  # first: the ops modules build on it
 
 __all__ = [
@@ -37,12 +68,18 @@ __all__ = [
     "abs",
     "add",
     "attention",
+    "cat",
     "causal_mask",
+    "clamp",
+    "clip",
     "concatenate",
     "cross_entropy",
     "div",
+    "dropout",
     "embedding",
     "exp",
+    "flatten",
+    "gelu",
     "getitem",
     "layer_norm",
     "linear",
@@ -52,6 +89,7 @@ __all__ = [
     "matmul",
     "max",
     "mean",
+    "min",
     "mul",
     "neg",
     "pow",
@@ -61,11 +99,16 @@ __all__ = [
     "sigmoid",
     "softmax",
     "sqrt",
+    "squeeze",
     "stack",
+    "std",
     "sub",
     "sum",
     "swapaxes",
     "tanh",
     "transpose",
     "unbroadcast",
+    "unsqueeze",
+    "var",
+    "where",
 ]
