@@ -14,7 +14,8 @@
 
 The first call of the compiled function runs ``fn`` as usual while watching
 it (:mod:`chainrule.compiler.trace`) and captures the graph it builds as
-index arrays and one value buffer (:mod:`chainrule.compiler.program`). Later
+index arrays and one value buffer (:mod:`chainrule.compiler.capture`,
+:mod:`chainrule.compiler.program`). Later
 calls with arguments of the same *key* skip ``fn`` and the Value objects:
 they read the current ``.data`` of the leaves that existed before the call
 (parameters, Values among the arguments) and run the graph level by level,
@@ -151,7 +152,7 @@ class Compiled:
                 "chainrule.compile replays graphs with NumPy: pip install numpy"
             ) from None
 
-        from .program import flatten
+        from .capture import flatten
 
         items, rebuild_args = flatten(list(args))
         try:
@@ -176,7 +177,7 @@ class Compiled:
         arg_values: list[Value],
         arg_floats: list[Any],
     ) -> Any:
-        from . import program as P
+        from . import capture as P
         from .reads import Record, plain_floats, traced
         from .trace import Unsupported, run_traced
 
