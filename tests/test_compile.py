@@ -438,6 +438,20 @@ def test_writing_data_inside_the_function_runs_eagerly() -> None:
     assert compiled().data == 8.0 and "writes .data" in str(compiled.eager_reason)
 
 
+def test_zero_grad_inside_the_function_runs_eagerly() -> None:
+    x = Value(2.0)
+
+    def f() -> Value:
+        x.grad = 0.0  # a replay would not repeat it
+        return x * x
+
+    compiled = chainrule.compile(f)
+    with pytest.warns(CompileWarning, match=r"writes \.grad"):
+        compiled().backward()
+    compiled().backward()
+    assert x.grad == 4.0  # zeroed by each (eager) call
+
+
 def test_read_floats_in_arithmetic_and_as_leaves() -> None:
     x = Value(2.0)
 

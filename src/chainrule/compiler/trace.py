@@ -6,8 +6,9 @@ hot path is untouched at every other time):
 
 * ``Value.data`` becomes a property: the engine's own reads get the float,
   user code's reads get a :class:`~chainrule.compiler.reads.TracedFloat`
-  that remembers the node; user code that *writes* ``.data`` cannot be
-  replayed (the write would not happen again) and is refused;
+  that remembers the node; user code that *writes* ``.data`` or ``.grad``
+  (``zero_grad`` inside the function) cannot be replayed (the write would
+  not happen again) and is refused;
 * ``Value.__init__`` notes each Value made during the trace: those are the
   trace's constants (recomputed from a recipe when built from a read
   float); every leaf that existed before is an input, read at each replay;
@@ -53,6 +54,8 @@ def watching(record: Record, created: list[Value]) -> Iterator[None]:
     """Swap in the watching attributes of Value for the current thread."""
     slot = Value.__dict__["data"]
     get, put = slot.__get__, slot.__set__
+    grad_slot = Value.__dict__["grad"]
+    get_grad, put_grad = grad_slot.__get__, grad_slot.__set__
     init = Value.__init__
     as_float = engine._as_float
     saved = {
@@ -77,6 +80,14 @@ def watching(record: Record, created: list[Value]) -> Iterator[None]:
                 f"{reads.where()}: writes .data of a Value; a replay would not repeat the write"
             )
         put(v, x)
+
+    def write_grad(v: Value, g: Any) -> None:
+        if getframe(1).f_code.co_filename not in internal and threading.get_ident() == me:
+            record.problems.append(
+                f"{reads.where()}: writes .grad of a Value (zero_grad inside the function?); "
+                "a replay would not repeat the write: call it outside"
+            )
+        put_grad(v, g)
 
     def new_init(self: Value, data: Any, *args: Any, **kwargs: Any) -> None:
         init(self, data, *args, **kwargs)
@@ -137,6 +148,7 @@ def watching(record: Record, created: list[Value]) -> Iterator[None]:
     Value.__truediv__ = guarded_truediv  # type: ignore[method-assign]
     Value.__rtruediv__ = guarded_rtruediv  # type: ignore[method-assign]
     Value.data = property(read, write)  # type: ignore[misc,assignment]
+    Value.grad = property(get_grad, write_grad)  # type: ignore[misc,assignment]
     Value.__init__ = new_init  # type: ignore[method-assign]
     Value.__lt__ = compare(operator.lt)  # type: ignore[method-assign]
     Value.__le__ = compare(operator.le)  # type: ignore[method-assign]
@@ -155,6 +167,7 @@ def watching(record: Record, created: list[Value]) -> Iterator[None]:
             setattr(Value, name, attr)
         Value.__init__ = init  # type: ignore[method-assign]
         Value.data = slot  # type: ignore[misc]
+        Value.grad = grad_slot  # type: ignore[misc]
 
 
 def run_traced(
