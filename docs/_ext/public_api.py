@@ -34,6 +34,7 @@ PUBLIC_MODULES: tuple[str, ...] = (
     "chainrule.tensor.checkpoint",
     "chainrule.interop",
     "chainrule",
+    "chainrule.compiler",
     "chainrule.explain",
     "chainrule.viz",
     "chainrule.walkthrough",
