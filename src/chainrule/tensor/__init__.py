@@ -16,7 +16,23 @@ except ImportError as e:  # pragma: no cover - exercised without numpy only
     ) from e
 
 # abs, pow, max and sum shadow the builtins on purpose, as NumPy's do.
-from .elementwise import abs, add, div, exp, log, mul, neg, pow, relu, sigmoid, sqrt, sub, tanh  # noqa: A004
+from .elementwise import (
+    abs,  # noqa: A004
+    add,
+    astype,
+    div,
+    exp,
+    log,
+    mul,
+    neg,
+    pow,  # noqa: A004
+    relu,
+    sigmoid,
+    sqrt,
+    sub,
+    tanh,
+    where,
+)
 from .linalg import linear, matmul
 from .nn_ops import (
     attention,
@@ -29,14 +45,26 @@ from .nn_ops import (
     softmax,
 )
 from .reduce import max, mean, sum  # noqa: A004
-from .shape import concatenate, embedding, getitem, reshape, stack, swapaxes, transpose
-from .tensor import Tensor, unbroadcast  # first: the ops modules build on it
+from .shape import (
+    broadcast_to,
+    concatenate,
+    embedding,
+    getitem,
+    reshape,
+    scatter,
+    stack,
+    swapaxes,
+    transpose,
+)
+from .tensor import Tensor, gradients, unbroadcast  # first: the ops modules build on it
 
 __all__ = [
     "Tensor",
     "abs",
     "add",
+    "astype",
     "attention",
+    "broadcast_to",
     "causal_mask",
     "concatenate",
     "cross_entropy",
@@ -44,6 +72,7 @@ __all__ = [
     "embedding",
     "exp",
     "getitem",
+    "gradients",
     "layer_norm",
     "linear",
     "log",
@@ -58,6 +87,7 @@ __all__ = [
     "relu",
     "reshape",
     "rms_norm",
+    "scatter",
     "sigmoid",
     "softmax",
     "sqrt",
@@ -68,4 +98,5 @@ __all__ = [
     "tanh",
     "transpose",
     "unbroadcast",
+    "where",
 ]

@@ -19,7 +19,7 @@ from typing import Any
 
 import numpy as np
 
-from .tensor import Tensor, constant, fit, make
+from .tensor import Tensor, constant, make
 
 # ----------------------------------------------------------------------------
 # Helpers
@@ -35,13 +35,13 @@ def _both_constant(a: Any, b: Any, op: str) -> Tensor:
 # ----------------------------------------------------------------------------
 
 
-def _add_vjp(g: np.ndarray, out: Tensor) -> tuple[np.ndarray, np.ndarray]:
+def _add_vjp(M: Any, g: Any, out: Tensor) -> tuple[Any, Any]:
     a, b = out._prev
-    return fit(g, a.data), fit(g, b.data)
+    return M.fit(g, a.data), M.fit(g, b.data)
 
 
-def _add_const_vjp(g: np.ndarray, out: Tensor) -> tuple[np.ndarray]:
-    return (fit(g, out._prev[0].data),)
+def _add_const_vjp(M: Any, g: Any, out: Tensor) -> tuple[Any]:
+    return (M.fit(g, out._prev[0].data),)
 
 
 def add(a: Any, b: Any) -> Tensor:
@@ -55,13 +55,13 @@ def add(a: Any, b: Any) -> Tensor:
     return _both_constant(a, b, "+")
 
 
-def _sub_vjp(g: np.ndarray, out: Tensor) -> tuple[np.ndarray, np.ndarray]:
+def _sub_vjp(M: Any, g: Any, out: Tensor) -> tuple[Any, Any]:
     a, b = out._prev
-    return fit(g, a.data), fit(-g, b.data)
+    return M.fit(g, a.data), M.fit(-g, b.data)
 
 
-def _rsub_const_vjp(g: np.ndarray, out: Tensor) -> tuple[np.ndarray]:
-    return (fit(-g, out._prev[0].data),)
+def _rsub_const_vjp(M: Any, g: Any, out: Tensor) -> tuple[Any]:
+    return (M.fit(-g, out._prev[0].data),)
 
 
 def sub(a: Any, b: Any) -> Tensor:
@@ -75,13 +75,13 @@ def sub(a: Any, b: Any) -> Tensor:
     return _both_constant(a, b, "-")
 
 
-def _mul_vjp(g: np.ndarray, out: Tensor) -> tuple[np.ndarray, np.ndarray]:
+def _mul_vjp(M: Any, g: Any, out: Tensor) -> tuple[Any, Any]:
     a, b = out._prev
-    return fit(g * b.data, a.data), fit(g * a.data, b.data)
+    return M.fit(g * M.of(b), a.data), M.fit(g * M.of(a), b.data)
 
 
-def _mul_const_vjp(g: np.ndarray, out: Tensor) -> tuple[np.ndarray]:
-    return (fit(g * out._ctx, out._prev[0].data),)
+def _mul_const_vjp(M: Any, g: Any, out: Tensor) -> tuple[Any]:
+    return (M.fit(g * out._ctx, out._prev[0].data),)
 
 
 def mul(a: Any, b: Any) -> Tensor:
@@ -97,20 +97,24 @@ def mul(a: Any, b: Any) -> Tensor:
     return _both_constant(a, b, "*")
 
 
-def _div_vjp(g: np.ndarray, out: Tensor) -> tuple[np.ndarray, np.ndarray]:
+def _div_vjp(M: Any, g: Any, out: Tensor) -> tuple[Any, Any]:
     a, b = out._prev
-    bd = b.data
-    # PyTorch: d/db (a / b) = -(a / b) / b
-    return fit(g / bd, a.data), fit(-g * ((a.data / bd) / bd), bd)
+    bv = M.of(b)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        # PyTorch: d/db (a / b) = -(a / b) / b
+        return M.fit(g / bv, a.data), M.fit(-g * ((M.of(a) / bv) / bv), b.data)
 
 
-def _div_const_vjp(g: np.ndarray, out: Tensor) -> tuple[np.ndarray]:
-    return (fit(g / out._ctx, out._prev[0].data),)
+def _div_const_vjp(M: Any, g: Any, out: Tensor) -> tuple[Any]:
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return (M.fit(g / out._ctx, out._prev[0].data),)
 
 
-def _rdiv_const_vjp(g: np.ndarray, out: Tensor) -> tuple[np.ndarray]:
-    xd = out._prev[0].data
-    return (fit(-g * ((out._ctx / xd) / xd), xd),)
+def _rdiv_const_vjp(M: Any, g: Any, out: Tensor) -> tuple[Any]:
+    x = out._prev[0]
+    xv = M.of(x)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return (M.fit(-g * ((out._ctx / xv) / xv), x.data),)
 
 
 def div(a: Any, b: Any) -> Tensor:
@@ -127,37 +131,39 @@ def div(a: Any, b: Any) -> Tensor:
     return _both_constant(a, b, "/")
 
 
-def _pow_vjp(g: np.ndarray, out: Tensor) -> tuple[np.ndarray, np.ndarray]:
+def _pow_vjp(M: Any, g: Any, out: Tensor) -> tuple[Any, Any]:
     a, b = out._prev
-    ad, bd = a.data, b.data
+    av, bv = M.of(a), M.of(b)
     with np.errstate(all="ignore"):
         # As PyTorch: no gradient through a zero exponent, and none to the
         # exponent where the base is 0 and the exponent non-negative.
-        d_base = np.where(bd == 0.0, 0.0, g * (bd * ad ** (bd - 1.0)))
-        d_exp = g * np.where((ad == 0.0) & (bd >= 0.0), 0.0, out.data * np.log(ad))
-    return fit(d_base, ad), fit(d_exp, bd)
+        d_base = M.where(b.data == 0.0, 0.0, g * (bv * av ** (bv - 1.0)))
+        zero_base = (a.data == 0.0) & (b.data >= 0.0)
+        d_exp = g * M.where(zero_base, 0.0, M.of(out) * M.log(M.where(zero_base, 1.0, av)))
+    return M.fit(d_base, a.data), M.fit(d_exp, b.data)
 
 
-def _pow_const_vjp(g: np.ndarray, out: Tensor) -> tuple[np.ndarray]:
+def _pow_const_vjp(M: Any, g: Any, out: Tensor) -> tuple[Any]:
     c = out._ctx
-    xd = out._prev[0].data
+    x = out._prev[0]
+    xv = M.of(x)
     if isinstance(c, float):
         if c == 0.0:
-            return (np.zeros_like(xd),)
+            return (np.zeros_like(x.data),)
         if c == 2.0:
-            return (fit(g * (2.0 * xd), xd),)
+            return (M.fit(g * (2.0 * xv), x.data),)
         with np.errstate(all="ignore"):
-            return (fit(g * (c * xd ** (c - 1.0)), xd),)
+            return (M.fit(g * (c * xv ** (c - 1.0)), x.data),)
     with np.errstate(all="ignore"):
-        return (fit(np.where(c == 0.0, 0.0, g * (c * xd ** (c - 1.0))), xd),)
+        return (M.fit(M.where(c == 0.0, 0.0, g * (c * xv ** (c - 1.0))), x.data),)
 
 
-def _rpow_const_vjp(g: np.ndarray, out: Tensor) -> tuple[np.ndarray]:
+def _rpow_const_vjp(M: Any, g: Any, out: Tensor) -> tuple[Any]:
     c = out._ctx
-    xd = out._prev[0].data
+    x = out._prev[0]
     with np.errstate(all="ignore"):
-        local = np.where((c == 0.0) & (xd >= 0.0), 0.0, out.data * np.log(c))
-    return (fit(g * local, xd),)
+        local = M.where((c == 0.0) & (x.data >= 0.0), 0.0, M.of(out) * np.log(c))
+    return (M.fit(g * local, x.data),)
 
 
 def pow(a: Any, b: Any) -> Tensor:  # noqa: A001 - the field's name for it
@@ -176,7 +182,7 @@ def pow(a: Any, b: Any) -> Tensor:  # noqa: A001 - the field's name for it
     return _both_constant(a, b, "**")
 
 
-def _neg_vjp(g: np.ndarray, out: Tensor) -> tuple[np.ndarray]:
+def _neg_vjp(M: Any, g: Any, out: Tensor) -> tuple[Any]:
     return (-g,)
 
 
@@ -190,8 +196,8 @@ def neg(x: Tensor) -> Tensor:
 # ----------------------------------------------------------------------------
 
 
-def _exp_vjp(g: np.ndarray, out: Tensor) -> tuple[np.ndarray]:
-    return (g * out.data,)
+def _exp_vjp(M: Any, g: Any, out: Tensor) -> tuple[Any]:
+    return (g * M.of(out),)
 
 
 def exp(x: Tensor) -> Tensor:
@@ -200,9 +206,9 @@ def exp(x: Tensor) -> Tensor:
         return make(np.exp(x.data), (x,), _exp_vjp)
 
 
-def _log_vjp(g: np.ndarray, out: Tensor) -> tuple[np.ndarray]:
+def _log_vjp(M: Any, g: Any, out: Tensor) -> tuple[Any]:
     with np.errstate(divide="ignore", invalid="ignore"):
-        return (g / out._prev[0].data,)
+        return (g / M.of(out._prev[0]),)
 
 
 def log(x: Tensor) -> Tensor:
@@ -211,9 +217,9 @@ def log(x: Tensor) -> Tensor:
         return make(np.log(x.data), (x,), _log_vjp)
 
 
-def _sqrt_vjp(g: np.ndarray, out: Tensor) -> tuple[np.ndarray]:
+def _sqrt_vjp(M: Any, g: Any, out: Tensor) -> tuple[Any]:
     with np.errstate(divide="ignore", invalid="ignore"):
-        return (g / (2.0 * out.data),)
+        return (g / (2.0 * M.of(out)),)
 
 
 def sqrt(x: Tensor) -> Tensor:
@@ -222,8 +228,8 @@ def sqrt(x: Tensor) -> Tensor:
         return make(np.sqrt(x.data), (x,), _sqrt_vjp)
 
 
-def _tanh_vjp(g: np.ndarray, out: Tensor) -> tuple[np.ndarray]:
-    y = out.data
+def _tanh_vjp(M: Any, g: Any, out: Tensor) -> tuple[Any]:
+    y = M.of(out)
     return (g * (1.0 - y * y),)
 
 
@@ -232,8 +238,8 @@ def tanh(x: Tensor) -> Tensor:
     return make(np.tanh(x.data), (x,), _tanh_vjp)
 
 
-def _sigmoid_vjp(g: np.ndarray, out: Tensor) -> tuple[np.ndarray]:
-    y = out.data
+def _sigmoid_vjp(M: Any, g: Any, out: Tensor) -> tuple[Any]:
+    y = M.of(out)
     return (g * (1.0 - y) * y,)
 
 
@@ -243,10 +249,10 @@ def sigmoid(x: Tensor) -> Tensor:
         return make(1.0 / (1.0 + np.exp(-x.data)), (x,), _sigmoid_vjp)
 
 
-def _relu_vjp(g: np.ndarray, out: Tensor) -> tuple[np.ndarray]:
+def _relu_vjp(M: Any, g: Any, out: Tensor) -> tuple[Any]:
     # PyTorch's threshold_backward: zero where the output is <= 0, so a nan
     # input passes its gradient through.
-    return (np.where(out.data <= 0.0, 0.0, g),)
+    return (M.where(out.data <= 0.0, 0.0, g),)
 
 
 def relu(x: Tensor) -> Tensor:
@@ -254,7 +260,7 @@ def relu(x: Tensor) -> Tensor:
     return make(np.maximum(x.data, 0.0), (x,), _relu_vjp)  # keeps nan, as PyTorch
 
 
-def _abs_vjp(g: np.ndarray, out: Tensor) -> tuple[np.ndarray]:
+def _abs_vjp(M: Any, g: Any, out: Tensor) -> tuple[Any]:
     xd = out._prev[0].data
     # sign(x), with 0 (not nan) at nan, as PyTorch
     sign = (xd > 0.0).astype(xd.dtype)
@@ -265,3 +271,49 @@ def _abs_vjp(g: np.ndarray, out: Tensor) -> tuple[np.ndarray]:
 def abs(x: Tensor) -> Tensor:  # noqa: A001 - the field's name for it
     """``|x|``; derivative ``sign(x)`` (0 at 0)."""
     return make(np.abs(x.data), (x,), _abs_vjp)
+
+
+# ----------------------------------------------------------------------------
+# Selection and casts (also what the VJPs above become under create_graph)
+# ----------------------------------------------------------------------------
+
+
+def _where_vjp(M: Any, g: Any, out: Tensor) -> tuple[Any, ...]:
+    cond, sides = out._ctx
+    return tuple(
+        M.fit(M.where(cond, g, 0.0) if i == 0 else M.where(cond, 0.0, g), x.data)
+        for i, x in zip(sides, out._prev)
+    )
+
+
+def where(cond: Any, a: Any, b: Any) -> Tensor:
+    """``a`` where ``cond`` is true, else ``b`` (``torch.where``): each
+    side's gradient flows where it was picked. ``cond`` is a boolean array
+    (or Tensor, read as a mask); ``a`` and ``b`` are Tensors or constants."""
+    c = np.asarray(cond.data if isinstance(cond, Tensor) else cond, dtype=bool)
+    sides = [(i, x) for i, x in enumerate((a, b)) if isinstance(x, Tensor)]
+    if not sides:
+        raise TypeError("where: at least one of a, b must be a Tensor")
+    av = a.data if isinstance(a, Tensor) else constant(a, "where")
+    bv = b.data if isinstance(b, Tensor) else constant(b, "where")
+    try:
+        y = np.where(c, av, bv)
+    except ValueError as e:
+        raise ValueError(
+            f"where: shapes {c.shape}, {np.shape(av)}, {np.shape(bv)} do not broadcast"
+        ) from e
+    dtype = np.result_type(*(x.data.dtype for _, x in sides))
+    prev = tuple(x for _, x in sides)
+    return make(y.astype(dtype, copy=False), prev, _where_vjp, (c, tuple(i for i, _ in sides)))
+
+
+def _astype_vjp(M: Any, g: Any, out: Tensor) -> tuple[Any]:
+    return (M.astype(g, out._prev[0].data.dtype),)
+
+
+def astype(x: Tensor, dtype: Any) -> Tensor:
+    """``x`` cast to float32 or float64; the gradient is cast back."""
+    d = np.dtype(dtype)
+    if d not in (np.dtype(np.float32), np.dtype(np.float64)):
+        raise TypeError(f"astype: dtype must be float32 or float64, got {d}")
+    return make(x.data.astype(d), (x,), _astype_vjp)
