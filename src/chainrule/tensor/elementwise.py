@@ -148,8 +148,8 @@ def _pow_const_vjp(M: Any, g: Any, out: Tensor) -> tuple[Any]:
     x = out._prev[0]
     xv = M.of(x)
     if isinstance(c, float):
-        if c == 0.0:
-            return (np.zeros_like(x.data),)
+        if c == 0.0:  # zeros, even where g is inf or nan (as PyTorch)
+            return (M.fit(M.where(True, 0.0, g), x.data),)
         if c == 2.0:
             return (M.fit(g * (2.0 * xv), x.data),)
         with np.errstate(all="ignore"):

@@ -33,7 +33,7 @@ def _matmul_grads(M: Any, g: Any, a: Any, b: Any, need_a: bool, need_b: bool) ->
             m = g.shape[-1]
             ga = (g.reshape(-1, m) @ b2.T).reshape(*g.shape[:-1], b2.shape[0])
         else:
-            ga = g @ M.swap(b2)
+            ga = g @ b2.swapaxes(-1, -2)
         ga = M.fit(ga, a2).reshape(a_shape)
     if need_b:
         if b2.ndim == 2 and a2.ndim > 2:
@@ -41,7 +41,7 @@ def _matmul_grads(M: Any, g: Any, a: Any, b: Any, need_a: bool, need_b: bool) ->
             k, m = b2.shape
             gb = a2.reshape(-1, k).T @ g.reshape(-1, m)
         else:
-            gb = M.swap(a2) @ g
+            gb = a2.swapaxes(-1, -2) @ g
         gb = M.fit(gb, b2).reshape(b_shape)
     return ga, gb
 
@@ -95,7 +95,7 @@ def _linear_vjp(M: Any, g: Any, out: Tensor) -> tuple[Any, ...]:
     grads = [] if constant_input else [(g2 @ w).reshape(x.shape)]
     grads.append(g2.T @ x.reshape(-1, n_in))
     if len(prev) == (2 if constant_input else 3):  # a bias
-        grads.append(M.sum(g2, 0))
+        grads.append(g2.sum(axis=0))
     return tuple(grads)
 
 

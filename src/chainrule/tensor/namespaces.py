@@ -1,8 +1,9 @@
 """The two math namespaces every Tensor VJP is evaluated in.
 
 A VJP is written once, as ``rule(M, g, out)``: ordinary operators (``+ -
-* / @``, indexing, ``.reshape``, ``.transpose``, ``.T``) plus the functions
-of ``M``. The scalar engine's derivative rules work the same way
+* / @``, indexing) and the methods arrays and Tensors share (``.reshape``,
+``.transpose``, ``.swapaxes``, ``.T``, ``.sum``, ``.mean``), plus the
+functions of ``M``. The scalar engine's derivative rules work the same way
 (``chainrule.engine.FLOAT`` / ``GRAPH``).
 
 * ``ARRAY``: ``g`` and the values are NumPy arrays; the ordinary backward
@@ -34,14 +35,6 @@ from .tensor import Tensor, fit
 # ----------------------------------------------------------------------------
 # ARRAY: NumPy
 # ----------------------------------------------------------------------------
-
-
-def _array_sum(x: np.ndarray, axis: Any = None, keepdims: bool = False) -> np.ndarray:
-    return np.asarray(x.sum(axis=axis, keepdims=keepdims))
-
-
-def _array_swap(x: np.ndarray) -> np.ndarray:
-    return x.swapaxes(-1, -2)
 
 
 def _array_scatter(shape: tuple[int, ...], index: Any, basic: bool, values: np.ndarray) -> Any:
@@ -77,11 +70,9 @@ ARRAY = SimpleNamespace(
     exp=np.exp,
     log=np.log,
     sqrt=np.sqrt,
-    sum=_array_sum,
     row_sum=row_sum,
     row_mean=row_mean,
     broadcast_to=np.broadcast_to,
-    swap=_array_swap,
     scatter=_array_scatter,
     add_at=_array_put,
     fill=_array_fill,
@@ -115,20 +106,12 @@ def _graph_fit(g: Any, x: Any) -> Any:
     return _graph_astype(g, x.dtype)
 
 
-def _graph_sum(x: Any, axis: Any = None, keepdims: bool = False) -> Any:
-    return rd.sum(x, axis, keepdims)
-
-
 def _graph_row_sum(x: Any) -> Any:
     return rd.sum(x, -1, True)
 
 
 def _graph_row_mean(x: Any) -> Any:
     return rd.mean(x, -1, True)
-
-
-def _graph_swap(x: Any) -> Any:
-    return sh.swapaxes(x, -1, -2)
 
 
 def _graph_scatter(shape: tuple[int, ...], index: Any, basic: bool, values: Any) -> Any:
@@ -182,11 +165,9 @@ GRAPH = SimpleNamespace(
     exp=_graph_exp,
     log=_graph_log,
     sqrt=_graph_sqrt,
-    sum=_graph_sum,
     row_sum=_graph_row_sum,
     row_mean=_graph_row_mean,
     broadcast_to=_graph_broadcast_to,
-    swap=_graph_swap,
     scatter=_graph_scatter,
     add_at=_graph_add_at,
     fill=_graph_fill,

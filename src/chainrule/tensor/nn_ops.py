@@ -39,7 +39,7 @@ def _softmax_vjp(M: Any, g: Any, out: Tensor) -> tuple[Any]:
     if _last(out._ctx, p.ndim):
         gp -= p * M.row_sum(gp)  # in place on arrays; a new node on Tensors
         return (gp,)
-    return (gp - p * M.sum(gp, out._ctx, True),)
+    return (gp - p * gp.sum(axis=out._ctx, keepdims=True),)
 
 
 def softmax(x: Tensor, axis: int = -1) -> Tensor:
@@ -58,7 +58,7 @@ def _log_softmax_vjp(M: Any, g: Any, out: Tensor) -> tuple[Any]:
     y = M.of(out)
     if _last(out._ctx, y.ndim):
         return (g - M.exp(y) * M.row_sum(g),)
-    return (g - M.exp(y) * M.sum(g, out._ctx, True),)
+    return (g - M.exp(y) * g.sum(axis=out._ctx, keepdims=True),)
 
 
 def log_softmax(x: Tensor, axis: int = -1) -> Tensor:
@@ -163,7 +163,7 @@ def _rms_norm_vjp(M: Any, g: Any, out: Tensor) -> tuple[Any, ...]:
         r = 1.0 / M.sqrt(M.row_mean(x * x) + eps)
     if len(out._prev) == 2:
         w = M.of(out._prev[1])
-        gw = M.sum((g * (x * r)).reshape(-1, w.shape[-1]), 0).reshape(w.shape)
+        gw = (g * (x * r)).reshape(-1, w.shape[-1]).sum(axis=0).reshape(w.shape)
         g = g * w
         gx = r * (g - x * (r * r) * M.row_mean(g * x))
         return gx, gw
@@ -194,9 +194,9 @@ def _layer_norm_vjp(M: Any, g: Any, out: Tensor) -> tuple[Any, ...]:
     if len(out._prev) > 1:
         w = M.of(out._prev[1])
         rows = (-1, w.shape[-1])
-        grads.append(M.sum((g * xhat).reshape(rows), 0).reshape(w.shape))
+        grads.append((g * xhat).reshape(rows).sum(axis=0).reshape(w.shape))
         if len(out._prev) > 2:
-            grads.append(M.sum(g.reshape(rows), 0))
+            grads.append(g.reshape(rows).sum(axis=0))
         gh = g * w
     grads[0] = r * (gh - M.row_mean(gh) - xhat * M.row_mean(gh * xhat))
     return tuple(grads)
@@ -262,17 +262,17 @@ def _attention_vjp(M: Any, g: Any, out: Tensor) -> tuple[Any, ...]:
     p, scale, causal = out._ctx
     q, k, v = (M.of(t) for t in out._prev)
     if M.graph:  # the attention weights as nodes: their own derivatives count
-        s = (q @ M.swap(k)) * scale
+        s = (q @ k.swapaxes(-1, -2)) * scale
         if causal:
             s = s + _additive_mask(s.shape[-2], s.shape[-1], s.dtype)
         p = M.softmax(s)
-    gv = M.swap(p) @ g
-    gp = g @ M.swap(v)
+    gv = p.swapaxes(-1, -2) @ g
+    gp = g @ v.swapaxes(-1, -2)
     gs = gp * p
     gs -= p * M.row_sum(gs)
     gs *= scale
     gq = gs @ k
-    gk = M.swap(gs) @ q
+    gk = gs.swapaxes(-1, -2) @ q
     return M.fit(gq, q), M.fit(gk, k), M.fit(gv, v)
 
 

@@ -33,7 +33,7 @@ def _transpose_vjp(M: Any, g: Any, out: Tensor) -> tuple[Any]:
     axes = out._ctx
     if axes is None:
         return (g.transpose(),)
-    return (g.transpose(tuple(int(a) for a in np.argsort(axes))),)
+    return (g.transpose(np.argsort(axes)),)
 
 
 def transpose(x: Tensor, axes: Sequence[int] | None = None) -> Tensor:

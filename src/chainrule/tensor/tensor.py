@@ -302,6 +302,9 @@ class Tensor(Labelled):
             axes = tuple(axes[0])
         return _sh.transpose(self, axes or None)
 
+    def swapaxes(self, axis1: int, axis2: int) -> Tensor:
+        return _sh.swapaxes(self, axis1, axis2)
+
     @property
     def T(self) -> Tensor:
         return _sh.transpose(self, None)
@@ -464,31 +467,28 @@ def propagate(
     differentiated again. Under ``detect_anomaly`` every contribution is
     shown to the observer.
     """
+    if create_graph:
+        with enable_grad():  # the gradient graph is recorded even under no_grad
+            return _walk(order, root, seed, _ns.GRAPH)
+    return _walk(order, root, seed, _ns.ARRAY)
+
+
+def _walk(order: list[Tensor], root: Tensor, seed: Any, M: Any) -> dict[Tensor, Any]:
     grads: dict[Tensor, Any] = {root: seed}
     get = grads.get
     observer = mode.observer
-    M = _ns.GRAPH if create_graph else _ns.ARRAY
-    recording = enable_grad()
-    if create_graph:
-        recording.__enter__()
-    try:
-        for v in order:
-            g = get(v)
-            if g is None:  # nothing flowed here (e.g. only through argmax)
-                continue
-            for child, cg in zip(v._prev, v._vjp(M, g, v)):
-                if cg is not None:
-                    if create_graph and not isinstance(cg, Tensor):
-                        cg = Tensor(cg)  # a constant contribution (zeros)
-                    if observer is not None:
-                        observer.backward(v, child, cg, g)
-                    acc = get(child)
-                    # New arrays, never in place: a contribution may be a
-                    # view of another node's gradient.
-                    grads[child] = cg if acc is None else acc + cg
-    finally:
-        if create_graph:
-            recording.__exit__(None, None, None)
+    for v in order:
+        g = get(v)
+        if g is None:  # nothing flowed here (e.g. only through argmax)
+            continue
+        for child, cg in zip(v._prev, v._vjp(M, g, v)):
+            if cg is not None:
+                if observer is not None:
+                    observer.backward(v, child, cg, g)
+                acc = get(child)
+                # New arrays, never in place: a contribution may be a view
+                # of another node's gradient.
+                grads[child] = cg if acc is None else acc + cg
     return grads
 
 
