@@ -11,7 +11,6 @@ from .engine import (
     dense,
     dot,
     exp,
-    gradients,
     log,
     maximum,
     minimum,
@@ -23,7 +22,7 @@ from .engine import (
     tanh,
 )
 from .explain import explain
-from .functional import grad, hessian, value_and_grad
+from .functional import grad, gradients, hessian, hvp, jvp, value_and_grad, vjp
 from .graph import enable_grad, is_grad_enabled, no_grad
 from .nn import MLP, Layer, Module, Neuron
 from .optim import SGD, Adam, LinearDecay
@@ -70,7 +69,9 @@ __all__ = [
     "gradcheck",
     "gradients",
     "hessian",
+    "hvp",
     "is_grad_enabled",
+    "jvp",
     "log",
     "losses",
     "maximum",
@@ -86,4 +87,5 @@ __all__ = [
     "tanh",
     "to_dot",
     "value_and_grad",
+    "vjp",
 ]

@@ -44,6 +44,7 @@ from .nn_ops import (
     rms_norm,
     softmax,
 )
+from .primitive import Primitive
 from .reduce import max, mean, sum  # noqa: A004
 from .shape import (
     broadcast_to,
@@ -59,6 +60,7 @@ from .shape import (
 from .tensor import Tensor, gradients, unbroadcast  # first: the ops modules build on it
 
 __all__ = [
+    "Primitive",
     "Tensor",
     "abs",
     "add",
