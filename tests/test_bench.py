@@ -32,8 +32,8 @@ from chainrule.bench import (
 from chainrule.cli import main
 
 ENGINES = {
-    "moons-step": ["micrograd", "chainrule-compat", "chainrule", "tensor"],
-    "backward-only": ["micrograd", "chainrule-compat", "chainrule", "tensor"],
+    "moons-step": ["micrograd", "microgpt", "chainrule-compat", "chainrule", "tensor"],
+    "backward-only": ["micrograd", "microgpt", "chainrule-compat", "chainrule", "tensor"],
     "deep-chain": ["micrograd", "chainrule"],
     "gpt-step": [
         "chainrule-compat",
@@ -43,7 +43,7 @@ ENGINES = {
         "torch-float64",
         "torch-float32",
     ],
-    "gpt-name-step": ["chainrule-compat", "chainrule"],
+    "gpt-name-step": ["microgpt", "chainrule-compat", "chainrule"],
     "memory": ["micrograd", "chainrule"],
 }
 

@@ -69,7 +69,9 @@ def test_seed_003(capsys: pytest.CaptureFixture[str]) -> None:
 def test_markdown_and_digits(capsys: pytest.CaptureFixture[str]) -> None:
     code, out, _ = run(capsys, "a/b", "a=1", "b=3", "--markdown", "--digits", "3")
     assert code == 0
-    assert out.splitlines()[2] == "| `a/b` | `/` | 0.333 | `a`: 0.333, `b`: -0.111 | 1.0 (seed) |"
+    # a / b is micrograd's a * b**-1: two nodes
+    assert out.splitlines()[2] == "| `a/b` | `*` | 0.333 | `a`: 0.333, `#1`: 1.0 | 1.0 (seed) |"
+    assert out.splitlines()[4] == "| `#1` | `**-1` | 0.333 | `b`: -0.111 | 1.0 |"
 
 
 def test_values_accept_any_float_spelling(capsys: pytest.CaptureFixture[str]) -> None:

@@ -225,7 +225,7 @@ def test_linear_builds_the_same_nodes_as_dot() -> None:
     slow = [dot(row, x) for row in w]
     for a, b in zip(fast, slow):
         assert (a.data, a._prev, a._op) == (b.data, b._prev, b._op)
-        assert tuple(a._local) == tuple(b._local)
+        assert tuple(a._local_grads) == tuple(b._local_grads)
     # Second derivatives go through DOT's rule: with f = w . x,
     # d2(f * f) / dw00 dx0 = 2 (w00 x0 + f).
     y = fast[0] * fast[0]

@@ -325,7 +325,8 @@ class AnomalyDetector(ContextDecorator):
         inputs = tuple(x.data for x in node._prev)
         position = next(i for i, x in enumerate(node._prev) if x is child)
         known = self._where.get(id(node))
-        location = known[1] if known is not None and known[0] == node._id else None
+        same_node = known is not None and known[0] == getattr(node, "_id", None)
+        location = known[1] if known is not None and same_node else None
         raise AnomalyError(
             f"detect_anomaly: the backward of {node._op} (inputs {inputs!r}, "
             f"output {node.data!r}) gave the gradient {c!r} to input {position} "

@@ -1,110 +1,104 @@
-"""The scalar engine: ``Value``, its operations and its backward pass.
+"""The scalar engine: ``Value`` and its backward pass.
 
-Every operation is a :class:`Primitive`: a forward function on floats and a
-*local derivative* rule, declared together in the table below. When an
-operation runs, the engine evaluates the rule on the input floats right away
-and stores the results, plain floats, in the new node's ``_local``. The
-backward pass then only multiplies and adds::
+Every operation is a :class:`~chainrule.primitives.Primitive` of the table
+in :mod:`chainrule.primitives`: a forward function on floats and a rule for
+its *local derivatives*. When an operation runs, the engine evaluates the
+rule on the input floats right away and stores the results, plain floats,
+in the new node. The backward pass then only multiplies and adds::
 
     for node in reverse topological order:
-        for child, local in zip(node._prev, node._local):
+        for child, local in zip(node._children, node._local_grads):
             child.grad += local * node.grad
 
-The same rule also serves higher-order gradients: ``backward(create_graph=True)``
-evaluates it again, on the nodes themselves instead of their floats, so the
-gradient is itself a graph of Values. A rule is written against a small math
-namespace ``M`` (``M.div``, ``M.log``, ...) that is either float arithmetic
-with IEEE semantics (:mod:`chainrule.ieee`) or Value arithmetic.
+A node is one object: its inputs and their local derivatives sit in its
+own slots (``_a``/``_da`` and ``_b``/``_db`` for a unary or binary op; a
+tuple of each for an n-ary one), so an operation allocates one tracked
+object, which is what Python's garbage collector pays for.
+
+The same rules also serve higher-order gradients: ``backward(create_graph=True)``
+evaluates them again, on the nodes themselves instead of their floats, so
+the gradient is itself a graph of Values.
+
+micrograd's and microgpt's ways of building and inspecting nodes work too:
+``Value(data, _children, _op)`` with a ``_backward`` closure (micrograd),
+``Value(data, children, local_grads)`` (microgpt), and ``_prev``,
+``_children``, ``_local_grads``, ``_op`` and ``_backward`` on every node.
 """
 
 from __future__ import annotations
 
-import functools
 import itertools
 import numbers
 import operator
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from types import SimpleNamespace
 from typing import Any, Union
 
 from . import ieee
-from .graph import Labelled, mode, next_id, reverse_topological_order
+from .graph import Labelled, mode, next_id, on_fast_change
+from .primitives import (
+    ABS,
+    ADD,
+    ADD_CONST,
+    ADD_N,
+    AFFINE,
+    AFFINE_CONST,
+    AFFINE_CONST_RELU,
+    AFFINE_RELU,
+    COS,
+    DEAD_UNIT,
+    DIV,
+    DIV_CONST,
+    DOT,
+    EXP,
+    FLOAT,
+    LEAF,
+    LOG,
+    MAXIMUM,
+    MINIMUM,
+    MUL,
+    MUL_CONST,
+    NEG,
+    POW,
+    RDIV_CONST,
+    RELU,
+    RSUB_CONST,
+    SIGMOID,
+    SIN,
+    SOFTPLUS,
+    SQRT,
+    SUB,
+    SUB_CONST,
+    TANH,
+    ZERO_EXPONENT,
+    Primitive,
+    pow_const,
+    rpow_const,
+)
 
 Number = Union[int, float]
 Scalar = Union["Value", int, float]
-Derivative = Callable[..., Sequence[Any]]
 
-
-# How a non-finite gradient (inf, nan) passes a zero local derivative.
-# PyTorch multiplies (0 * inf = nan) except in ops whose backward selects
-# rather than multiplies: relu, maximum, minimum keep a masked input at 0.
-MULTIPLY = 0  # 0 * inf = nan, as for mul, abs, ...
-ZERO_MASKS = 1  # a zero local derivative blocks the gradient (relu, max, min)
-DEAD_UNIT = 2  # fused relu(w . x + b): an inactive unit blocks all of it
-ZERO_EXPONENT = 3  # x ** y: a zero exponent blocks the base's gradient
-
-
-class Primitive:
-    """An operation of the scalar engine: a name, a forward function on
-    floats, and its local derivatives.
-
-    ``derivative(M, *inputs, out)`` returns one local derivative
-    ``d out / d input`` per input. It is written with ordinary operators
-    plus the functions of the namespace ``M`` (``M.div``, ``M.pow``,
-    ``M.pow_scalar``, ``M.exp``, ``M.log``, ``M.sqrt``, ``M.sin``, ``M.cos``, ``M.sigmoid``,
-    ``M.sign`` and ``M.data``, which reads the float of an input), so that it
-    runs both on floats (the ordinary backward pass) and on Values
-    (``create_graph=True``, higher-order gradients).
-
-    A *linear* primitive (``derivative=None``) has constant local
-    derivatives, supplied when a node is made; ``+`` and ``*`` by a constant
-    are linear.
-
-    ``masked`` says how an inf or nan gradient meets a zero local
-    derivative: ``MULTIPLY`` (the default, ``0 * inf = nan``, as PyTorch's
-    arithmetic) or ``ZERO_MASKS`` (a zero blocks it, as PyTorch's relu,
-    maximum and minimum, whose backward selects instead of multiplying).
-
-    Calling a primitive applies it, which is how user code defines a custom
-    operation::
-
-        >>> from chainrule import Primitive, Value
-        >>> cube = Primitive("cube", lambda x: x ** 3, lambda M, x, out: (3 * x * x,))
-        >>> y = cube(Value(2.0))
-        >>> y.backward()
-        >>> y._prev[0].grad
-        12.0
-    """
-
-    __slots__ = ("name", "forward", "derivative", "masked")
-
-    def __init__(
-        self,
-        name: str,
-        forward: Callable[..., float],
-        derivative: Derivative | None,
-        masked: int = MULTIPLY,
-    ) -> None:
-        self.name = name
-        self.forward = forward
-        self.derivative = derivative
-        self.masked = masked
-
-    def __call__(self, *inputs: Scalar) -> Value:
-        if self.derivative is None:
-            raise TypeError(f"{self.name}: a linear primitive is applied by the engine, not called")
-        xs = tuple(_lift(x, self.name) for x in inputs)
-        datas = [x.data for x in xs]
-        y = _as_float(self.forward(*datas), self.name)
-        local = tuple(self.derivative(FLOAT, *datas, y))
-        if len(local) != len(xs):
-            raise ValueError(
-                f"{self.name}: derivative gave {len(local)} local gradients for {len(xs)} inputs"
-            )
-        return _node(y, xs, local, self)
-
-    def __repr__(self) -> str:
-        return f"Primitive({self.name!r})"
+__all__ = [
+    "Primitive",
+    "Value",
+    "add_n",
+    "backpropagate",
+    "cos",
+    "dense",
+    "dot",
+    "exp",
+    "gradients",
+    "log",
+    "maximum",
+    "minimum",
+    "relu",
+    "sigmoid",
+    "sin",
+    "softplus",
+    "sqrt",
+    "tanh",
+]
 
 
 # --------------------------------------------------------------------------
@@ -119,7 +113,10 @@ def _as_float(x: object, op: str) -> float:
     if type(x) is float:
         return x
     if isinstance(x, numbers.Real):  # int, bool, Fraction, NumPy real scalars
-        return float(x)
+        try:
+            return float(x)
+        except OverflowError:
+            raise ValueError(f"{op}: {x!r} is too large for a float") from None
     raise TypeError(f"{op}: expected {_ACCEPTED}, got {type(x).__name__} {x!r}")
 
 
@@ -131,34 +128,106 @@ def _lift(x: object, op: str) -> Value:
 
 
 # --------------------------------------------------------------------------
-# Node creation: the one hot function every operation goes through
+# Node layout
 # --------------------------------------------------------------------------
+
+
+class _Tag:
+    """Marks, in a node's ``_b`` slot, a node whose inputs are a tuple."""
+
+    __slots__ = ("name",)
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+
+    def __repr__(self) -> str:
+        return self.name
+
+
+#: ``_a`` is a tuple of inputs and ``_da`` the tuple of their local derivatives.
+NARY = _Tag("NARY")
+#: ``_a`` is a tuple of inputs and ``_da`` a micrograd ``_backward`` closure.
+CLOSURE = _Tag("CLOSURE")
 
 _new = object.__new__
 
+# True while no thread records under no_grad or an observer: the one check
+# every operation makes (a module global, cheaper than the thread-local).
+_all_fast = True
 
-def _node(y: float, prev: tuple[Value, ...], local: Sequence[Any], fn: Primitive) -> Value:
+
+def _set_fast(all_fast: bool) -> None:
+    global _all_fast
+    _all_fast = all_fast
+
+
+on_fast_change(_set_fast)
+
+
+def _not_fast(v: Value) -> Value:
+    """The rare path of node creation: this thread may be under
+    ``no_grad`` (the node becomes a constant) or observed."""
+    if not mode.grad_enabled:
+        v._a = v._b = v._da = v._db = None
+        v._fn = LEAF
+        return v
+    if mode.observer is not None:
+        v._id = next_id()  # anomaly detection tells nodes apart by it
+        mode.observer.forward(v)
+    return v
+
+
+def _node(
+    y: float, children: Sequence[Value], local: Sequence[Any], fn: Primitive, c: Any = None
+) -> Value:
+    """A new node from its inputs and their local derivatives, in the
+    layout that fits its arity (``c``: the constant of a ``const`` primitive)."""
     v = _new(Value)
     v.data = y
     v.grad = 0.0
-    if mode.fast:
-        v._prev = prev
-        v._local = local
-        v._fn = fn
-        v._id = next_id()
-        return v
-    if not mode.grad_enabled:  # no_grad: a constant, no graph
-        v._prev = v._local = ()
-        v._fn = LEAF
-        v._id = 0
-        return v
-    v._prev = prev
-    v._local = local
+    n = len(children)
+    if n == 1:
+        v._a = children[0]
+        v._b = None
+        v._da = local[0]
+        v._db = c
+    elif n == 2 and c is None:
+        v._a, v._b = children
+        v._da, v._db = local
+    else:
+        v._a = tuple(children)
+        v._b = NARY
+        v._da = tuple(local)
+        v._db = c
     v._fn = fn
-    v._id = next_id()
-    if mode.observer is not None:
-        mode.observer.forward(v)
-    return v
+    if _all_fast:
+        return v
+    return _not_fast(v)
+
+
+def apply(fn: Primitive, inputs: Sequence[Any]) -> Value:
+    """Apply a primitive of the table (or a user's) to Values or numbers."""
+    if fn.derivative is None:
+        raise TypeError(f"{fn.name}: this primitive has no derivative rule and cannot be applied")
+    if fn.const:
+        *inputs, c = inputs
+        xs = tuple(_lift(x, fn.name) for x in inputs)
+        datas = [x.data for x in xs]
+        y = _as_float(fn.forward(*datas, c), fn.name)
+        local = tuple(fn.derivative(FLOAT, *datas, c, y))
+    else:
+        c = None
+        xs = tuple(_lift(x, fn.name) for x in inputs)
+        datas = [x.data for x in xs]
+        y = _as_float(fn.forward(*datas), fn.name)
+        local = tuple(fn.derivative(FLOAT, *datas, y))
+    if not xs:
+        raise ValueError(f"{fn.name}: needs at least one input")
+    if len(local) != len(xs):
+        raise ValueError(
+            f"{fn.name}: derivative gave {len(local)} local gradients for {len(xs)} inputs"
+        )
+    return _node(y, xs, local, fn, c)
 
 
 def _unary(fn: Primitive, x: Value) -> Value:
@@ -174,130 +243,27 @@ def _binary(fn: Primitive, a: Value, b: Value) -> Value:
     return _node(y, (a, b), fn.derivative(FLOAT, ad, bd, y), fn)  # type: ignore[misc]
 
 
-# --------------------------------------------------------------------------
-# The derivative table: one primitive per line, forward beside its rule
-# --------------------------------------------------------------------------
+def _const(fn: Primitive, x: Value, c: float) -> Value:
+    xd = x.data
+    y = fn.forward(xd, c)
+    return _node(y, (x,), fn.derivative(FLOAT, xd, c, y), fn, c)  # type: ignore[misc]
 
 
-def _d_pow(M: Any, a: Any, b: Any, out: Any) -> tuple[Any, Any]:
-    # As PyTorch: no gradient through a zero exponent, and none to the
-    # exponent when the base is 0 and the exponent non-negative.
-    ad, bd = M.data(a), M.data(b)
-    d_base = 0.0 if bd == 0.0 else b * M.pow(a, b - 1.0)
-    d_exponent = 0.0 if (ad == 0.0 and bd >= 0.0) else out * M.log(a)
-    return d_base, d_exponent
+# Division as micrograd and microgpt define it, ``a * b ** -1`` (two nodes,
+# the same floats bit for bit), wherever that is as exact as true division:
+# 1/b and 1/b**2 normal and finite, and the quotient a normal number. Outside
+# that range a single true-division node keeps PyTorch's numbers.
+_RECIP_MIN = 2.0**-500
+_RECIP_MAX = 2.0**500
+_NORMAL_MIN = 2.0**-1022
+_FLOAT_MAX = 1.7976931348623157e308
 
 
-def _d_maximum(M: Any, a: Any, b: Any, out: Any) -> tuple[float, float]:
-    a, b = M.data(a), M.data(b)  # ties split the gradient, as torch.maximum
-    if a == b:
-        return 0.5, 0.5
-    return (0.0 if a < b else 1.0), (0.0 if a > b else 1.0)
-
-
-def _d_minimum(M: Any, a: Any, b: Any, out: Any) -> tuple[float, float]:
-    a, b = M.data(a), M.data(b)
-    if a == b:
-        return 0.5, 0.5
-    return (0.0 if a > b else 1.0), (0.0 if a < b else 1.0)
-
-
-def _d_dot(M: Any, *args: Any) -> tuple[Any, ...]:
-    # inputs w1..wn, x1..xn: d/dw_i = x_i, d/dx_i = w_i
-    n = (len(args) - 1) // 2
-    return (*args[n : 2 * n], *args[:n])
-
-
-def _d_affine(M: Any, *args: Any) -> tuple[Any, ...]:
-    # inputs w1..wn, x1..xn, b: as dot, and d/db = 1
-    n = (len(args) - 2) // 2
-    return (*args[n : 2 * n], *args[:n], 1.0)
-
-
-def _d_affine_relu(M: Any, *args: Any) -> tuple[Any, ...]:
-    # relu(w . x + b): the affine rule where the unit is active, 0 where not
-    if args[-1] <= 0.0:  # the output; a Value compares by its data
-        return (0.0,) * (len(args) - 1)
-    return _d_affine(M, *args)
-
-
-def _dot_forward(*args: float) -> float:
-    n = len(args) // 2
-    return sum(map(operator.mul, args[:n], args[n : 2 * n]))
-
-
-def _affine_forward(*args: float) -> float:
-    return _dot_forward(*args[:-1]) + args[-1]
-
-
-def _relu(x: float) -> float:
-    return 0.0 if x < 0.0 else x  # keeps nan, as torch.relu
-
-
-def _affine_relu_forward(*args: float) -> float:
-    return _relu(_affine_forward(*args))
-
-
-LEAF = Primitive("", float, None)
-
-# name, forward on floats, local derivative(s) (M, inputs..., out) -> per input
-ADD = Primitive("+", operator.add, lambda M, a, b, out: (1.0, 1.0))
-SUB = Primitive("-", operator.sub, lambda M, a, b, out: (1.0, -1.0))
-MUL = Primitive("*", operator.mul, lambda M, a, b, out: (b, a))
-DIV = Primitive("/", ieee.div, lambda M, a, b, out: (M.div(1.0, b), M.div(-out, b)))
-POW = Primitive("**", ieee.pow, _d_pow, ZERO_EXPONENT)
-MAXIMUM = Primitive("max", ieee.maximum, _d_maximum, ZERO_MASKS)
-MINIMUM = Primitive("min", ieee.minimum, _d_minimum, ZERO_MASKS)
-EXP = Primitive("exp", ieee.exp, lambda M, x, out: (out,))
-LOG = Primitive("log", ieee.log, lambda M, x, out: (M.div(1.0, x),))
-SQRT = Primitive("sqrt", ieee.sqrt, lambda M, x, out: (M.div(0.5, out),))
-TANH = Primitive("tanh", ieee.tanh, lambda M, x, out: (1.0 - out * out,))
-SIGMOID = Primitive("sigmoid", ieee.sigmoid, lambda M, x, out: (out * (1.0 - out),))
-SOFTPLUS = Primitive("softplus", ieee.softplus, lambda M, x, out: (M.sigmoid(x),))
-RELU = Primitive("ReLU", _relu, lambda M, x, out: (0.0,) if out <= 0.0 else (1.0,), ZERO_MASKS)
-ABS = Primitive("abs", abs, lambda M, x, out: (M.sign(x),))
-SIN = Primitive("sin", ieee.sin, lambda M, x, out: (M.cos(x),))
-COS = Primitive("cos", ieee.cos, lambda M, x, out: (-M.sin(x),))
-RDIV_CONST = Primitive("/", ieee.div, lambda M, x, out: (M.div(-out, x),))  # c / x
-DOT = Primitive("dot", _dot_forward, _d_dot)
-AFFINE = Primitive("dot", _affine_forward, _d_affine)
-AFFINE_RELU = Primitive("ReLU(dot)", _affine_relu_forward, _d_affine_relu, DEAD_UNIT)
-
-# Linear: the local derivatives are constants, given when the node is made.
-NEG = Primitive("neg", operator.neg, None)  # (-1,)
-ADD_CONST = Primitive("+", operator.add, None)  # x + c: (1,)
-SUB_CONST = Primitive("-", operator.sub, None)  # x - c: (1,)
-RSUB_CONST = Primitive("-", operator.sub, None)  # c - x: (-1,)
-MUL_CONST = Primitive("*", operator.mul, None)  # x * c: (c,)
-DIV_CONST = Primitive("/", ieee.div, None)  # x / c: (1/c,)
-ADD_N = Primitive("sum", lambda *a: sum(a), None)  # x1 + ... + xn: (1, ..., 1)
-AFFINE_CONST = Primitive("dot", _affine_forward, None)  # w . c + b: (c..., 1)
-# relu(w . c + b): (c..., 1) where active, zeros where not; constant wherever
-# the derivative exists, so linear too
-AFFINE_CONST_RELU = Primitive("ReLU(dot)", _affine_relu_forward, None, DEAD_UNIT)
-
-
-@functools.lru_cache(maxsize=256)
-def _pow_const(c: float) -> Primitive:
-    """``x ** c`` for a constant ``c``: one primitive per exponent."""
-
-    def d(M: Any, x: Any, out: Any) -> tuple[Any]:
-        return (0.0,) if c == 0.0 else (c * M.pow_scalar(x, c - 1.0),)
-
-    # As PyTorch, x ** 0 passes no gradient at all, not even 0 * inf = nan.
-    masked = ZERO_MASKS if c == 0.0 else MULTIPLY
-    return Primitive(f"**{c:g}", lambda x: ieee.pow_scalar(x, c), d, masked)
-
-
-@functools.lru_cache(maxsize=256)
-def _rpow_const(c: float) -> Primitive:
-    """``c ** x`` for a constant ``c``."""
-    log_c = ieee.log(c)
-
-    def d(M: Any, x: Any, out: Any) -> tuple[Any]:
-        return (0.0,) if (c == 0.0 and M.data(x) >= 0.0) else (out * log_c,)
-
-    return Primitive(f"{c:g}**", lambda x: ieee.pow(c, x), d)
+def _reciprocal_is_exact(a: float, b: float) -> bool:
+    if not _RECIP_MIN <= abs(b) <= _RECIP_MAX:  # also False for nan
+        return False
+    y = abs(a * b**-1.0)
+    return y == 0.0 or _NORMAL_MIN <= y <= _FLOAT_MAX
 
 
 # --------------------------------------------------------------------------
@@ -309,9 +275,11 @@ class Value(Labelled):
     """A scalar and the graph that computed it.
 
     ``data`` is the number, ``grad`` the derivative of the last
-    ``backward()`` root with respect to it (0.0 until then). ``_prev`` are
-    the Values it was computed from and ``_op`` the name of the operation,
-    as in micrograd, so code that draws micrograd graphs works unchanged.
+    ``backward()`` root with respect to it (0.0 until then). ``_prev`` (also
+    ``_children``) are the Values it was computed from, ``_local_grads``
+    the derivative with respect to each, and ``_op`` the name of the
+    operation, as in micrograd and microgpt, so code written for those
+    engines works unchanged.
 
     >>> a, b = Value(2.0, label="a"), Value(-3.0, label="b")
     >>> f = (a * b + 10.0).relu()
@@ -319,34 +287,96 @@ class Value(Labelled):
     >>> a.grad, b.grad
     (-3.0, 2.0)
 
+    Besides ``Value(data, label=...)``, both reference engines' constructors
+    work: micrograd's ``Value(data, _children, _op)`` (then set
+    ``_backward`` to a closure) and microgpt's ``Value(data, children,
+    local_grads)``.
+
     Values compare (``<``, ``<=``, ``>``, ``>=``) by ``data``; ``==`` and
     hashing are by identity, so Values can be kept in sets and dicts.
     """
 
-    __slots__ = ("data", "grad", "_prev", "_local", "_fn", "_id", "_label")
+    __slots__ = ("data", "grad", "_a", "_b", "_da", "_db", "_fn", "_id", "_label")
 
     data: float
     grad: float | Value
-    _prev: tuple[Value, ...]
-    _local: Sequence[Any]
+    _a: Any
+    _b: Any
+    _da: Any
+    _db: Any
     _fn: Primitive
-    _id: int
+    _id: int  # set only on nodes an anomaly detector watches
 
-    def __init__(self, data: Number, label: str = "") -> None:
+    def __init__(
+        self,
+        data: Number,
+        _children: Iterable[Value] = (),
+        _op: str | Iterable[Number] = "",
+        label: str = "",
+    ) -> None:
         self.data = _as_float(data, "Value")
         self.grad = 0.0
-        self._prev = ()
-        self._local = ()
+        self._a = self._b = self._da = self._db = None
         self._fn = LEAF
-        self._id = 0
         if label:
             self._label = str(label)
+        if _children != () or (_op != "" and not isinstance(_op, str)):
+            _made_by_user(self, _children, _op)
 
-    # -- naming -------------------------------------------------------------
+    # -- micrograd's and microgpt's node protocol -------------------------
+
+    @property
+    def _children(self) -> tuple[Value, ...]:
+        """The Values this one was computed from (microgpt's name)."""
+        b = self._b
+        if b is None:
+            return () if self._a is None else (self._a,)
+        if b.__class__ is _Tag:
+            return self._a
+        return (self._a, b)
+
+    _prev = _children  # micrograd's name
+
+    @property
+    def _local_grads(self) -> tuple[Any, ...]:
+        """``d self / d child`` for each of :attr:`_children` (microgpt's name)."""
+        b = self._b
+        if b is None:
+            return () if self._a is None else (self._da,)
+        if b is CLOSURE:
+            raise AttributeError(
+                f"_local_grads: node {self._op!r} backpropagates through a _backward "
+                "closure, which has no local gradients to show"
+            )
+        if b is NARY:
+            return self._da
+        return (self._da, self._db)
 
     @property
     def _op(self) -> str:
         return self._fn.name
+
+    @property
+    def _backward(self) -> Callable[[], None]:
+        """micrograd's closure: calling it applies this node's chain rule
+        once, ``child.grad += local * self.grad`` for each input."""
+        if self._b is CLOSURE:
+            return self._da
+        return self._chain_rule_once
+
+    @_backward.setter
+    def _backward(self, closure: Callable[[], None]) -> None:
+        if not callable(closure):
+            raise TypeError(f"_backward: expected a callable, got {type(closure).__name__}")
+        self._a = self._children
+        self._b = CLOSURE
+        self._da = closure
+        self._db = None
+
+    def _chain_rule_once(self) -> None:
+        g = self.grad
+        for child, local in zip(self._children, self._local_grads):
+            child.grad += local * g
 
     def __repr__(self) -> str:
         return f"Value(data={self.data}, grad={self.grad})"
@@ -365,61 +395,95 @@ class Value(Labelled):
         return svg_or_none(self)
 
     # -- arithmetic ---------------------------------------------------------
+    # The operators of user code are the hot path: + and * (and neg, sub,
+    # relu) build their node inline, with the table's local derivatives
+    # written out (ADD: 1, 1; MUL: b, a); test_engine checks each against
+    # its rule in the table.
 
     def __add__(self, other: Scalar) -> Value:
-        if type(other) is Value:
-            a = self.data
-            b = other.data
-            y = a + b
-            return _node(y, (self, other), ADD.derivative(FLOAT, a, b, y), ADD)  # type: ignore[misc]
-        if isinstance(other, Value):
+        v = _new(Value)
+        if other.__class__ is Value:
+            v.data = self.data + other.data
+            v._b = other
+            v._da = v._db = 1.0
+            v._fn = ADD
+        elif isinstance(other, Value):
             return _binary(ADD, self, other)
-        return _node(self.data + _as_float(other, "+"), (self,), (1.0,), ADD_CONST)
+        else:
+            c = _as_float(other, "+")
+            v.data = self.data + c
+            v._b = None
+            v._da = 1.0
+            v._db = c
+            v._fn = ADD_CONST
+        v.grad = 0.0
+        v._a = self
+        if _all_fast:
+            return v
+        return _not_fast(v)
 
     __radd__ = __add__
 
     def __mul__(self, other: Scalar) -> Value:
-        if type(other) is Value:
+        v = _new(Value)
+        if other.__class__ is Value:
             a = self.data
             b = other.data
-            y = a * b
-            return _node(y, (self, other), MUL.derivative(FLOAT, a, b, y), MUL)  # type: ignore[misc]
-        if isinstance(other, Value):
+            v.data = a * b
+            v._b = other
+            v._da = b
+            v._db = a
+            v._fn = MUL
+        elif isinstance(other, Value):
             return _binary(MUL, self, other)
-        c = _as_float(other, "*")
-        return _node(self.data * c, (self,), (c,), MUL_CONST)
+        else:
+            c = _as_float(other, "*")
+            v.data = self.data * c
+            v._b = None
+            v._da = v._db = c
+            v._fn = MUL_CONST
+        v.grad = 0.0
+        v._a = self
+        if _all_fast:
+            return v
+        return _not_fast(v)
 
     __rmul__ = __mul__
 
     def __sub__(self, other: Scalar) -> Value:
         if isinstance(other, Value):
             return _binary(SUB, self, other)
-        return _node(self.data - _as_float(other, "-"), (self,), (1.0,), SUB_CONST)
+        return _const(SUB_CONST, self, _as_float(other, "-"))
 
     def __rsub__(self, other: Scalar) -> Value:
-        return _node(_as_float(other, "-") - self.data, (self,), (-1.0,), RSUB_CONST)
+        return _const(RSUB_CONST, self, _as_float(other, "-"))
 
     def __truediv__(self, other: Scalar) -> Value:
         if isinstance(other, Value):
+            if _reciprocal_is_exact(self.data, other.data):
+                return self * other**-1.0
             return _binary(DIV, self, other)
         c = _as_float(other, "/")
-        return _node(ieee.div(self.data, c), (self,), (ieee.div(1.0, c),), DIV_CONST)
+        if _reciprocal_is_exact(self.data, c):
+            return self * c**-1.0
+        return _const(DIV_CONST, self, c)
 
     def __rtruediv__(self, other: Scalar) -> Value:
         c = _as_float(other, "/")
-        y = ieee.div(c, self.data)
-        return _node(y, (self,), RDIV_CONST.derivative(FLOAT, self.data, y), RDIV_CONST)  # type: ignore[misc]
+        if _reciprocal_is_exact(c, self.data):
+            return self**-1.0 * c
+        return _const(RDIV_CONST, self, c)
 
     def __pow__(self, other: Scalar) -> Value:
         if isinstance(other, Value):
             return _binary(POW, self, other)
-        return _unary(_pow_const(_as_float(other, "**")), self)
+        return _unary(pow_const(_as_float(other, "**")), self)
 
     def __rpow__(self, other: Scalar) -> Value:
-        return _unary(_rpow_const(_as_float(other, "**")), self)
+        return _unary(rpow_const(_as_float(other, "**")), self)
 
     def __neg__(self) -> Value:
-        return _node(-self.data, (self,), (-1.0,), NEG)
+        return _unary(NEG, self)
 
     def __pos__(self) -> Value:
         return self
@@ -430,35 +494,57 @@ class Value(Labelled):
     # -- functions ----------------------------------------------------------
 
     def exp(self) -> Value:
+        """``e ** self``."""
         return _unary(EXP, self)
 
     def log(self) -> Value:
+        """The natural logarithm (``-inf`` at 0, ``nan`` below, as PyTorch)."""
         return _unary(LOG, self)
 
     def sqrt(self) -> Value:
+        """The square root (``nan`` below 0, as PyTorch)."""
         return _unary(SQRT, self)
 
     def tanh(self) -> Value:
+        """The hyperbolic tangent."""
         return _unary(TANH, self)
 
     def sigmoid(self) -> Value:
+        """``1 / (1 + e ** -self)``, computed without overflow."""
         return _unary(SIGMOID, self)
 
     def relu(self) -> Value:
+        """``max(0, self)``; the gradient is 0 where the output is 0."""
         x = self.data
-        y = 0.0 if x < 0.0 else x  # inlined: the activation of every hidden neuron
-        return _node(y, (self,), RELU.derivative(FLOAT, x, y), RELU)  # type: ignore[misc]
+        v = _new(Value)
+        if x < 0.0:
+            v.data = 0.0
+            v._da = 0.0
+        else:  # nan stays nan and is live, as torch.relu
+            v.data = x
+            v._da = 0.0 if x == 0.0 else 1.0
+        v.grad = 0.0
+        v._a = self
+        v._b = v._db = None
+        v._fn = RELU
+        if _all_fast:
+            return v
+        return _not_fast(v)
 
     def softplus(self) -> Value:
+        """``log(1 + e ** self)``, exact and without overflow."""
         return _unary(SOFTPLUS, self)
 
     def sin(self) -> Value:
+        """The sine."""
         return _unary(SIN, self)
 
     def cos(self) -> Value:
+        """The cosine."""
         return _unary(COS, self)
 
     def abs(self) -> Value:
+        """The absolute value; its gradient at 0 is 0, as PyTorch's."""
         return _unary(ABS, self)
 
     def max(self, other: Scalar) -> Value:
@@ -492,7 +578,7 @@ class Value(Labelled):
     def backward(self, gradient: Scalar = 1.0, *, create_graph: bool = False) -> None:
         """Fill ``.grad`` of every node this Value was computed from.
 
-        The seeds' algorithm: order the graph topologically, seed this
+        The textbook algorithm: order the graph topologically, seed this
         node's gradient with ``gradient`` (1.0), walk the order in reverse
         and add ``local * node.grad`` into every input. Leaves accumulate
         (call ``zero_grad()`` between steps); interior nodes are recomputed
@@ -501,11 +587,19 @@ class Value(Labelled):
         With ``create_graph=True`` the gradients are Values in a new graph
         and can be differentiated again.
         """
-        if create_graph:
-            _backward_create_graph(self, gradient)
+        if create_graph or mode.observer is not None:
+            seed: Any = (
+                _lift(gradient, "backward") if create_graph else _as_float(gradient, "backward")
+            )
+            grads = backpropagate(self, seed, create_graph=create_graph, on_edge=_observed())
+            for node, g in grads.items():
+                if node._a is not None or (type(node.grad) is float and node.grad == 0.0):
+                    node.grad = g
+                else:
+                    node.grad = node.grad + g
             return
         seed = _as_float(gradient, "backward")
-        order, leaves = reverse_topological_order(self)
+        order, leaves = topological_order(self)
         if not order:
             self.grad += seed
             return
@@ -517,16 +611,23 @@ class Value(Labelled):
         for leaf, _ in held:
             leaf.grad = 0.0
         self.grad = seed
-        if mode.observer is not None:
-            _backward_observed(order, mode.observer)
-        else:
-            for v in order:
-                g = v.grad
-                if g - g != 0.0 and v._fn.masked:  # inf or nan into a mask
-                    _masked_step(v, g, _add_to_grad)
-                    continue
-                for child, local in zip(v._prev, v._local):
+        for v in order:
+            g = v.grad
+            if g - g != 0.0 and v._fn.masked:  # inf or nan into a selecting op
+                for child, contribution in _contributions(v, g, False):
+                    child.grad += contribution
+                continue
+            b = v._b
+            if b is None:
+                v._a.grad += v._da * g
+            elif b.__class__ is not _Tag:
+                v._a.grad += v._da * g
+                b.grad += v._db * g
+            elif b is NARY:
+                for child, local in zip(v._a, v._da):
                     child.grad += local * g
+            else:
+                v._da()  # micrograd's _backward closure
         for leaf, before in held:
             leaf.grad = before + leaf.grad
 
@@ -535,82 +636,201 @@ def _data(x: object, op: str) -> float:
     return x.data if isinstance(x, Value) else _as_float(x, op)
 
 
-def _backward_observed(order: list[Value], observer: Any) -> None:
-    for v in order:
-        g: Any = v.grad  # a float: create_graph passes go through _propagate
-        if g - g != 0.0 and v._fn.masked:  # as in backward(); the observer
-            _masked_step(v, g, _add_to_grad)  # ignores non-finite incoming
-            continue
-        for child, local in zip(v._prev, v._local):
-            contribution = local * g
-            observer.backward(v, child, contribution, g)
-            child.grad += contribution
+# --------------------------------------------------------------------------
+# Nodes that user code builds by hand (micrograd's and microgpt's protocols)
+# --------------------------------------------------------------------------
 
 
-def _backward_create_graph(root: Value, gradient: Scalar) -> None:
-    grads = _propagate(root, _lift(gradient, "backward"), create_graph=True)
-    for node, g in grads.items():
-        if node._prev or (type(node.grad) is float and node.grad == 0.0):
-            node.grad = g
-        else:
-            node.grad = node.grad + g
+class _UserOp(Primitive):
+    """The primitive of a node built with ``Value(data, children, ...)``:
+    it has a name but no rule the engine could evaluate again."""
+
+    __slots__ = ()
+
+    def __init__(self, name: str) -> None:
+        super().__init__(name, float, None)
 
 
-def _add_to_grad(child: Value, contribution: float) -> None:
-    child.grad += contribution
+def _no_backward() -> None:
+    """micrograd's default ``_backward``: contributes nothing."""
 
 
-def _add_to_dict(grads: dict[Value, Any], child: Value, contribution: float) -> None:
-    acc = grads.get(child)
-    grads[child] = contribution if acc is None else acc + contribution
-
-
-def _masked_step(v: Value, g: float, add: Callable[[Value, float], None]) -> None:
-    """Pass a non-finite gradient ``g`` through a node whose op selects its
-    gradient (relu, max, min, pow): masked inputs get nothing, not ``0 * inf``."""
-    local = v._local
-    if v._fn.masked == ZERO_EXPONENT:  # torch.pow selects, for the base only
-        base, exponent = v._prev
-        if exponent.data != 0.0:
-            add(base, local[0] * g)
-        add(exponent, local[1] * g)
+def _made_by_user(v: Value, children: Iterable[Value], op: Any) -> None:
+    kids = tuple(children)
+    for child in kids:
+        if not isinstance(child, Value):
+            raise TypeError(f"Value: children must be Values, got {type(child).__name__} {child!r}")
+    if isinstance(op, str):  # micrograd: an op name; the closure comes later
+        v._fn = _UserOp(op)
+        if kids:
+            v._a = kids
+            v._b = CLOSURE
+            v._da = _no_backward
         return
-    if v._fn.masked == DEAD_UNIT:
+    local = tuple(_as_float(d, "Value") for d in op)  # microgpt: local gradients
+    if len(local) != len(kids):
+        raise ValueError(
+            f"Value: {len(kids)} children but {len(local)} local gradients; give one per child"
+        )
+    v._fn = _UserOp("")
+    if kids:
+        if len(kids) == 1:
+            v._a, v._da = kids[0], local[0]
+        elif len(kids) == 2:
+            (v._a, v._b), (v._da, v._db) = kids, local
+        else:
+            v._a, v._b, v._da = kids, NARY, local
+
+
+# --------------------------------------------------------------------------
+# The graph: topological order and the general backward walk
+# --------------------------------------------------------------------------
+
+
+def topological_order(root: Value) -> tuple[list[Value], list[Value]]:
+    """The nodes ``root`` depends on, split in two lists.
+
+    The first holds the interior nodes, ``root`` first, each one before
+    every node it was computed from: the order of the backward pass. The
+    second holds the leaves, which only receive gradient.
+
+    The order is micrograd's and microgpt's exactly (a depth-first search
+    that lists a node after its inputs, taken in reverse), so a node that
+    receives several contributions adds them in the same order and the
+    gradients agree bit for bit; but the search is iterative, with its own
+    stack, so depth is bounded by memory only, not by the recursion limit.
+    """
+    if root._a is None:
+        return [], [root]
+    done = False
+    state: dict[Value, bool] = {}  # entered: False, finished: True
+    get = state.get
+    stack = [root]
+    push = stack.append
+    pop = stack.pop
+    topo = []
+    leaves = []
+    while stack:
+        v = pop()
+        s = get(v)
+        if s is None:  # entering v: come back to it after its inputs
+            a = v._a
+            if a is None:
+                state[v] = True
+                leaves.append(v)
+                continue
+            state[v] = done
+            push(v)
+            b = v._b
+            if b is None:
+                if a not in state:
+                    push(a)
+            elif b.__class__ is _Tag:
+                for child in reversed(a):
+                    if child not in state:
+                        push(child)
+            else:
+                if b not in state:
+                    push(b)
+                if a not in state:
+                    push(a)
+        elif s is done:  # leaving v: every input is listed
+            state[v] = True
+            topo.append(v)
+    topo.reverse()
+    return topo, leaves
+
+
+def _contributions(v: Value, g: Any, create_graph: bool) -> Iterator[tuple[Value, Any]]:
+    """``(child, local * g)`` for each input of ``v``: one node's chain rule.
+
+    With ``create_graph`` the local derivatives are the table's rule
+    evaluated on Values. An inf or nan ``g`` passes a selecting op (relu,
+    max, min, pow's base) as PyTorch does: a masked input gets nothing.
+    """
+    b = v._b
+    fn = v._fn
+    if b is CLOSURE:
+        raise TypeError(
+            f"node {fn.name!r} backpropagates through a _backward closure (micrograd's "
+            "protocol), which only backward() without create_graph can run; define the "
+            "operation as a chainrule.Primitive to use it here"
+        )
+    children = v._children
+    if create_graph:
+        if fn.derivative is None:
+            raise TypeError(
+                f"node {fn.name!r} was built with constant local gradients "
+                "(Value(data, children, local_grads)), which cannot be differentiated "
+                "again; define the operation as a chainrule.Primitive for create_graph"
+            )
+        const = (v._db,) if fn.const else ()
+        local: Sequence[Any] = fn.derivative(GRAPH, *children, *const, v)
+    else:
+        local = v._local_grads
+    if type(g) is float and g - g != 0.0 and fn.masked:
+        yield from _masked(v, children, local, g)
+        return
+    for child, d in zip(children, local):
+        yield child, d * g
+
+
+def _masked(
+    v: Value, children: Sequence[Value], local: Sequence[Any], g: float
+) -> Iterator[tuple[Value, Any]]:
+    masked = v._fn.masked
+    if masked == ZERO_EXPONENT:  # torch.pow selects, for the base only
+        base, exponent = children
+        if exponent.data != 0.0:
+            yield base, local[0] * g
+        yield exponent, local[1] * g
+        return
+    if masked == DEAD_UNIT:
         if local[-1] == 0.0:  # the bias's local is 0 only for an inactive unit
             return
-        for child, d in zip(v._prev, local):
-            add(child, d * g)
+        for child, d in zip(children, local):
+            yield child, d * g
         return
-    for child, d in zip(v._prev, local):
+    for child, d in zip(children, local):
         if d != 0.0:
-            add(child, d * g)
+            yield child, d * g
 
 
-def _propagate(root: Value, seed: Any, create_graph: bool) -> dict[Value, Any]:
-    """Gradients of ``root`` for every node it depends on, in a dict; no
-    ``.grad`` is touched. With ``create_graph`` they are Values."""
+#: ``on_edge(node, child, contribution, incoming)``: sees every term of the
+#: chain rule as it is added (anomaly detection, the explain table).
+EdgeHook = Any
+
+
+def backpropagate(
+    root: Value, seed: Any = 1.0, *, create_graph: bool = False, on_edge: EdgeHook = None
+) -> dict[Value, Any]:
+    """The backward pass in its general form: the gradient of ``root`` for
+    every node it depends on, in a dict (no ``.grad`` is touched).
+
+    The walk of :meth:`Value.backward`, with two additions: ``create_graph``
+    makes the gradients Values (the rules run on Values), and ``on_edge``
+    is called with ``(node, child, contribution, incoming)`` for each term
+    ``child.grad += contribution`` in the order the pass adds them.
+    """
     grads: dict[Value, Any] = {root: seed}
     get = grads.get
-    observer = mode.observer  # detect_anomaly sees these contributions too
-    for v in reverse_topological_order(root)[0]:
+    hook = on_edge
+    for v in topological_order(root)[0]:
         g = get(v)
         if g is None:
             continue
-        fn = v._fn
-        if create_graph and fn.derivative is not None:
-            local: Sequence[Any] = fn.derivative(GRAPH, *v._prev, v)
-        else:
-            local = v._local
-        if type(g) is float and g - g != 0.0 and fn.masked:
-            _masked_step(v, g, functools.partial(_add_to_dict, grads))
-            continue
-        for child, d in zip(v._prev, local):
-            contribution = d * g
-            if observer is not None:
-                observer.backward(v, child, contribution, g)
+        for child, contribution in _contributions(v, g, create_graph):
+            if hook is not None:
+                hook(v, child, contribution, g)
             acc = get(child)
             grads[child] = contribution if acc is None else acc + contribution
     return grads
+
+
+def _observed() -> EdgeHook:
+    """The anomaly detector's view of the backward pass, if one watches."""
+    observer = mode.observer
+    return None if observer is None else observer.backward
 
 
 def gradients(
@@ -625,38 +845,78 @@ def gradients(
 
     With ``create_graph=True`` each gradient is a Value that can be
     differentiated again; otherwise a float.
+
+    >>> from chainrule import Value, gradients
+    >>> x = Value(3.0)
+    >>> gradients(x * x, [x])
+    [6.0]
     """
     if not isinstance(output, Value):
         raise TypeError(f"gradients: output must be a Value, got {type(output).__name__}")
     seed: Any = _lift(gradient, "gradients") if create_graph else _as_float(gradient, "gradients")
-    grads = _propagate(output, seed, create_graph)
+    grads = backpropagate(output, seed, create_graph=create_graph, on_edge=_observed())
     zero: Any = Value(0.0) if create_graph else 0.0
     return [grads.get(x, zero) for x in inputs]
 
 
 # --------------------------------------------------------------------------
-# The two math namespaces the derivative rules are evaluated in
+# Functions on numbers or Values, and the fused n-ary ops
 # --------------------------------------------------------------------------
 
 
-def _identity(x: Any) -> Any:
-    return x
+def exp(x: Scalar) -> Value:
+    """``e ** x`` for a number or a Value."""
+    return _unary(EXP, _lift(x, "exp"))
 
 
-#: Rules on floats: the ordinary backward pass.
-FLOAT = SimpleNamespace(
-    div=ieee.div,
-    pow=ieee.pow,
-    pow_scalar=ieee.pow_scalar,
-    exp=ieee.exp,
-    log=ieee.log,
-    sqrt=ieee.sqrt,
-    sin=ieee.sin,
-    cos=ieee.cos,
-    sigmoid=ieee.sigmoid,
-    sign=ieee.sign,
-    data=_identity,
-)
+def log(x: Scalar) -> Value:
+    """The natural logarithm of a number or a Value."""
+    return _unary(LOG, _lift(x, "log"))
+
+
+def sqrt(x: Scalar) -> Value:
+    """The square root of a number or a Value."""
+    return _unary(SQRT, _lift(x, "sqrt"))
+
+
+def tanh(x: Scalar) -> Value:
+    """The hyperbolic tangent of a number or a Value."""
+    return _unary(TANH, _lift(x, "tanh"))
+
+
+def sigmoid(x: Scalar) -> Value:
+    """The logistic sigmoid of a number or a Value."""
+    return _unary(SIGMOID, _lift(x, "sigmoid"))
+
+
+def relu(x: Scalar) -> Value:
+    """``max(0, x)`` for a number or a Value."""
+    return _lift(x, "relu").relu()
+
+
+def softplus(x: Scalar) -> Value:
+    """``log(1 + e ** x)`` for a number or a Value."""
+    return _unary(SOFTPLUS, _lift(x, "softplus"))
+
+
+def sin(x: Scalar) -> Value:
+    """The sine of a number or a Value."""
+    return _unary(SIN, _lift(x, "sin"))
+
+
+def cos(x: Scalar) -> Value:
+    """The cosine of a number or a Value."""
+    return _unary(COS, _lift(x, "cos"))
+
+
+def maximum(a: Scalar, b: Scalar) -> Value:
+    """The larger of two numbers or Values (a tie splits the gradient)."""
+    return _binary(MAXIMUM, _lift(a, "max"), _lift(b, "max"))
+
+
+def minimum(a: Scalar, b: Scalar) -> Value:
+    """The smaller of two numbers or Values (a tie splits the gradient)."""
+    return _binary(MINIMUM, _lift(a, "min"), _lift(b, "min"))
 
 
 def _graph_data(x: Any) -> float:
@@ -667,60 +927,30 @@ def _graph_sign(x: Any) -> float:
     return ieee.sign(_graph_data(x))
 
 
-# --------------------------------------------------------------------------
-# Functions on numbers or Values, and the fused n-ary ops
-# --------------------------------------------------------------------------
+def _on_values(on_floats: Callable[[float, float], float]) -> Callable[[Any, Any], Any]:
+    """A binary function for the rules on Values: the Value operator when
+    either side is a Value, the IEEE float function when both are numbers
+    (a constant operand's rule, ``1 / c`` with ``c = 0``, gives inf)."""
+    by_name: dict[Any, Callable[[Any, Any], Any]] = {
+        ieee.div: operator.truediv,
+        ieee.pow: operator.pow,
+        ieee.pow_scalar: operator.pow,
+    }
+    on_values = by_name[on_floats]
 
+    def f(a: Any, b: Any) -> Any:
+        if isinstance(a, Value) or isinstance(b, Value):
+            return on_values(a, b)
+        return on_floats(a, b)
 
-def exp(x: Scalar) -> Value:
-    return _unary(EXP, _lift(x, "exp"))
-
-
-def log(x: Scalar) -> Value:
-    return _unary(LOG, _lift(x, "log"))
-
-
-def sqrt(x: Scalar) -> Value:
-    return _unary(SQRT, _lift(x, "sqrt"))
-
-
-def tanh(x: Scalar) -> Value:
-    return _unary(TANH, _lift(x, "tanh"))
-
-
-def sigmoid(x: Scalar) -> Value:
-    return _unary(SIGMOID, _lift(x, "sigmoid"))
-
-
-def relu(x: Scalar) -> Value:
-    return _unary(RELU, _lift(x, "relu"))
-
-
-def softplus(x: Scalar) -> Value:
-    return _unary(SOFTPLUS, _lift(x, "softplus"))
-
-
-def sin(x: Scalar) -> Value:
-    return _unary(SIN, _lift(x, "sin"))
-
-
-def cos(x: Scalar) -> Value:
-    return _unary(COS, _lift(x, "cos"))
-
-
-def maximum(a: Scalar, b: Scalar) -> Value:
-    return _binary(MAXIMUM, _lift(a, "max"), _lift(b, "max"))
-
-
-def minimum(a: Scalar, b: Scalar) -> Value:
-    return _binary(MINIMUM, _lift(a, "min"), _lift(b, "min"))
+    return f
 
 
 #: Rules on Values: ``create_graph=True``.
 GRAPH = SimpleNamespace(
-    div=operator.truediv,
-    pow=operator.pow,
-    pow_scalar=operator.pow,
+    div=_on_values(ieee.div),
+    pow=_on_values(ieee.pow),
+    pow_scalar=_on_values(ieee.pow_scalar),
     exp=exp,
     log=log,
     sqrt=sqrt,
@@ -800,49 +1030,27 @@ def _dot(
         raise ValueError(f"dot: lengths differ ({len(ws)} weights, {len(xs)} inputs)")
     if not w_values:  # constant weights: swap roles so the Values come first
         ws, wd, xs, xd, w_values, x_values = xs, xd, ws, wd, x_values, w_values
-    y = sum(map(operator.mul, wd, xd))
-    b: Value | None = None
-    if bias is not None:
-        b = bias if type(bias) is Value else _lift(bias, "dot")
-        y += b.data
-    if relu:
-        return _dot_relu(ws, wd, w_values, xs, xd, x_values, b, y)
-    # The local derivatives are _d_dot's / _d_affine's rule (d/dw = x,
-    # d/dx = w, d/db = 1), built here directly from the lists.
-    if b is None:
+    if bias is None:
+        if relu:
+            return _dot(ws, wd, w_values, xs, xd, x_values, None).relu()
+        if not w_values:
+            return Value(sum(map(operator.mul, wd, xd)))
         if not x_values:
-            if not w_values:
-                return Value(y)
-            return _node(y, tuple(ws), tuple(xd), AFFINE_CONST)
-        return _node(y, (*ws, *xs), (*xd, *wd), DOT)
+            bias = 0.0
+        else:
+            y = sum(map(operator.mul, wd, xd))
+            return _node(y, (*ws, *xs), DOT.derivative(FLOAT, *wd, *xd, y), DOT)  # type: ignore[misc]
+    b = bias if type(bias) is Value else _lift(bias, "dot")
     if not w_values:
-        return _node(y, (b,), (1.0,), ADD_CONST)
+        return b + sum(map(operator.mul, wd, xd))
     if not x_values:
-        return _node(y, (*ws, b), (*xd, 1.0), AFFINE_CONST)
-    return _node(y, (*ws, *xs, b), (*xd, *wd, 1.0), AFFINE)
-
-
-def _dot_relu(
-    ws: list[Any],
-    wd: list[float],
-    w_values: bool,
-    xs: list[Any],
-    xd: list[float],
-    x_values: bool,
-    b: Value | None,
-    y: float,
-) -> Value:
-    """``relu(w . x + b)`` as one node; ``y`` is the pre-activation."""
-    if not w_values or b is None:  # rare shapes: two nodes
-        return _dot(ws, wd, w_values, xs, xd, x_values, b).relu()
-    out = _relu(y)
-    if not x_values:
-        prev: tuple[Value, ...] = (*ws, b)
-        local = (0.0,) * len(prev) if out <= 0.0 else (*xd, 1.0)  # nan is live
-        return _node(out, prev, local, AFFINE_CONST_RELU)
-    prev = (*ws, *xs, b)
-    local = (0.0,) * len(prev) if out <= 0.0 else (*xd, *wd, 1.0)
-    return _node(out, prev, local, AFFINE_RELU)
+        fn = AFFINE_CONST_RELU if relu else AFFINE_CONST
+        c = tuple(xd)
+        y = fn.forward(*wd, b.data, c)
+        return _node(y, (*ws, b), fn.derivative(FLOAT, *wd, b.data, c, y), fn, c)  # type: ignore[misc]
+    fn = AFFINE_RELU if relu else AFFINE
+    y = fn.forward(*wd, *xd, b.data)
+    return _node(y, (*ws, *xs, b), fn.derivative(FLOAT, *wd, *xd, b.data, y), fn)  # type: ignore[misc]
 
 
 def dense(
@@ -887,4 +1095,5 @@ def add_n(values: Iterable[Scalar]) -> Value:
     items, datas, all_values = _split(values, "add_n")
     if not all_values:
         return Value(sum(datas))
-    return _node(sum(datas), tuple(items), (1.0,) * len(items), ADD_N)
+    y = sum(datas)
+    return _node(y, items, ADD_N.derivative(FLOAT, *datas, y), ADD_N)  # type: ignore[misc]

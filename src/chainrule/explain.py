@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
-from .engine import Value, _masked_step
+from .engine import Value, backpropagate
 from .viz import display_name, format_number, forward_order
 
 #: A node with more contributions than this shows their count, not each one.
@@ -69,31 +69,25 @@ def _rows(root: Value, digits: int) -> list[_Row]:
     nodes = forward_order(root)
     name = {node: display_name(node, i) for i, node in enumerate(nodes)}
     received: dict[Value, list[float]] = {}
-    rows = []
+
+    def record(node: Value, child: Value, contribution: float, incoming: float) -> None:
+        received.setdefault(child, []).append(contribution)
+
+    # The backward pass itself, watched term by term (inf or nan into relu,
+    # max or min follows its masking rule): the sums agree exactly.
+    grads = backpropagate(root, 1.0, on_edge=record)
 
     def fmt(x: float) -> str:
         return format_number(x, digits)
 
-    # Reversed, the forward order visits consumers before their inputs and
-    # interior nodes newest first, as backward() does: the sums agree exactly.
+    rows = []
     for node in reversed(nodes):
         if node is root:
-            grad = 1.0
-            grad_text = f"{fmt(grad)} (seed)"
+            grad_text = f"{fmt(1.0)} (seed)"
         else:
             terms = received.get(node, [])
-            grad = 0.0
-            for t in terms:
-                grad += t
-            grad_text = _sum_text([fmt(t) for t in terms], fmt(grad))
-        if node._prev and grad - grad != 0.0 and node._fn.masked:
-            # inf or nan into relu, max or min: backward()'s own rule, under
-            # which a masked input gets nothing rather than 0 * inf = nan
-            _masked_step(node, grad, lambda child, c: received.setdefault(child, []).append(c))
-        else:
-            for child, local in zip(node._prev, node._local):
-                received.setdefault(child, []).append(local * grad)
-        local_text = [(name[c], fmt(d)) for c, d in zip(node._prev, node._local)]
+            grad_text = _sum_text([fmt(t) for t in terms], fmt(grads.get(node, 0.0)))
+        local_text = [(name[c], fmt(d)) for c, d in zip(node._children, node._local_grads)]
         rows.append(_Row(name[node], node._op, fmt(node.data), local_text, grad_text))
     return rows
 

@@ -37,11 +37,27 @@ class Observer(Protocol):
     def backward(self, node: Any, child: Any, contribution: Any, incoming: Any) -> None: ...
 
 
-class _Mode(threading.local):
-    """Per-thread recording state, read by every op.
+# How many threads are not in the default mode (recording, unobserved), and
+# who wants to know when that number becomes or stops being 0: the engines
+# keep a module global for it, one check per operation, instead of reading
+# the thread-local state on every op.
+_not_fast_threads = 0
+_fast_lock = threading.Lock()
+_fast_listeners: list[Callable[[bool], None]] = []
 
-    ``fast`` is the one flag the hot path reads: True when ops record a
-    graph and nobody observes them.
+
+def on_fast_change(listener: Callable[[bool], None]) -> None:
+    """Call ``listener(all_fast)`` now and whenever it changes: True while
+    every thread records a graph and nobody observes (``mode.fast``
+    everywhere)."""
+    _fast_listeners.append(listener)
+    listener(_not_fast_threads == 0)
+
+
+class _Mode(threading.local):
+    """Per-thread recording state.
+
+    ``fast`` is True when ops record a graph and nobody observes them.
     """
 
     grad_enabled: bool = True
@@ -49,7 +65,16 @@ class _Mode(threading.local):
     fast: bool = True
 
     def refresh(self) -> None:
-        self.fast = self.grad_enabled and self.observer is None
+        global _not_fast_threads
+        fast = self.grad_enabled and self.observer is None
+        if fast == self.fast:
+            return
+        self.fast = fast
+        with _fast_lock:
+            _not_fast_threads += -1 if fast else 1
+            all_fast = _not_fast_threads == 0
+            for listener in _fast_listeners:
+                listener(all_fast)
 
 
 mode = _Mode()

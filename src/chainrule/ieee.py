@@ -51,13 +51,16 @@ def pow(a: float, b: float) -> float:  # noqa: A001 - the field's name for it
 
 def pow_scalar(a: float, b: float) -> float:
     """``a ** b`` for a constant exponent ``b``, as PyTorch's
-    ``pow(tensor, scalar)``: exponents 0.5 and -0.5 go through ``sqrt``,
-    which differs from C's ``pow`` only at ``-0.0`` (``-0.0`` and ``-inf``
-    instead of ``0.0`` and ``inf``)."""
-    if b == 0.5:
-        return sqrt(a)
-    if b == -0.5:
-        return div(1.0, sqrt(a))
+    ``pow(tensor, scalar)``.
+
+    Exponents 0.5 and -0.5 follow PyTorch's square-root path where it
+    differs from C's ``pow`` (at ``-0.0``, ``-inf`` and negative bases:
+    ``-0.0`` and ``-inf`` instead of ``0.0`` and ``inf``); for positive
+    finite ``a`` the result is C's ``pow``, which is what Python's ``**``
+    gives (and so what micrograd and microgpt compute, bit for bit), within
+    an ulp of PyTorch's ``sqrt``/``rsqrt``."""
+    if (b == 0.5 or b == -0.5) and not 0.0 < a < inf:
+        return sqrt(a) if b == 0.5 else div(1.0, sqrt(a))
     return pow(a, b)
 
 

@@ -21,8 +21,7 @@ import subprocess
 from pathlib import Path
 from typing import Any
 
-from .engine import Value
-from .graph import reverse_topological_order
+from .engine import Value, topological_order
 
 #: Graphs with more Values than this are drawn as a one-node summary.
 DEFAULT_MAX_NODES = 200
@@ -55,7 +54,7 @@ def forward_order(root: Value) -> list[Value]:
     >>> [v.label for v in forward_order(a * b + a)]
     ['a', 'b', '', '']
     """
-    interior, _ = reverse_topological_order(root)
+    interior, _ = topological_order(root)
     if not interior:
         return [root]
     order: list[Value] = []

@@ -35,6 +35,7 @@ from typing import Any
 from .. import Value, add_n, dot, optim
 from .. import fused as F
 from .harness import Arm, Engine, Sizes, Workload
+from .microgpt import literal_value
 
 SEED = 42
 BOS = 26
@@ -285,9 +286,10 @@ class GPTStep:
         optimizer: Callable[[list[Any]], Callable[[], None]],
         names: str | Sequence[str],
         config: GPTConfig | None = None,
+        value: type = Value,
     ) -> None:
         self.config = config or GPTConfig()
-        self.model = GPT(initial_weights(self.config), ops, self.config)
+        self.model = GPT(initial_weights(self.config), ops, self.config, value)
         self.update = optimizer(self.model.parameters())
         self.batch = [encode(n) for n in ([names] if isinstance(names, str) else names)]
 
@@ -306,10 +308,15 @@ def batch_names(n: int) -> list[str]:
     return names[:: max(len(names) // n, 1)][:n]
 
 
-def _make(ops: Any, optimizer: Callable[[list[Any]], Callable[[], None]], batch: bool) -> Any:
+def _make(
+    ops: Any,
+    optimizer: Callable[[list[Any]], Callable[[], None]],
+    batch: bool,
+    value: Callable[[], type] = lambda: Value,
+) -> Any:
     def make(sizes: Sizes) -> Arm:
         names = batch_names(sizes.gpt_batch) if batch else sizes.gpt_name
-        step = GPTStep(ops, optimizer, names)
+        step = GPTStep(ops, optimizer, names, value=value())
         return lambda: step
 
     return make
@@ -336,9 +343,11 @@ GPT_STEP = Workload(
 
 GPT_NAME_STEP = Workload(
     "gpt-name-step",
-    "the same step on one name: micrograd-style user code against chainrule's fused ops",
-    baseline="chainrule-compat",
+    "the same step on one name: microgpt-style user code on microgpt's own engine and "
+    "on chainrule's Value, against chainrule's fused ops",
+    baseline="microgpt",
     engines=(
+        Engine("microgpt", _make(CompatOps, compat_adam, batch=False, value=literal_value)),
         Engine("chainrule-compat", _make(CompatOps, compat_adam, batch=False)),
         Engine("chainrule", _make(FusedOps, chainrule_adam, batch=False)),
     ),

@@ -27,6 +27,7 @@ from typing import Any
 
 from .. import Value, data, dot, losses, nn, optim
 from .harness import Arm, Engine, Sizes, Workload
+from .microgpt import literal_value
 from .sgd_step import SGDStep
 
 LAYERS = [2, 16, 16, 1]
@@ -149,6 +150,12 @@ def _micrograd(sizes: Sizes) -> DemoStep:
     return DemoStep(MicrogradValue, model, X, y)
 
 
+def _literal(sizes: Sizes) -> DemoStep:
+    value = literal_value()
+    X, y = make_moons(sizes.moons_points)
+    return DemoStep(value, UserMLP(value, LAYERS, initial_weights()), X, y)
+
+
 def _compat(sizes: Sizes) -> DemoStep:
     X, y = make_moons(sizes.moons_points)
     return DemoStep(Value, UserMLP(Value, LAYERS, initial_weights()), X, y)
@@ -209,6 +216,7 @@ def _engines(wrap: Callable[[Maker], Callable[[Sizes], Arm]]) -> tuple[Engine, .
 
     return (
         Engine("micrograd", wrap(_micrograd), requires=("micrograd",)),
+        Engine("microgpt", wrap(_literal)),
         Engine("chainrule-compat", wrap(_compat)),
         Engine("chainrule", wrap(ChainruleStep)),
         Engine("tensor", wrap(TensorMoonsStep), requires=("numpy",)),

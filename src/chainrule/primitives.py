@@ -1,0 +1,296 @@
+"""The derivative table of the scalar engine: one primitive per line.
+
+Each primitive is a name, a forward function on floats and a rule for its
+*local derivatives*, ``d out / d input`` for each input, declared side by
+side as in the table every backpropagation text shows::
+
+    a + b      1, 1
+    a * b      b, a
+    x ** c     c * x ** (c - 1)
+    tanh(x)    1 - tanh(x) ** 2
+
+A rule ``derivative(M, *inputs, out)`` is written with ordinary operators
+plus the functions of a math namespace ``M`` (``M.div``, ``M.log``, ...), so
+the one rule runs in several places: on floats when an operation runs (the
+ordinary backward pass only multiplies the stored results), on Values for
+``backward(create_graph=True)`` (the gradient becomes a graph itself). A
+primitive with a constant operand (``x * 2.0``) gets the constant after
+its inputs, ``derivative(M, x, c, out)``, and is not differentiated with
+respect to it.
+
+Nothing here knows about ``Value``: this module is the table only.
+"""
+
+from __future__ import annotations
+
+import functools
+import operator
+from collections.abc import Callable, Sequence
+from types import SimpleNamespace
+from typing import Any
+
+from . import ieee
+
+Derivative = Callable[..., Sequence[Any]]
+
+# How a non-finite gradient (inf, nan) passes a zero local derivative.
+# PyTorch multiplies (0 * inf = nan) except in ops whose backward selects
+# rather than multiplies: relu, maximum, minimum keep a masked input at 0.
+MULTIPLY = 0  # 0 * inf = nan, as for mul, abs, ...
+ZERO_MASKS = 1  # a zero local derivative blocks the gradient (relu, max, min)
+DEAD_UNIT = 2  # fused relu(w . x + b): an inactive unit blocks all of it
+ZERO_EXPONENT = 3  # x ** y: a zero exponent blocks the base's gradient
+
+
+class Primitive:
+    """An operation of the scalar engine: a name, a forward function on
+    floats, and its local derivatives.
+
+    ``derivative(M, *inputs, out)`` returns one local derivative
+    ``d out / d input`` per input. It is written with ordinary operators
+    plus the functions of the namespace ``M`` (``M.div``, ``M.pow``,
+    ``M.pow_scalar``, ``M.exp``, ``M.log``, ``M.sqrt``, ``M.sin``, ``M.cos``,
+    ``M.sigmoid``, ``M.sign`` and ``M.data``, which reads the float of an
+    input), so that it runs both on floats (the ordinary backward pass) and
+    on Values (``create_graph=True``, higher-order gradients).
+
+    ``const=True`` marks an operation with a constant operand ``c`` that
+    is not differentiated (``x * 2.0``; a tuple for a weighted sum of
+    constant inputs): its forward is ``forward(*inputs, c)`` and its rule
+    ``derivative(M, *inputs, c, out)``.
+
+    ``masked`` says how an inf or nan gradient meets a zero local
+    derivative: ``MULTIPLY`` (the default, ``0 * inf = nan``, as PyTorch's
+    arithmetic) or ``ZERO_MASKS`` (a zero blocks it, as PyTorch's relu,
+    maximum and minimum, whose backward selects instead of multiplying).
+
+    Calling a primitive applies it, which is how user code defines a custom
+    operation::
+
+        >>> from chainrule import Primitive, Value
+        >>> cube = Primitive("cube", lambda x: x ** 3, lambda M, x, out: (3 * x * x,))
+        >>> x = Value(2.0)
+        >>> y = cube(x)
+        >>> y.backward()
+        >>> x.grad
+        12.0
+    """
+
+    __slots__ = ("name", "forward", "derivative", "masked", "const")
+
+    def __init__(
+        self,
+        name: str,
+        forward: Callable[..., float],
+        derivative: Derivative | None,
+        masked: int = MULTIPLY,
+        *,
+        const: bool = False,
+    ) -> None:
+        self.name = name
+        self.forward = forward
+        self.derivative = derivative
+        self.masked = masked
+        self.const = const
+
+    def __call__(self, *inputs: Any) -> Any:
+        from .engine import apply  # the engine is built on this table
+
+        return apply(self, inputs)
+
+    def __repr__(self) -> str:
+        return f"Primitive({self.name!r})"
+
+
+# --------------------------------------------------------------------------
+# Rules too long for one line
+# --------------------------------------------------------------------------
+
+
+def _d_pow(M: Any, a: Any, b: Any, out: Any) -> tuple[Any, Any]:
+    # As PyTorch: no gradient through a zero exponent, and none to the
+    # exponent when the base is 0 and the exponent non-negative.
+    ad, bd = M.data(a), M.data(b)
+    d_base = 0.0 if bd == 0.0 else b * M.pow(a, b - 1.0)
+    d_exponent = 0.0 if (ad == 0.0 and bd >= 0.0) else out * M.log(a)
+    return d_base, d_exponent
+
+
+def _d_maximum(M: Any, a: Any, b: Any, out: Any) -> tuple[float, float]:
+    a, b = M.data(a), M.data(b)  # ties split the gradient, as torch.maximum
+    if a == b:
+        return 0.5, 0.5
+    return (0.0 if a < b else 1.0), (0.0 if a > b else 1.0)
+
+
+def _d_minimum(M: Any, a: Any, b: Any, out: Any) -> tuple[float, float]:
+    a, b = M.data(a), M.data(b)
+    if a == b:
+        return 0.5, 0.5
+    return (0.0 if a > b else 1.0), (0.0 if a < b else 1.0)
+
+
+def _d_relu(M: Any, x: Any, out: Any) -> tuple[float]:
+    return (0.0,) if out <= 0.0 else (1.0,)  # a nan output is live, as torch.relu
+
+
+def _rsub(x: float, c: float) -> float:
+    return c - x
+
+
+def _rdiv(x: float, c: float) -> float:
+    return ieee.div(c, x)
+
+
+def _relu(x: float) -> float:
+    return 0.0 if x < 0.0 else x  # keeps nan, as torch.relu
+
+
+# The fused weighted sums. Inputs are the weights w1..wn, then the inputs
+# x1..xn (or, with constant inputs, the constants as ``c``), then the bias.
+
+
+def _dot_forward(*args: float) -> float:
+    n = len(args) // 2
+    return sum(map(operator.mul, args[:n], args[n : 2 * n]))
+
+
+def _d_dot(M: Any, *args: Any) -> tuple[Any, ...]:
+    # w . x: d/dw_i = x_i, d/dx_i = w_i
+    n = (len(args) - 1) // 2
+    return (*args[n : 2 * n], *args[:n])
+
+
+def _affine_forward(*args: float) -> float:
+    return _dot_forward(*args[:-1]) + args[-1]
+
+
+def _d_affine(M: Any, *args: Any) -> tuple[Any, ...]:
+    # w . x + b: as dot, and d/db = 1
+    n = (len(args) - 2) // 2
+    return (*args[n : 2 * n], *args[:n], 1.0)
+
+
+def _d_affine_relu(M: Any, *args: Any) -> tuple[Any, ...]:
+    # relu(w . x + b): the affine rule where the unit is active, 0 where not
+    if args[-1] <= 0.0:  # the output; a Value compares by its data
+        return (0.0,) * (len(args) - 1)
+    return _d_affine(M, *args)
+
+
+def _affine_relu_forward(*args: float) -> float:
+    return _relu(_affine_forward(*args))
+
+
+# With constant inputs (a network's first layer): inputs w1..wn, b, and the
+# tuple of constants c.
+
+
+def _affine_const_forward(*args: Any) -> float:
+    c = args[-1]
+    return sum(map(operator.mul, args[:-2], c)) + args[-2]
+
+
+def _d_affine_const(M: Any, *args: Any) -> tuple[Any, ...]:
+    return (*args[-2], 1.0)  # d/dw_i = c_i, d/db = 1
+
+
+def _d_affine_const_relu(M: Any, *args: Any) -> tuple[Any, ...]:
+    if args[-1] <= 0.0:
+        return (0.0,) * (len(args) - 2)
+    return _d_affine_const(M, *args)
+
+
+def _affine_const_relu_forward(*args: Any) -> float:
+    return _relu(_affine_const_forward(*args))
+
+
+# --------------------------------------------------------------------------
+# The table
+# --------------------------------------------------------------------------
+
+LEAF = Primitive("", float, None)
+
+# name, forward on floats, local derivative(s) (M, inputs..., out) -> per input
+ADD = Primitive("+", operator.add, lambda M, a, b, out: (1.0, 1.0))
+SUB = Primitive("-", operator.sub, lambda M, a, b, out: (1.0, -1.0))
+MUL = Primitive("*", operator.mul, lambda M, a, b, out: (b, a))
+DIV = Primitive("/", ieee.div, lambda M, a, b, out: (M.div(1.0, b), M.div(-out, b)))
+POW = Primitive("**", ieee.pow, _d_pow, ZERO_EXPONENT)
+MAXIMUM = Primitive("max", ieee.maximum, _d_maximum, ZERO_MASKS)
+MINIMUM = Primitive("min", ieee.minimum, _d_minimum, ZERO_MASKS)
+NEG = Primitive("neg", operator.neg, lambda M, x, out: (-1.0,))
+EXP = Primitive("exp", ieee.exp, lambda M, x, out: (out,))
+LOG = Primitive("log", ieee.log, lambda M, x, out: (M.div(1.0, x),))
+SQRT = Primitive("sqrt", ieee.sqrt, lambda M, x, out: (M.div(0.5, out),))
+TANH = Primitive("tanh", ieee.tanh, lambda M, x, out: (1.0 - out * out,))
+SIGMOID = Primitive("sigmoid", ieee.sigmoid, lambda M, x, out: (out * (1.0 - out),))
+SOFTPLUS = Primitive("softplus", ieee.softplus, lambda M, x, out: (M.sigmoid(x),))
+RELU = Primitive("ReLU", _relu, _d_relu, ZERO_MASKS)
+ABS = Primitive("abs", abs, lambda M, x, out: (M.sign(x),))
+SIN = Primitive("sin", ieee.sin, lambda M, x, out: (M.cos(x),))
+COS = Primitive("cos", ieee.cos, lambda M, x, out: (-M.sin(x),))
+ADD_N = Primitive("sum", lambda *xs: sum(xs), lambda M, *args: (1.0,) * (len(args) - 1))
+DOT = Primitive("dot", _dot_forward, _d_dot)
+AFFINE = Primitive("dot", _affine_forward, _d_affine)
+AFFINE_RELU = Primitive("ReLU(dot)", _affine_relu_forward, _d_affine_relu, DEAD_UNIT)
+
+# One input x and a constant c: forward(x, c), derivative(M, x, c, out).
+ADD_CONST = Primitive("+", operator.add, lambda M, x, c, out: (1.0,), const=True)
+SUB_CONST = Primitive("-", operator.sub, lambda M, x, c, out: (1.0,), const=True)
+RSUB_CONST = Primitive("-", _rsub, lambda M, x, c, out: (-1.0,), const=True)
+MUL_CONST = Primitive("*", operator.mul, lambda M, x, c, out: (c,), const=True)
+DIV_CONST = Primitive("/", ieee.div, lambda M, x, c, out: (M.div(1.0, c),), const=True)
+RDIV_CONST = Primitive("/", _rdiv, lambda M, x, c, out: (M.div(-out, x),), const=True)
+AFFINE_CONST = Primitive("dot", _affine_const_forward, _d_affine_const, const=True)
+AFFINE_CONST_RELU = Primitive(
+    "ReLU(dot)", _affine_const_relu_forward, _d_affine_const_relu, DEAD_UNIT, const=True
+)
+
+
+@functools.lru_cache(maxsize=256)
+def pow_const(c: float) -> Primitive:
+    """``x ** c`` for a constant ``c``: one primitive per exponent."""
+
+    def d(M: Any, x: Any, out: Any) -> tuple[Any]:
+        return (0.0,) if c == 0.0 else (c * M.pow_scalar(x, c - 1.0),)
+
+    # As PyTorch, x ** 0 passes no gradient at all, not even 0 * inf = nan.
+    masked = ZERO_MASKS if c == 0.0 else MULTIPLY
+    return Primitive(f"**{c:g}", lambda x: ieee.pow_scalar(x, c), d, masked)
+
+
+@functools.lru_cache(maxsize=256)
+def rpow_const(c: float) -> Primitive:
+    """``c ** x`` for a constant ``c``."""
+    log_c = ieee.log(c)
+
+    def d(M: Any, x: Any, out: Any) -> tuple[Any]:
+        return (0.0,) if (c == 0.0 and M.data(x) >= 0.0) else (out * log_c,)
+
+    return Primitive(f"{c:g}**", lambda x: ieee.pow(c, x), d)
+
+
+# --------------------------------------------------------------------------
+# The float namespace the rules run in for the ordinary backward pass
+# --------------------------------------------------------------------------
+
+
+def _identity(x: Any) -> Any:
+    return x
+
+
+#: Rules on floats: the ordinary backward pass.
+FLOAT = SimpleNamespace(
+    div=ieee.div,
+    pow=ieee.pow,
+    pow_scalar=ieee.pow_scalar,
+    exp=ieee.exp,
+    log=ieee.log,
+    sqrt=ieee.sqrt,
+    sin=ieee.sin,
+    cos=ieee.cos,
+    sigmoid=ieee.sigmoid,
+    sign=ieee.sign,
+    data=_identity,
+)
