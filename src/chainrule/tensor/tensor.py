@@ -28,11 +28,12 @@ from __future__ import annotations
 
 import numbers
 from collections.abc import Callable, Sequence
+from contextlib import nullcontext
 from typing import Any, Union
 
 import numpy as np
 
-from ..graph import Labelled, enable_grad, mode, next_id, reverse_topological_order
+from ..graph import Labelled, enable_grad, mode, next_id, observing, reverse_topological_order
 
 #: A gradient rule: (math namespace, gradient of the output, the output
 #: node) -> one gradient per input (None where an input gets nothing).
@@ -467,16 +468,29 @@ def propagate(
     differentiated again. Under ``detect_anomaly`` every contribution is
     shown to the observer.
     """
-    if create_graph:
-        with enable_grad():  # the gradient graph is recorded even under no_grad
-            return _walk(order, root, seed, _ns.GRAPH)
-    return _walk(order, root, seed, _ns.ARRAY)
+    observer = mode.observer
+    if not create_graph:
+        return _walk(order, root, seed, _ns.ARRAY, observer)
+    # The gradient graph is recorded even under no_grad. detect_anomaly
+    # judges its nodes as contributions of the op being differentiated,
+    # not as forward ops of their own.
+    with enable_grad(), observing(_BackwardOnly(observer)) if observer else nullcontext():
+        return _walk(order, root, seed, _ns.GRAPH, observer)
 
 
-def _walk(order: list[Tensor], root: Tensor, seed: Any, M: Any) -> dict[Tensor, Any]:
+class _BackwardOnly:
+    """An observer that passes on the backward checks only."""
+
+    def __init__(self, observer: Any) -> None:
+        self.backward = observer.backward
+
+    def forward(self, node: Any) -> None:
+        pass
+
+
+def _walk(order: list[Tensor], root: Tensor, seed: Any, M: Any, observer: Any) -> dict[Tensor, Any]:
     grads: dict[Tensor, Any] = {root: seed}
     get = grads.get
-    observer = mode.observer
     for v in order:
         g = get(v)
         if g is None:  # nothing flowed here (e.g. only through argmax)
