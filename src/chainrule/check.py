@@ -185,8 +185,8 @@ def gradcheck(
 
     ``f`` takes one Value per input and returns a scalar; or, when the
     inputs are Tensors or NumPy arrays, one Tensor per input, returning a
-    Tensor of any shape (see :func:`chainrule.tensor.gradcheck.gradcheck`:
-    it also names the op whose VJP is wrong). With ``order=1``
+    Tensor of any shape (and the report names the op whose VJP is wrong:
+    :mod:`chainrule.tensor.gradcheck`). With ``order=1``
     each ``df/dx_i`` from the backward pass is compared with
     ``(f(x + eps e_i) - f(x - eps e_i)) / 2 eps``. With ``order=2`` the
     second derivatives are checked too: the derivatives of the
@@ -209,9 +209,9 @@ def gradcheck(
     if not eps > 0.0:
         raise ValueError(f"gradcheck: eps must be positive, got {eps!r}")
     if any(map(_is_tensor_like, inputs)):
-        from .tensor.gradcheck import gradcheck as tensor_gradcheck
+        from .tensor.gradcheck import gradcheck_tensors
 
-        report = tensor_gradcheck(f, inputs, eps, atol, rtol, order=order)
+        report = gradcheck_tensors(f, inputs, eps, atol, rtol, order)
         if raise_exception and report.mismatches:
             raise GradcheckError(report)
         return report
@@ -320,6 +320,15 @@ class AnomalyError(RuntimeError):
         self.location = location
 
 
+def _anomaly(
+    phase: str, node: Any, what: str, inputs: tuple[Any, ...], value: float, location: Any
+) -> AnomalyError:
+    message = f"detect_anomaly: {what}\n  {_describe(location)}"
+    return AnomalyError(
+        message, phase=phase, op=node._op, inputs=inputs, value=value, location=location
+    )
+
+
 class AnomalyDetector(ContextDecorator):
     """The context returned by :func:`detect_anomaly`; a
     :class:`chainrule.graph.Observer`."""
@@ -360,15 +369,8 @@ class AnomalyDetector(ContextDecorator):
             return
         inputs = tuple(child.data for child in node._prev)
         if all(map(isfinite, inputs)):
-            raise AnomalyError(
-                f"detect_anomaly: {node._op} returned {y!r} from finite inputs {inputs!r}\n"
-                f"  {_describe(location)}",
-                phase="forward",
-                op=node._op,
-                inputs=inputs,
-                value=y,
-                location=location,
-            )
+            what = f"{node._op} returned {y!r} from finite inputs {inputs!r}"
+            raise _anomaly("forward", node, what, inputs, y, location)
 
     def backward(self, node: Any, child: Any, contribution: Any, incoming: Any) -> None:
         if type(node.data) is not float:  # a Tensor
@@ -384,16 +386,11 @@ class AnomalyDetector(ContextDecorator):
         inputs = tuple(x.data for x in node._prev)
         position = next(i for i, x in enumerate(node._prev) if x is child)
         location = self._location(node)
-        raise AnomalyError(
-            f"detect_anomaly: the backward of {node._op} (inputs {inputs!r}, "
-            f"output {node.data!r}) gave the gradient {c!r} to input {position} "
-            f"from the finite incoming gradient {g!r}\n  {_describe(location)}",
-            phase="backward",
-            op=node._op,
-            inputs=inputs,
-            value=c,
-            location=location,
+        what = (
+            f"the backward of {node._op} (inputs {inputs!r}, output {node.data!r}) gave the "
+            f"gradient {c!r} to input {position} from the finite incoming gradient {g!r}"
         )
+        raise _anomaly("backward", node, what, inputs, c, location)
 
     def _location(self, node: Any) -> Location | None:
         """Where ``node`` was created, if this detector saw it happen."""
@@ -434,15 +431,11 @@ def _check_tensor_forward(node: Any, location: Location | None) -> None:
         return
     index, value = _first_bad(node.data)
     shapes = _shapes(node)
-    raise AnomalyError(
-        f"detect_anomaly: {node._op} returned {value!r} at index {list(index)} of its output "
-        f"{tuple(node.data.shape)} from finite inputs of shapes {shapes}\n  {_describe(location)}",
-        phase="forward",
-        op=node._op,
-        inputs=shapes,
-        value=value,
-        location=location,
+    what = (
+        f"{node._op} returned {value!r} at index {list(index)} of its output "
+        f"{tuple(node.data.shape)} from finite inputs of shapes {shapes}"
     )
+    raise _anomaly("forward", node, what, shapes, value, location)
 
 
 def _tensor_backward_error(
@@ -451,16 +444,12 @@ def _tensor_backward_error(
     position = next(i for i, x in enumerate(node._prev) if x is child)
     index, value = _first_bad(contribution)
     shapes = _shapes(node)
-    raise AnomalyError(
-        f"detect_anomaly: the backward of {node._op} (inputs of shapes {shapes}, output "
+    what = (
+        f"the backward of {node._op} (inputs of shapes {shapes}, output "
         f"{tuple(node.data.shape)}) gave {value!r} at index {list(index)} of the gradient of "
-        f"input {position} from a finite incoming gradient\n  {_describe(location)}",
-        phase="backward",
-        op=node._op,
-        inputs=shapes,
-        value=value,
-        location=location,
+        f"input {position} from a finite incoming gradient"
     )
+    raise _anomaly("backward", node, what, shapes, value, location)
 
 
 def detect_anomaly() -> AnomalyDetector:

@@ -28,19 +28,12 @@ from .namespaces import ARRAY, GRAPH
 from .tensor import Tensor, as_array, gradients, make
 
 
-def gradcheck(
-    f: Callable[..., Any],
-    inputs: Sequence[Any],
-    eps: float = 1e-6,
-    atol: float = 1e-5,
-    rtol: float = 1e-3,
-    *,
-    order: int = 1,
+def gradcheck_tensors(
+    f: Callable[..., Any], inputs: Sequence[Any], eps: float, atol: float, rtol: float, order: int
 ) -> GradcheckReport:
-    """The derivatives of ``f`` (Tensors in, a Tensor of any shape out) at
-    ``inputs`` (Tensors, arrays or numbers, taken as float64) against
-    central differences, to ``order`` 1 or 2; see
-    :func:`chainrule.gradcheck`.
+    """:func:`chainrule.gradcheck` for ``f`` taking Tensors and returning a
+    Tensor of any shape, at ``inputs`` (Tensors, arrays or numbers, taken as
+    float64).
 
     >>> import numpy as np
     >>> from chainrule import gradcheck
@@ -206,4 +199,4 @@ def _sentence(node: Tensor, order: int, analytic: float, numeric: float) -> str:
     )
 
 
-__all__ = ["gradcheck"]
+__all__ = ["gradcheck_tensors"]
