@@ -46,7 +46,8 @@ def gradcheck_tensors(
     points = [np.array(as_array(x, np.float64, "gradcheck"), dtype=np.float64) for x in inputs]
     with enable_grad():
         first = _output(f, [Tensor(p) for p in points])
-    weights = np.random.default_rng(0).standard_normal(first.data.shape)
+    # A scalar output as it is; every element of a larger one counts, weighted
+    weights = np.ones(()) if first.data.size == 1 else _weights(first.data.shape)
     program = _Weighted(f, weights)
     mismatches: list[Mismatch] = []
 
@@ -70,6 +71,10 @@ def gradcheck_tensors(
         if mismatches:
             op, culprit = _blame(program, points, eps, atol, rtol, order)
     return GradcheckReport(mismatches, checked, order, op, culprit)
+
+
+def _weights(shape: tuple[int, ...]) -> np.ndarray:
+    return np.random.default_rng(0).standard_normal(shape)
 
 
 def _output(f: Callable[..., Any], xs: list[Tensor]) -> Tensor:
