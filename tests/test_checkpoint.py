@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 import chainrule.checkpoint
-from chainrule import checkpoint
+from chainrule import checkpoint, sealed
 from chainrule.checkpoint import CheckpointError
 from chainrule.nn import MLP
 
@@ -55,7 +55,8 @@ def test_file_is_readable_json(saved: tuple[MLP, Path]) -> None:
     _, path = saved
     text = path.read_text(encoding="utf-8")
     doc = json.loads(text)
-    assert doc["format"] == "chainrule-checkpoint" and doc["version"] == 1
+    assert doc["format"] == "chainrule-checkpoint" and doc["version"] == 2
+    assert len(doc["file_sha256"]) == 64
     assert doc["architecture"] == {
         "type": "MLP",
         "nin": 2,
@@ -82,33 +83,44 @@ def test_truncated_checkpoint(saved: tuple[MLP, Path]) -> None:
     before = model.state_dict()
     for cut in (0, 1, len(data) // 2, len(data) - 3):
         path.write_bytes(data[:cut])
-        with pytest.raises(CheckpointError, match="corrupt or truncated") as info:
+        with pytest.raises(CheckpointError, match=r"corrupt or truncated|damaged") as info:
             checkpoint.load(path, model)
         assert "\n" not in str(info.value)
         assert model.state_dict() == before
 
 
-def _edit(path: Path, change: Any) -> None:
+def _edit(path: Path, change: Any, reseal: bool = False) -> None:
+    """Change the document; with ``reseal`` also recompute its digest (as
+    someone who edits the file on purpose would), so the later checks run."""
     doc = json.loads(path.read_text(encoding="utf-8"))
     change(doc)
-    path.write_text(json.dumps(doc), encoding="utf-8")
+    if reseal:
+        doc["file_sha256"] = sealed.PLACEHOLDER
+        path.write_bytes(sealed.seal(json.dumps(doc).encode()))
+    else:
+        path.write_text(json.dumps(doc, indent=1), encoding="utf-8")
 
 
 @pytest.mark.parametrize(
-    "change, message",
+    "change, reseal, message",
     [
-        (lambda d: d["parameters"].update({"layers.0.neurons.0.b": 0.5}), "modified or damaged"),
-        (lambda d: d["parameters"].pop("layers.2.neurons.0.b"), "modified or damaged"),
-        (lambda d: d["architecture"].update({"nouts": [8, 8, 2]}), "modified or damaged"),
-        (lambda d: d.pop("sha256"), "modified or damaged"),
-        (lambda d: d.update({"version": 2}), "version 2 is not supported"),
-        (lambda d: d.update({"format": "pickle"}), "not a chainrule checkpoint"),
-        (lambda d: d.pop("parameters"), "lacks its architecture or parameters"),
+        (lambda d: d["parameters"].update({"layers.0.neurons.0.b": 0.5}), 0, "modified or damaged"),
+        (lambda d: d["parameters"].pop("layers.2.neurons.0.b"), 0, "modified or damaged"),
+        (lambda d: d["architecture"].update({"nouts": [8, 8, 2]}), 0, "modified or damaged"),
+        (lambda d: d["metadata"].update({"step": 43}), 0, "modified or damaged"),
+        (lambda d: None, 0, "modified or damaged"),  # the same JSON, other whitespace
+        (lambda d: d.pop("file_sha256"), 0, "damaged"),
+        (lambda d: d.update({"version": 3}), 1, "version 3 is not supported"),
+        (lambda d: d.update({"format": "pickle"}), 1, "not a chainrule checkpoint"),
+        (lambda d: d.pop("parameters"), 1, "lacks its architecture or parameters"),
+        (lambda d: d["parameters"].pop("layers.2.neurons.0.b"), 1, "missing 'layers.2.neurons"),
     ],
 )
-def test_edited_checkpoint(saved: tuple[MLP, Path], change: Any, message: str) -> None:
+def test_edited_checkpoint(
+    saved: tuple[MLP, Path], change: Any, reseal: bool, message: str
+) -> None:
     _, path = saved
-    _edit(path, change)
+    _edit(path, change, reseal)
     model = _model(5)
     before = model.state_dict()
     with pytest.raises(CheckpointError, match=message):
@@ -122,9 +134,8 @@ def test_parameter_edit_with_recomputed_digest_is_still_checked(saved: tuple[MLP
 
     def change(doc: dict[str, Any]) -> None:
         doc["parameters"]["layers.0.neurons.0.b"] = "zero"
-        doc["sha256"] = checkpoint._digest(doc["architecture"], doc["parameters"])
 
-    _edit(path, change)
+    _edit(path, change, reseal=True)
     model = _model(5)
     before = model.state_dict()
     with pytest.raises(CheckpointError, match="expected a number"):
@@ -137,6 +148,7 @@ def test_parameter_edit_with_recomputed_digest_is_still_checked(saved: tuple[MLP
     [
         ("[1, 2]", "not a chainrule checkpoint"),
         ('{"format": "chainrule-checkpoint", "version": 1, "x": NaN}', "corrupt"),
+        ('{"format": "chainrule-checkpoint", "version": 2}', "damaged"),
     ],
 )
 def test_not_a_checkpoint(tmp_path: Path, text: str, message: str) -> None:

@@ -13,6 +13,7 @@ import pytest
 
 import chainrule.viz
 from chainrule.cli import main
+from tables import cells, grads
 
 SRC = Path(__file__).resolve().parent.parent / "src"
 
@@ -29,12 +30,6 @@ def run(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:
     code = main(["explain", *args])
     out, err = capsys.readouterr()
     return code, out, err
-
-
-def grads(table: str) -> dict[str, str]:
-    """node label -> the last cell (its grad) of each row of a text table."""
-    rows = table.splitlines()[2:]
-    return {row.split("  ")[0].strip(): row.rsplit("  ", 1)[-1].strip() for row in rows}
 
 
 def test_seed_002(capsys: pytest.CaptureFixture[str]) -> None:
@@ -62,16 +57,82 @@ def test_seed_003(capsys: pytest.CaptureFixture[str]) -> None:
         "a": "16.0 + 48.0 = 64.0",
     }
     assert out.splitlines()[2] == (
-        "(a*b + a)**2  **2  64.0  a*b + a: 16.0                     1.0 (seed)"
+        "(a*b + a)**2  **2  64.0  a*b + a: 16.0                     1.0 (seed)          "
+        "seed: the output itself"
     )
+
+
+def test_named_steps_seed_002(capsys: pytest.CaptureFixture[str]) -> None:
+    # the walkthrough's table: f 1, e 1, d 1, c 1, b 2, a -3, with the meaning of each
+    code, out, err = run(capsys, "c = a*b; e = c + d; f = relu(e)", "a=2", "b=-3", "d=10")
+    assert (code, err) == (0, "")
+    rows = cells(out)
+    assert [(r["node"], r["grad"]) for r in rows] == [
+        ("f", "1.0 (seed)"),
+        ("e", "1.0"),
+        ("d", "1.0"),
+        ("c", "1.0"),
+        ("b", "2.0"),
+        ("a", "-3.0"),
+    ]
+    assert rows[-1]["meaning"] == "if a increases by a small h, f decreases by 3h"
+    assert rows[-2]["meaning"] == "if b increases by a small h, f increases by 2h"
+
+
+def test_named_steps_seed_003_with_trace(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = run(capsys, "c = a*b; d = c + a; e = d**2", "a=2", "b=3", "--trace")
+    assert code == 0
+    table, trace = out.split("\n\n")
+    assert grads(table) == {
+        "e": "1.0 (seed)",
+        "d": "16.0",
+        "c": "16.0",
+        "a": "16.0 + 48.0 = 64.0",
+        "b": "32.0",
+    }
+    lines = trace.splitlines()
+    assert lines[:3] == [
+        "topological order: a, b, c, d, e",
+        "seed: e.grad = 1.0",
+        "reverse order: e, d, c (then b, a: leaves, nothing to pass on)",
+    ]
+    into_a = [line.split() for line in lines if "a.grad +=" in line]
+    # the two contributions to a: 1 * 16 = 16 from d = c + a, then 3 * 16 = 48 from c = a*b
+    assert " ".join(into_a[0]).endswith("a.grad += 1.0 * 16.0 -> a.grad = 16.0")
+    assert " ".join(into_a[1]).endswith("a.grad += 3.0 * 16.0 -> a.grad = 16.0 + 48.0 = 64.0")
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (
+            ["relu(a*b + d)", "a=2", "b=-3", "d=10", "c=3"],
+            "c is given but the formula does not use it",
+        ),
+        (
+            ["e = c + d; c = a*b; f = relu(e)", "a=1", "b=1", "d=1"],
+            "c is used before it is defined",
+        ),
+        (["c = a*b; c = c + 1", "a=1", "b=1"], "c is defined twice"),
+    ],
+)
+def test_step_and_binding_mistakes_are_one_line(
+    capsys: pytest.CaptureFixture[str], args: list[str], message: str
+) -> None:
+    code, out, err = run(capsys, *args)
+    assert (code, out) == (2, "")
+    assert err.splitlines()[0].startswith(f"error: {message}")
+    assert "Traceback" not in err
 
 
 def test_markdown_and_digits(capsys: pytest.CaptureFixture[str]) -> None:
     code, out, _ = run(capsys, "a/b", "a=1", "b=3", "--markdown", "--digits", "3")
     assert code == 0
     # a / b is micrograd's a * b**-1: two nodes
-    assert out.splitlines()[2] == "| `a/b` | `*` | 0.333 | `a`: 0.333, `#1`: 1.0 | 1.0 (seed) |"
-    assert out.splitlines()[4] == "| `#1` | `**-1` | 0.333 | `b`: -0.111 | 1.0 |"
+    assert out.splitlines()[2] == (
+        "| `a/b` | `*` | 0.333 | `a`: 0.333, `#1`: 1.0 | 1.0 (seed) | seed: the output itself |"
+    )
+    assert out.splitlines()[4].startswith("| `#1` | `**-1` | 0.333 | `b`: -0.111 | 1.0 |")
 
 
 def test_values_accept_any_float_spelling(capsys: pytest.CaptureFixture[str]) -> None:
@@ -184,3 +245,20 @@ def test_malformed_input_in_a_real_process_gives_no_traceback() -> None:
     assert done.returncode == 2 and done.stdout == ""
     assert "Traceback" not in done.stderr
     assert done.stderr.splitlines()[0].startswith("error: unknown function '__import__'")
+
+
+def test_html_writes_the_page(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    page = tmp_path / "walk.html"
+    code, out, err = run(capsys, "c = a*b; d = c + a; e = d**2", "a=2", "b=3", "--html", str(page))
+    assert code == 0 and err == f"wrote {page}\n"
+    assert grads(out)["a"] == "16.0 + 48.0 = 64.0"  # the table is printed as well
+    text = page.read_text(encoding="utf-8")
+    assert text.startswith("<!DOCTYPE html>") and "a.grad = 16.0 + 48.0 = 64.0" in text
+
+
+def test_html_to_an_unwritable_place_is_one_line(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    code, _, err = run(capsys, "a*b", "a=2", "b=3", "--html", str(tmp_path / "no" / "p.html"))
+    assert code == 1
+    assert err.startswith("error: cannot write ") and len(err.splitlines()) == 1

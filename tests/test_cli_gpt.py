@@ -4,7 +4,6 @@ and the bigram baseline."""
 
 from __future__ import annotations
 
-import json
 import math
 from collections.abc import Callable
 from pathlib import Path
@@ -14,7 +13,7 @@ import numpy as np
 import pytest
 
 from chainrule.cli import main
-from chainrule.tensor import charlm
+from chainrule.tensor import charlm, checkpoint
 
 TINY = [
     "--steps", "6", "--batch-size", "4", "--n-embd", "8", "--n-head", "2",
@@ -37,7 +36,7 @@ def trained(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 def _parameters(path: Path) -> dict[str, Any]:
-    return json.loads(path.read_text())["parameters"]
+    return {k: v.tolist() for k, v in checkpoint.read(path)["parameters"].items()}
 
 
 # ----------------------------------------------------------------------------
@@ -98,10 +97,12 @@ def test_gpt_tiny_run(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> Non
     samples = out.split("samples")[1].splitlines()[1:4]
     assert len(samples) == 3 and all(s.startswith("  ") for s in samples)
     assert "6/6" in err  # the progress bar, on stderr
-    doc = json.loads((tmp_path / "gpt.json").read_text())
+    doc = checkpoint.read(tmp_path / "gpt.safetensors")
     assert doc["architecture"]["type"] == "GPT" and doc["architecture"]["n_embd"] == 8
-    assert doc["metadata"]["run"]["step"] == 6
-    assert np.asarray(doc["parameters"]["lm_head.weight"]).shape == (27, 8)
+    assert doc["metadata"]["run"]["step"] == 6 and doc["optimizer"]["t"] == 6
+    assert doc["parameters"]["lm_head.weight"].shape == (27, 8)
+    assert doc["parameters"]["lm_head.weight"].dtype == np.float32
+    assert doc["optimizer"]["v"]["lm_head.weight"].shape == (27, 8)
 
 
 def test_gpt_resume_continues_exactly(
@@ -123,12 +124,12 @@ def test_gpt_resume_continues_exactly(
 
     monkeypatch.setattr(ProgressBar, "update", interrupt_at_5)
     assert gpt(capsys, *args, "--out", str(broken))[0] == 130
-    assert json.loads((broken / "gpt.json").read_text())["metadata"]["run"]["step"] == 4
+    assert checkpoint.read(broken / "gpt.safetensors")["metadata"]["run"]["step"] == 4
     monkeypatch.undo()
     code, out, _ = gpt(capsys, "--steps", "8", "--samples", "0", "--resume", "--out", str(broken))
     assert code == 0
     assert "resuming at step 4 of 8" in out
-    assert _parameters(straight / "gpt.json") == _parameters(broken / "gpt.json")
+    assert _parameters(straight / "gpt.safetensors") == _parameters(broken / "gpt.safetensors")
 
 
 def test_gpt_custom_data_float64(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
@@ -170,9 +171,9 @@ def test_gpt_resume_rejects_other_settings(
     assert gpt(capsys, *TINY, "--out", str(tmp_path))[0] == 0
     code, _, err = gpt(capsys, "--resume", "--lr", "0.5", "--out", str(tmp_path))
     assert code == 1 and "--lr 0.5 differs from the checkpoint's 0.01" in err
-    (tmp_path / "gpt.json").write_text("{")
+    (tmp_path / "gpt.safetensors").write_text("{")
     code, _, err = gpt(capsys, "--resume", "--out", str(tmp_path))
-    assert code == 1 and "corrupt or truncated" in err
+    assert code == 1 and "damaged or truncated" in err
 
 
 def test_gpt_bad_arguments_exit_2(capsys: pytest.CaptureFixture[str]) -> None:
@@ -219,12 +220,17 @@ def test_gpt_resume_rejects_corrupt_run_state(
     edit: Callable[[dict[str, Any]], None],
     message: str,
 ) -> None:
-    """The digest covers the parameters, not the run state: a hand-edited
-    run state is one line and exit 1, never a traceback or a run that
+    """A run state edited and resealed (so that the digest matches) is
+    still checked: one line and exit 1, never a traceback or a run that
     silently broadcasts a wrong-shaped Adam moment."""
-    doc = json.loads((trained / "gpt.json").read_text())
+    saved = checkpoint.read(trained / "gpt.safetensors")
+    doc = {"metadata": {**saved["metadata"]}}
+    doc["metadata"]["run"] = {**saved["metadata"]["run"], "optimizer": saved["optimizer"]}
     edit(doc)
-    (tmp_path / "gpt.json").write_text(json.dumps(doc))
+    run = doc["metadata"]["run"]
+    adam = run.pop("optimizer", None) if isinstance(run, dict) else None
+    model = checkpoint.load_model(trained / "gpt.safetensors")
+    checkpoint.save(model, tmp_path / "gpt.safetensors", metadata=doc["metadata"], optimizer=adam)
     code, _, err = gpt(capsys, "--resume", "--steps", "8", "--samples", "0", "--out", str(tmp_path))
     assert code == 1, err
     assert message in err and err.count("\n") == 1 and "Traceback" not in err

@@ -152,7 +152,7 @@ def _leaves(root: Value) -> list[Value]:
 def test_every_function() -> None:
     values = {"x": 0.5, "y": 2.0}
     for name in ("exp", "log", "sqrt", "tanh", "sigmoid", "relu", "softplus", "sin", "cos", "abs"):
-        f = evaluate(f"{name}(x)", values)
+        f = evaluate(f"{name}(x)", {"x": 0.5})
         assert f.data == getattr(Value(0.5), name)().data
         assert f._op == getattr(Value(0.5), name)()._op
     assert evaluate("max(x, y)", values).data == 2.0
@@ -230,7 +230,15 @@ def test_a_long_flat_formula_does_not_recurse() -> None:
         ('a + "b"', "string literals are not allowed", 4),
         ("a[0]", "no indexing", 1),
         ("a ^ b", "write ** for a power", 2),
-        ("a = 1", "unexpected character '='", 2),
+        ("a = 1", "a is given (a=...) and also defined by a step", 0),
+        ("a + 1 = b", "'=' must follow a step's name", 6),
+        ("c = a; relu(c)", "c = a only renames a", 0),
+        ("relu = a*b; relu", "'relu' is a function", 0),
+        ("c = ; a", "a formula must follow '='", 4),
+        ("a;;b", "empty step", 2),
+        (";a", "empty step", 0),
+        ("a; b", "only the last step may be a formula without a name", 0),
+        ("c = a*b d = c", "unexpected 'd': expected an operator or ';' before the next step", 8),
         ("lambda: a", "unexpected character ':'", 6),
         ("a b", "unexpected 'b'", 2),
         ("2a", "unexpected 'a'", 1),
@@ -278,7 +286,8 @@ def test_refuses_non_text() -> None:
 
 
 PIECES = [
-    *"ab()+-*/,.'[]= ^",
+    *"ab()+-*/,.'[]= ^;",
+    "c =",
     "**",
     "1",
     "2.5",
@@ -297,6 +306,91 @@ def test_any_text_gives_a_value_or_an_expr_error(source: str) -> None:
     try:
         f = evaluate(source, {"a": 0.5, "b": -2.0})
     except ExprError as e:
-        assert 0 <= e.position <= len(source)
+        if e.position is None:  # a value given for a name the formula does not use
+            assert "given but the formula does not use" in e.message
+        else:
+            assert 0 <= e.position <= len(source)
     else:
         assert isinstance(f, Value)
+
+
+# -- named steps ----------------------------------------------------------
+
+
+def test_named_steps_label_their_nodes() -> None:
+    # The walkthrough of f = relu(a*b + d), step by step: c, e, f are the nodes
+    f = evaluate("c = a*b; e = c + d; f = relu(e)", {"a": 2, "b": -3, "d": 10})
+    f.backward()
+    e = f._prev[0]
+    c, d = e._prev
+    a, b = c._prev
+    assert [v.label for v in (f, e, d, c, b, a)] == ["f", "e", "d", "c", "b", "a"]
+    assert [v.grad for v in (f, e, d, c, b, a)] == [1.0, 1.0, 1.0, 1.0, 2.0, -3.0]
+
+
+def test_named_steps_share_a_node_used_twice() -> None:
+    e = evaluate("c = a*b; d = c + a; e = d**2", {"a": 2, "b": 3})
+    e.backward()
+    d = e._prev[0]
+    c, a = d._prev
+    b = c._prev[1]
+    assert c._prev[0] is a
+    assert [(v.label, v.grad) for v in (e, d, c, a, b)] == [
+        ("e", 1.0),
+        ("d", 16.0),
+        ("c", 16.0),
+        ("a", 64.0),
+        ("b", 32.0),
+    ]
+
+
+def test_steps_are_the_same_graph_as_the_one_formula() -> None:
+    steps = evaluate("c = a*b; d = c + a; e = d**2", {"a": 2, "b": 3})
+    whole = evaluate("(a*b + a)**2", {"a": 2, "b": 3})
+    assert [v._op for v in _leaves(steps)] == [v._op for v in _leaves(whole)]
+    steps.backward()
+    whole.backward()
+    assert sorted((v.label, v.grad) for v in _leaves(steps)) == [("a", 64.0), ("b", 32.0)]
+    assert sorted((v.label, v.grad) for v in _leaves(whole)) == [("a", 64.0), ("b", 32.0)]
+
+
+def test_a_step_may_hold_subexpressions_and_constants() -> None:
+    f = evaluate("k = 2*3; c = a*k + 1; f = relu(c);", {"a": 2})
+    assert (f.label, f.data, f._prev[0].label, f._prev[0]._prev[0].label) == ("f", 13.0, "c", "a*k")
+    last_unnamed = evaluate("c = a*b; relu(c + 1)", {"a": 2, "b": 3})
+    assert last_unnamed.label == "relu(c + 1)" and last_unnamed._prev[0]._prev[0].label == "c"
+    constant = evaluate("k = 2; m = k*3", {})
+    assert (constant.label, constant.data) == ("m", 6.0)
+
+
+@pytest.mark.parametrize(
+    ("source", "values", "message", "position"),
+    [
+        ("e = c + d; c = a*b; f = relu(e)", {"a": 1, "d": 1}, "c is used before it is defined", 4),
+        ("c = c + 1; f = c*2", {}, "c is used before it is defined", 4),
+        ("c = a*b; c = c + 1", {"a": 1, "b": 1}, "c is defined twice", 9),
+        (
+            "c = a*b; e = a + d; f = relu(e)",
+            {"a": 1, "b": 1, "d": 1},
+            "c is defined but never used",
+            0,
+        ),
+        (
+            "relu(a*b + d)",
+            {"a": 1, "b": 1, "d": 1, "c": 3},
+            "c is given but the formula does not use it",
+            None,
+        ),
+        ("a*2", {"a": 1, "x": 1, "y": 2}, "x, y are given but the formula does not use them", None),
+        ("c = a*b; f = c + 1", {"a": 1, "b": 1, "f": 0}, "f is given (f=...) and also defined", 9),
+    ],
+)
+def test_step_names_are_checked(
+    source: str, values: dict[str, float], message: str, position: int | None
+) -> None:
+    with pytest.raises(ExprError) as info:
+        evaluate(source, values)
+    assert info.value.message == message if position is None else message in info.value.message
+    assert info.value.position == position
+    if position is None:
+        assert str(info.value) == message and info.value.caret() == ""

@@ -172,13 +172,17 @@ def test_logsumexp_is_one_node() -> None:
         lambda: mse_loss([Value(1.0)], [1.0, 2.0]),
         lambda: hinge_loss([], []),
         lambda: cross_entropy([Value(1.0), Value(2.0)], 2),
-        lambda: cross_entropy([[Value(1.0)]], [True]),
         lambda: logsumexp([]),
     ],
 )
 def test_bad_arguments_raise_value_error(call: Any) -> None:
     with pytest.raises(ValueError):
         call()
+
+
+def test_a_target_that_is_not_an_int_is_a_type_error() -> None:
+    with pytest.raises(TypeError, match="cross_entropy: target must be an int, got True"):
+        cross_entropy([[Value(1.0)]], [True])
 
 
 def test_docstring_examples() -> None:

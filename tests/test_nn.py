@@ -236,3 +236,62 @@ def test_loaded_numbers_become_floats() -> None:
     n = Neuron(1, rng=random.Random(0))
     n.load_state_dict({"w.0": 2, "b": -1})
     assert type(n.w[0].data) is float and n([3.0]).data == 5.0
+
+
+# -- the elementary switch -------------------------------------------------
+
+
+def _ops(root: Value) -> list[str]:
+    seen, stack, ops = {root}, [root], []
+    while stack:
+        v = stack.pop()
+        if v._prev:
+            ops.append(v._op)
+        for c in v._prev:
+            if c not in seen:
+                seen.add(c)
+                stack.append(c)
+    return sorted(ops)
+
+
+@pytest.mark.parametrize("activation", ["relu", "tanh"])
+def test_elementary_mlp_has_the_same_numbers_with_binary_ops_only(activation: str) -> None:
+    fused = MLP(3, [4, 4, 1], activation=activation, rng=random.Random(5))
+    plain = MLP(3, [4, 4, 1], activation=activation, rng=random.Random(5), fused=False)
+    x = [Value(0.5), Value(-1.5), Value(2.0)]
+    outs = []
+    for model in (fused, plain):
+        for v in x:
+            v.grad = 0.0
+        y = model(x)
+        y.backward()
+        outs.append((y.data, [p.grad for p in model.parameters()], [v.grad for v in x]))
+        if model is plain:
+            assert set(_ops(y)) <= {"*", "+", "ReLU", "tanh"}
+            # hidden: 4 + 4 units of 3 or 4 products and sums, the output 4 of each
+            assert _ops(y).count("*") == 4 * 3 + 4 * 4 + 4
+    (y1, g1, x1), (y2, g2, x2) = outs
+    assert math.isclose(y1, y2, rel_tol=1e-12)
+    assert all(math.isclose(a, b, rel_tol=1e-12, abs_tol=1e-15) for a, b in zip(g1 + x1, g2 + x2))
+
+
+def test_elementary_block_sets_the_default_at_construction_only() -> None:
+    from chainrule.nn import elementary
+
+    with elementary():
+        inside = MLP(2, [2, 1], rng=random.Random(0))
+        explicit = MLP(2, [2, 1], rng=random.Random(0), fused=True)
+    after = MLP(2, [2, 1], rng=random.Random(0))
+    assert [n.fused for layer in inside.layers for n in layer.neurons] == [False] * 3
+    assert all(
+        n.fused for model in (explicit, after) for layer in model.layers for n in layer.neurons
+    )
+    y = inside([1.0, 2.0])  # still elementary outside the block
+    assert "ReLU(dot)" not in _ops(y) and "dot" not in _ops(y)
+    assert inside.state_dict() == after.state_dict()  # same parameters, same checkpoint
+
+
+def test_elementary_neuron_refuses_a_wrong_input_length() -> None:
+    n = Neuron(3, fused=False)
+    with pytest.raises(ValueError, match="Neuron: 3 weights but 2 inputs"):
+        n([1.0, 2.0])

@@ -9,9 +9,16 @@ import numpy as np
 import pytest
 
 from chainrule import Tensor
-from chainrule.bench.torch_gpt import torch_gpt
 from chainrule.tensor import nn
 from tensor_oracle import assert_close
+
+
+def torch_nn() -> Any:
+    """chainrule.interop.torch_nn, which imports torch (the fixture decides
+    whether torch is there)."""
+    from chainrule.interop import torch_nn
+
+    return torch_nn
 
 
 def _load(torch: Any, module: Any, state: dict[str, np.ndarray]) -> None:
@@ -70,7 +77,7 @@ def test_causal_self_attention(torch: Any) -> None:
     config = nn.GPTConfig(n_embd=8, n_head=2)
     rng = np.random.default_rng(4)
     attn = nn.CausalSelfAttention(8, 2, rng=rng)
-    tattn = torch_gpt(config).blocks[0].attn
+    tattn = torch_nn().GPT(config).blocks[0].attn
     _check_layer(torch, attn, tattn, rng.normal(size=(3, 5, 8)))
 
 
@@ -98,7 +105,7 @@ def test_gpt_matches_torch(torch: Any, config: nn.GPTConfig) -> None:
     """Loss and the gradient of every parameter, on a padded batch."""
     rng = np.random.default_rng(6)
     model = nn.GPT(config, rng=rng)
-    tmodel = torch_gpt(config, torch.float64)
+    tmodel = torch_nn().GPT(config).to(torch.float64)
     _load(torch, tmodel, model.state_dict())
     assert [n for n, _ in model.named_parameters()] == [n for n, _ in tmodel.named_parameters()]
     B, T = 4, config.block_size
@@ -120,7 +127,7 @@ def test_gpt_matches_torch(torch: Any, config: nn.GPTConfig) -> None:
 def test_gpt_float32_end_to_end(torch: Any) -> None:
     config = nn.GPTConfig(n_embd=8, n_head=2)
     model = nn.GPT(config, dtype=np.float32, rng=np.random.default_rng(7))
-    tmodel = torch_gpt(config, torch.float32)
+    tmodel = torch_nn().GPT(config).to(torch.float32)
     _load(torch, tmodel, model.state_dict())
     idx = np.random.default_rng(8).integers(0, 27, size=(2, 10))
     logits, loss = model(idx, idx)
@@ -167,7 +174,7 @@ def test_optimizers_on_tensors_match_torch(torch: Any, name: str, kwargs: dict[s
     config = nn.GPTConfig(n_embd=8, n_head=2)
     rng = np.random.default_rng(11)
     model = nn.GPT(config, rng=rng)
-    tmodel = torch_gpt(config, torch.float64)
+    tmodel = torch_nn().GPT(config).to(torch.float64)
     _load(torch, tmodel, model.state_dict())
     opt = getattr(optim, name)(model.parameters(), **kwargs)
     topt = getattr(torch.optim, name)(tmodel.parameters(), **kwargs)

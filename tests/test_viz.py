@@ -6,6 +6,7 @@ from __future__ import annotations
 import doctest
 import html
 import os
+import random
 import re
 import shutil
 from pathlib import Path
@@ -165,7 +166,7 @@ def test_rankdir_and_bad_arguments() -> None:
     assert "rankdir=TB;" in to_dot(Value(1.0), rankdir="TB")
     with pytest.raises(ValueError, match="rankdir"):
         to_dot(Value(1.0), rankdir="sideways")
-    with pytest.raises(TypeError, match="expected a Value"):
+    with pytest.raises(TypeError, match="expected a Value or a Tensor"):
         to_dot(1.0)  # type: ignore[arg-type]
 
 
@@ -255,9 +256,49 @@ def test_jupyter_shows_the_graph() -> None:
     assert svg is not None and "<svg" in svg and "relu(a*b + d)" in svg
 
 
-def test_committed_drawing_is_the_seed_002_graph() -> None:
-    # docs/seed002.svg is made by `chainrule explain ... --svg docs/seed002.svg`
-    svg = (Path(__file__).resolve().parent.parent / "docs" / "seed002.svg").read_text()
+def test_committed_drawing_is_the_relu_graph() -> None:
+    # docs/relu-graph.svg is made by the README's `chainrule explain ... --svg docs/relu-graph.svg`
+    svg = (Path(__file__).resolve().parent.parent / "docs" / "relu-graph.svg").read_text()
     texts = svg_texts(svg)
     assert texts[:3] == ["a", "data 2.0", "grad -3.0"]
-    assert "relu(a*b + d)" in texts and "grad 2.0" in texts
+    assert "f" in texts and "e" in texts and "grad 2.0" in texts
+
+
+# -- fused nodes drawn as micrograd's chain ---------------------------------
+
+
+def _records_and_edges(dot: str) -> tuple[list[str], int, int]:
+    records = sorted(re.findall(r'label="\{[^|]*\|(data [^|]*\|grad [^}]*)\}"', dot))
+    ops = len(re.findall(r"shape=ellipse", dot))
+    edges = len(re.findall(r" -> ", dot))
+    return records, ops, edges
+
+
+@pytest.mark.parametrize("activation", ["relu", "linear"])
+def test_expand_draws_a_fused_neuron_as_the_elementary_one(activation: str) -> None:
+    from chainrule.nn import Neuron
+
+    drawings = []
+    for fused in (True, False):
+        n = Neuron(3, activation=activation, rng=random.Random(4), fused=fused)
+        y = n([Value(1.0), Value(-2.0), Value(0.5)])
+        y.backward()
+        drawings.append(_records_and_edges(to_dot(y, expand=fused)))
+    (fused_records, fused_ops, fused_edges), (plain_records, plain_ops, plain_edges) = drawings
+    assert (fused_ops, fused_edges) == (plain_ops, plain_edges)
+    assert fused_records == plain_records  # the same data and grad in every box
+    n = Neuron(3, activation=activation, rng=random.Random(4))
+    y = n([Value(1.0), Value(-2.0), Value(0.5)])
+    assert _records_and_edges(to_dot(y)) != drawings[0]  # without expand: one oval
+
+
+def test_expand_draws_a_sum_as_a_chain_and_leaves_other_nodes() -> None:
+    from chainrule import add_n
+
+    xs = [Value(float(k), label=f"x{k}") for k in range(4)]
+    s = add_n(xs) * 2.0
+    s.backward()
+    dot = to_dot(s, expand=True)
+    assert dot.count('label="+"') == 3 and 'label="sum"' not in dot
+    assert "{#4.2|data 3.0|grad 2.0}" in dot  # (x0 + x1) + x2, its grad d(2 s)/d piece = 2
+    assert to_dot(s) == to_dot(s, expand=False) and 'label="sum"' in to_dot(s)

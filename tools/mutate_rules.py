@@ -6,6 +6,9 @@ test suite notices: a rule no test can tell from a wrong one is untested.
 Works on a temporary copy of the repository; the checkout is not touched.
 Each rule's local derivatives d become 1.5 * d + 0.125 (so the value stays
 right and only the gradient is wrong), then the engine's oracle tests run.
+The rules are the table in ``primitives.py`` (its lambdas and ``_d_*``
+functions) and the local derivatives that ``engine.py``'s hot operators
+(``+``, ``*``, ``relu``, the running sum) write out inline.
 """
 
 from __future__ import annotations
@@ -21,63 +24,38 @@ ROOT = Path(__file__).resolve().parent.parent
 TESTS = [
     "tests/test_oracle_torch.py",
     "tests/test_engine.py",
+    "tests/test_protocols.py",
     "tests/test_finite_differences.py",
     "tests/test_higher_order.py",
 ]
 
-
 # Each local derivative d becomes this: wrong for every d, zeros included.
 SCALE = "1.5 * d + 0.125"
 TABLE_LINE = r'^([A-Z_]+) = Primitive\("[^"]*", [^,]+, (lambda M, [^:]*: )(.*)\)$'
+# engine.py: the functions whose inline local derivatives are mutated
+INLINE = ("__add__", "__mul__", "relu", "_add_term")
+INLINE_LINE = (
+    r"^(\s*)(v\._da = (?:v\._db = )?|v\._db = |terms\.local(?: \+= |\.append\())(.+?)(\)?)$"
+)
 
 
-def _node_locals(text: str) -> tuple[str, str, str] | None:
-    """Split ``return _node(y, prev, LOCALS, NAME)`` around LOCALS, reading
-    from the right so nested parentheses in ``y`` and ``prev`` don't matter."""
-    m = re.search(r", [A-Z_]+\)$", text)
-    if not text.lstrip().startswith("return _node(") or not m:
-        return None
-    end = m.start()
-    if text[end - 1] == ")":
-        depth, start = 0, end - 1
-        while start >= 0:
-            depth += {")": 1, "(": -1}.get(text[start], 0)
-            if depth == 0:
-                break
-            start -= 1
-        if text[start - 1] not in " ,(":  # a call such as tuple(xd): take it whole
-            start = text.rindex(", ", 0, start) + 2
-    else:
-        start = text.rindex(", ", 0, end) + 2
-    if text[start:end].startswith("_d_") or ".derivative(" in text[start:end]:
-        return None  # a rule of the table: mutated where it is defined
-    return text[:start], f"({text[start:end]})", text[end:]
-
-
-def mutations(lines: list[str]) -> list[tuple[int, str]]:
-    """(line index, mutated line) for every derivative rule in engine.py: the
-    table's lambdas, the ``_d_*`` rule functions, and the constant local
-    derivatives given to ``_node`` by the linear ops and ``dot``."""
+def table_mutations(lines: list[str]) -> list[tuple[int, str]]:
+    """(line index, mutated line) for every rule in primitives.py: the
+    table's lambdas and the ``_d_*`` (and ``pow_const``'s ``d``) functions."""
     out = []
     function = ""
     for i, line in enumerate(lines):
-        text, _, comment = line.rstrip("\n").partition("  # ")
-        comment = f"  # {comment}" if comment else ""
+        text = line.rstrip("\n").partition("  # ")[0]
         if text.startswith("def ") or text.startswith("    def "):
             function = text.split("(")[0].split()[-1]
         table = re.match(TABLE_LINE, text)
-        node = _node_locals(text)
-        if table:  # NAME = Primitive("op", forward, lambda M, ...: locals[, MASK])
+        if table:  # NAME = Primitive("op", forward, lambda M, ...: locals[, MASK][, const=True])
             body = table.group(3)
             extra = ""
-            if re.search(r", [A-Z_]+$", body):
-                body, extra = body.rsplit(", ", 1)
-                extra = ", " + extra
+            while m := re.search(r", (?:[A-Z_]+|const=True)$", body):
+                body, extra = body[: m.start()], body[m.start() :] + extra
             head = text[: text.index(table.group(2)) + len(table.group(2))]
             out.append((i, f"{head}tuple({SCALE} for d in ({body})){extra})"))
-        elif node:
-            head, locals_, tail = node
-            out.append((i, f"{head}tuple({SCALE} for d in {locals_}){tail}{comment}"))
         elif (function.startswith("_d_") or function == "d") and "Primitive(" not in text:
             indent = text[: len(text) - len(text.lstrip())]
             stmt = text.strip()
@@ -86,32 +64,62 @@ def mutations(lines: list[str]) -> list[tuple[int, str]]:
             elif re.match(r"^d_(base|exponent) = ", stmt):
                 name, expr = stmt.split(" = ", 1)
                 out.append((i, f"{indent}{name} = 1.5 * ({expr}) + 0.125"))
+            elif re.match(r"^local \+= ", stmt):
+                expr = stmt.split(" += ", 1)[1]
+                out.append((i, f"{indent}local += tuple({SCALE} for d in ({expr}))"))
+    return out
+
+
+def inline_mutations(lines: list[str]) -> list[tuple[int, str]]:
+    """(line index, mutated line) for the local derivatives that engine.py's
+    hot operators store directly."""
+    out = []
+    function = ""
+    for i, line in enumerate(lines):
+        text, _, comment = line.rstrip("\n").partition("  # ")
+        if text.startswith("def ") or text.startswith("    def "):
+            function = text.split("(")[0].split()[-1]
+        if function not in INLINE or comment.startswith("the constant"):
+            continue
+        m = re.match(INLINE_LINE, text)
+        if not m:
+            continue
+        indent, target, expr, close = m.groups()
+        if target.startswith("terms.local +="):
+            out.append((i, f"{indent}{target}tuple({SCALE} for d in {expr}{close})"))
+        elif target.startswith("terms.local.append("):
+            out.append((i, f"{indent}{target}1.5 * ({expr}) + 0.125{close}"))
+        else:
+            out.append((i, f"{indent}{target}1.5 * ({expr}{close}) + 0.125"))
     return out
 
 
 def main() -> int:
+    missed = 0
     with tempfile.TemporaryDirectory() as tmp:
         copy = Path(tmp) / "repo"
         skip = shutil.ignore_patterns(".git", "*.egg-info", "__pycache__")
         shutil.copytree(ROOT, copy, ignore=skip)
-        engine = copy / "src" / "chainrule" / "engine.py"
-        original = engine.read_text()
-        lines = original.splitlines(keepends=True)
-        missed = 0
-        for i, mutated in mutations(lines):
-            engine.write_text("".join(lines[:i] + [mutated + "\n"] + lines[i + 1 :]))
-            run = subprocess.run(
-                [sys.executable, "-m", "pytest", "-q", "-x", "-p", "no:warnings", *TESTS],
-                cwd=copy,
-                capture_output=True,
-                text=True,
-            )
-            caught = re.findall(r"(?:FAILED|ERROR) (\S+)", run.stdout)
-            if not caught:
-                missed += 1
-            verdict = f"caught by {caught[0]}" if caught else "NOT CAUGHT"
-            print(f"engine.py:{i + 1}: {lines[i].strip()[:60]} -> {verdict}", flush=True)
-        engine.write_text(original)
+        for name, find in (("primitives.py", table_mutations), ("engine.py", inline_mutations)):
+            path = copy / "src" / "chainrule" / name
+            original = path.read_text()
+            lines = original.splitlines(keepends=True)
+            for i, mutated in find(lines):
+                path.write_text("".join(lines[:i] + [mutated + "\n"] + lines[i + 1 :]))
+                run = subprocess.run(
+                    [sys.executable, "-m", "pytest", "-q", "-x", "-p", "no:warnings", *TESTS],
+                    cwd=copy,
+                    capture_output=True,
+                    text=True,
+                    env={"PYTHONPATH": str(copy / "src"), "PATH": "/usr/bin:/bin"},
+                )
+                caught = re.findall(r"(?:FAILED|ERROR) (\S+)", run.stdout)
+                if not caught:
+                    missed += 1
+                verdict = f"caught by {caught[0]}" if caught else "NOT CAUGHT"
+                print(f"{name}:{i + 1}: {lines[i].strip()[:60]} -> {verdict}", flush=True)
+            path.write_text(original)
+    print(f"{missed} rule(s) not caught")
     return 1 if missed else 0
 
 

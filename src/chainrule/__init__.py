@@ -23,7 +23,7 @@ from .engine import (
 )
 from .explain import explain
 from .functional import grad, gradients, hessian, hvp, jvp, value_and_grad, vjp
-from .graph import enable_grad, is_grad_enabled, no_grad
+from .graph import elementary, enable_grad, is_elementary, is_grad_enabled, no_grad
 from .nn import MLP, Layer, Module, Neuron
 from .optim import SGD, Adam, LinearDecay
 from .viz import draw, to_dot
@@ -62,6 +62,7 @@ __all__ = [
     "detect_anomaly",
     "dot",
     "draw",
+    "elementary",
     "enable_grad",
     "exp",
     "explain",
@@ -70,6 +71,7 @@ __all__ = [
     "gradients",
     "hessian",
     "hvp",
+    "is_elementary",
     "is_grad_enabled",
     "jvp",
     "log",

@@ -1,21 +1,31 @@
-"""Checkpoints: a model's parameters in a JSON file.
+"""Checkpoints of the scalar engine's models: a JSON file.
 
 JSON, never pickle: loading a checkpoint runs no code, and a person can
-read it. The file names its format and version, describes the
-architecture (``model.config()``), lists every parameter by name, and
-carries a SHA-256 digest of the architecture and parameters so that a
-truncated or edited file is recognised::
+read it. The file names its format and version, carries the SHA-256 of its
+own bytes (:mod:`chainrule.sealed`: every byte is covered, the metadata and
+the whitespace included), describes the architecture (``model.config()``)
+and lists every parameter by name::
 
-    {"format": "chainrule-checkpoint", "version": 1,
+    {"format": "chainrule-checkpoint", "version": 2, "file_sha256": "...",
      "architecture": {"type": "MLP", "nin": 2, "nouts": [16, 16, 1], "activation": "relu"},
      "parameters": {"layers.0.neurons.0.w.0": 0.2355..., ...},
-     "sha256": "...", "metadata": {...}}
+     "metadata": {...}}
 
 Saving is atomic: the JSON goes to a temporary file beside the target,
 which is flushed to disk and then renamed over it, so a crash leaves either
 the old file or the new one, never half of one. Loading checks everything
 before it touches the model; on any problem it raises
-:class:`CheckpointError` and the model is unchanged.
+:class:`CheckpointError` and the model is unchanged. Reading is bounded: a
+FIFO, a device, a file over 64 MiB, deep nesting, a non-finite or
+400-digit number, or an architecture larger than the parameters listed is
+refused before anything large is allocated.
+
+Version 1 files (written before the digest covered the whole file) still
+load: their architecture and parameters are checked by the digest they
+carry, and their metadata, which it did not cover, is not read back.
+
+Tensor models (the GPT) are saved as safetensors by
+:mod:`chainrule.tensor.checkpoint`, with the same guarantees.
 
 >>> import random, tempfile, os
 >>> from chainrule.nn import MLP
@@ -31,36 +41,35 @@ True
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
+import itertools
 import json
 import math
 import os
 import random
-import tempfile
 from pathlib import Path
 from typing import Any
 
 from .nn import MLP, Module
+from .sealed import (
+    DIGEST_KEY,
+    PLACEHOLDER,
+    CheckpointError,
+    loads_json,
+    read_regular_file,
+    seal,
+    sealed_digest,
+    verify,
+    write_atomically,
+)
 
 __all__ = ["FORMAT", "VERSION", "CheckpointError", "load", "load_model", "read", "save"]
 
 FORMAT = "chainrule-checkpoint"
-VERSION = 1
-
-
-class CheckpointError(ValueError):
-    """A checkpoint that cannot be loaded, with the reason in one line."""
-
-
-def _digest(architecture: Any, parameters: Any) -> str:
-    canonical = json.dumps(
-        {"architecture": architecture, "parameters": parameters},
-        sort_keys=True,
-        separators=(",", ":"),
-        allow_nan=False,
-    )
-    return hashlib.sha256(canonical.encode("utf-8")).hexdigest()
+VERSION = 2
+#: The largest JSON checkpoint read (a scalar MLP of a million parameters
+#: takes about 30 MB).
+MAX_BYTES = 64 << 20
 
 
 def _plain(x: Any) -> Any:
@@ -94,12 +103,12 @@ def save(
     document = {
         "format": FORMAT,
         "version": VERSION,
+        DIGEST_KEY: PLACEHOLDER,
         "architecture": architecture,
         "parameters": parameters,
-        "sha256": _digest(architecture, parameters),
         "metadata": metadata or {},
     }
-    _write_atomically(Path(path), _layout(document))
+    write_atomically((Path(path), seal(_layout(document).encode("utf-8"))))
 
 
 def _layout(document: dict[str, Any]) -> str:
@@ -119,71 +128,53 @@ def _layout(document: dict[str, Any]) -> str:
     return "{\n" + ",\n".join(lines) + "\n}\n"
 
 
-def _write_atomically(path: Path, text: str) -> None:
-    directory = path.parent
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=directory)
-    try:
-        # mkstemp makes the file private (0600); a checkpoint is an ordinary file.
-        os.chmod(tmp, 0o644)
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            f.write(text)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
-        raise
-    # Make the rename itself durable (POSIX; directories cannot be opened on Windows).
-    with contextlib.suppress(OSError):
-        dir_fd = os.open(directory, os.O_RDONLY)
-        try:
-            os.fsync(dir_fd)
-        finally:
-            os.close(dir_fd)
-
-
 def read(path: str | os.PathLike[str]) -> dict[str, Any]:
     """The checked contents of a checkpoint file: a dict with
     ``architecture``, ``parameters`` and ``metadata``.
 
-    Raises :class:`CheckpointError` for a missing or unreadable file, text
-    that is not JSON (a truncated file), another format or version, and
-    any change made after saving (the digest no longer matches).
+    Raises :class:`CheckpointError` for a missing, unreadable or oversized
+    file, one that is not a regular file, text that is not bounded JSON (a
+    truncated file), another format or version, and any change made after
+    saving (the digest no longer matches).
     """
     p = Path(path)
-    try:
-        text = p.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise CheckpointError(f"{p}: no such checkpoint") from None
-    except (OSError, UnicodeDecodeError) as e:
-        raise CheckpointError(f"{p}: cannot read checkpoint ({e})") from None
-    try:
-        doc = json.loads(text, parse_constant=_reject_constant)
-    except (json.JSONDecodeError, ValueError) as e:
-        raise CheckpointError(f"{p}: not a valid checkpoint, corrupt or truncated ({e})") from None
+    data = read_regular_file(p, MAX_BYTES)
+    sealed = sealed_digest(data) is not None
+    if sealed:
+        verify(data, str(p))  # before parsing: a damaged file is never parsed
+    doc = loads_json(data, str(p))
     if not isinstance(doc, dict) or doc.get("format") != FORMAT:
         raise CheckpointError(f"{p}: not a chainrule checkpoint (no format {FORMAT!r})")
-    if doc.get("version") != VERSION:
+    version = doc.get("version")
+    if version not in (1, VERSION):
         raise CheckpointError(
-            f"{p}: checkpoint version {doc.get('version')!r} is not supported (expected {VERSION})"
+            f"{p}: checkpoint version {version!r} is not supported (expected {VERSION})"
         )
+    if (version == VERSION) != sealed:
+        raise CheckpointError(f"{p}: checkpoint is damaged (its {DIGEST_KEY} is missing)")
     architecture = doc.get("architecture")
     parameters = doc.get("parameters")
-    metadata = doc.get("metadata", {})
+    metadata = doc.get("metadata", {}) if version == VERSION else {}
     if not isinstance(architecture, dict) or not isinstance(parameters, dict):
         raise CheckpointError(f"{p}: checkpoint lacks its architecture or parameters")
     if not isinstance(metadata, dict):
         raise CheckpointError(f"{p}: checkpoint metadata must be an object")
-    if doc.get("sha256") != _digest(architecture, parameters):
+    if version == 1 and doc.get("sha256") != _v1_digest(architecture, parameters):
         raise CheckpointError(
             f"{p}: checkpoint was modified or damaged after saving (sha256 does not match)"
         )
     return {"architecture": architecture, "parameters": parameters, "metadata": metadata}
 
 
-def _reject_constant(name: str) -> None:
-    raise ValueError(f"{name} is not a number JSON allows")
+def _v1_digest(architecture: Any, parameters: Any) -> str:
+    """Version 1's digest: of the architecture and parameters only."""
+    canonical = json.dumps(
+        {"architecture": architecture, "parameters": parameters},
+        sort_keys=True,
+        separators=(",", ":"),
+        allow_nan=False,
+    )
+    return hashlib.sha256(canonical.encode("utf-8")).hexdigest()
 
 
 def load(path: str | os.PathLike[str], model: Module) -> dict[str, Any]:
@@ -217,6 +208,13 @@ def load_model(path: str | os.PathLike[str]) -> MLP:
     arch = ckpt["architecture"]
     if arch.get("type") != "MLP":
         raise CheckpointError(f"{path}: load_model builds MLPs, checkpoint holds {_describe(arch)}")
+    size = _mlp_size(arch)
+    if size is not None and size != len(ckpt["parameters"]):
+        # checked before building: an architecture of 10^9 units is never allocated
+        raise CheckpointError(
+            f"{path}: architecture {_describe(arch)} has {size:,} parameters, "
+            f"the checkpoint lists {len(ckpt['parameters']):,}"
+        )
     try:
         # Its own generator: the weights are overwritten, and the global
         # random stream should not move.
@@ -225,6 +223,16 @@ def load_model(path: str | os.PathLike[str]) -> MLP:
         raise CheckpointError(f"{path}: bad MLP architecture {arch!r} ({e})") from None
     _apply(ckpt, model, path)
     return model
+
+
+def _mlp_size(arch: dict[str, Any]) -> int | None:
+    """The number of parameters of an MLP architecture; None when its sizes
+    are not positive whole numbers (MLP itself then says what is wrong)."""
+    nin, nouts = arch.get("nin"), arch.get("nouts")
+    sizes = [nin, *nouts] if isinstance(nouts, list) and nouts else []
+    if not sizes or not all(type(n) is int and n >= 1 for n in sizes):
+        return None
+    return sum((a + 1) * b for a, b in itertools.pairwise(sizes))
 
 
 def _describe(architecture: dict[str, Any]) -> str:

@@ -30,6 +30,7 @@ from __future__ import annotations
 import itertools
 import numbers
 import operator
+import sys
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from types import SimpleNamespace
 from typing import Any, Union
@@ -69,6 +70,7 @@ from .primitives import (
     SQRT,
     SUB,
     SUB_CONST,
+    SUM_TERMS,
     TANH,
     ZERO_EXPONENT,
     Primitive,
@@ -148,6 +150,64 @@ class _Tag:
 NARY = _Tag("NARY")
 #: ``_a`` is a tuple of inputs and ``_da`` a micrograd ``_backward`` closure.
 CLOSURE = _Tag("CLOSURE")
+#: A sum built term by term (``sum(w * x for ...)``): ``_a`` is a shared
+#: :class:`_Terms`, ``_da`` how many of its inputs this node adds.
+CHAIN = _Tag("CHAIN")
+
+
+class _Terms:
+    """The inputs of a running sum, shared by its successive partial sums.
+
+    ``a + b + c`` as micrograd builds it is a chain of binary nodes; here
+    each partial sum is one node that reads the first ``n`` entries of
+    these lists, so adding a term allocates no new lists and a partial sum
+    that nobody keeps is freed at once. A product term ``w * x`` made just
+    for the sum is stored as its two factors (``kinds`` entry 2, local
+    derivatives ``x`` and ``w``), a plain term as itself (entry 1, local 1).
+    """
+
+    __slots__ = ("inputs", "local", "kinds", "start")
+
+    def __init__(self, start: float | None) -> None:
+        self.inputs: list[Value] = []
+        self.local: list[float] = []
+        self.kinds: list[int] = []
+        self.start = start  # the number a sum() starts from, added to the first term
+
+
+_refs = sys.getrefcount
+
+
+def _temporary_refcount() -> int:
+    """What ``sys.getrefcount`` shows for a temporary inside a binary
+    operator (on CPython 3.10 to 3.13: the caller's reference, the
+    argument's, getrefcount's own: 3), measured on this interpreter; -1
+    where a temporary cannot be told from a kept value that way (other
+    interpreters, and CPython from 3.14, whose stack may borrow references)."""
+    if sys.implementation.name != "cpython" or sys.version_info >= (3, 14):
+        return -1
+    seen: list[tuple[int, int]] = []
+
+    class Probe:
+        def __add__(self, other: Any) -> Probe:
+            seen.append((_refs(self), _refs(other)))
+            return Probe()
+
+    kept = Probe()
+    held = [Probe(), Probe()]
+    Probe() + Probe()
+    kept + held[0]
+    sum(held, Probe())
+    temporary = seen[0][0]
+    kept_values = [seen[1][0], seen[1][1], seen[2][1], seen[3][1]]
+    if seen[0][1] != temporary or min(kept_values) <= temporary:
+        return -1
+    return temporary
+
+
+#: ``sys.getrefcount`` of a temporary inside ``Value.__add__``: a product
+#: showing it is held by nothing but the expression being evaluated.
+_TEMPORARY = _temporary_refcount()
 
 _new = object.__new__
 
@@ -209,25 +269,21 @@ def apply(fn: Primitive, inputs: Sequence[Any]) -> Value:
     """Apply a primitive of the table (or a user's) to Values or numbers."""
     if fn.derivative is None:
         raise TypeError(f"{fn.name}: this primitive has no derivative rule and cannot be applied")
+    c: tuple[Any, ...] = ()
     if fn.const:
-        *inputs, c = inputs
-        xs = tuple(_lift(x, fn.name) for x in inputs)
-        datas = [x.data for x in xs]
-        y = _as_float(fn.forward(*datas, c), fn.name)
-        local = tuple(fn.derivative(FLOAT, *datas, c, y))
-    else:
-        c = None
-        xs = tuple(_lift(x, fn.name) for x in inputs)
-        datas = [x.data for x in xs]
-        y = _as_float(fn.forward(*datas), fn.name)
-        local = tuple(fn.derivative(FLOAT, *datas, y))
+        *inputs, constant = inputs
+        c = (constant,)
+    xs = tuple(_lift(x, fn.name) for x in inputs)
     if not xs:
         raise ValueError(f"{fn.name}: needs at least one input")
+    datas = [x.data for x in xs]
+    y = _as_float(fn.forward(*datas, *c), fn.name)
+    local = tuple(fn.derivative(FLOAT, *datas, *c, y))
     if len(local) != len(xs):
         raise ValueError(
             f"{fn.name}: derivative gave {len(local)} local gradients for {len(xs)} inputs"
         )
-    return _node(y, xs, local, fn, c)
+    return _node(y, xs, local, fn, *c)
 
 
 def _unary(fn: Primitive, x: Value) -> Value:
@@ -264,6 +320,68 @@ def _reciprocal_is_exact(a: float, b: float) -> bool:
         return False
     y = abs(a * b**-1.0)
     return y == 0.0 or _NORMAL_MIN <= y <= _FLOAT_MAX
+
+
+# --------------------------------------------------------------------------
+# Sums built term by term
+# --------------------------------------------------------------------------
+
+
+def _add_term(terms: _Terms, x: Value, temporary_product: bool) -> None:
+    """Append ``x`` to a running sum: as its two factors when it is a
+    product made only for this sum (nothing else holds it, so no other
+    node can need its gradient), else as itself."""
+    if temporary_product:
+        terms.inputs += (x._a, x._b)
+        terms.local += (x._da, x._db)
+        terms.kinds.append(2)
+    else:
+        terms.inputs.append(x)
+        terms.local.append(1.0)
+        terms.kinds.append(1)
+
+
+def _sum_node(y: float, terms: _Terms) -> Value:
+    v = _new(Value)
+    v.data = y
+    v.grad = 0.0
+    v._a = terms
+    v._b = CHAIN
+    v._da = len(terms.inputs)
+    v._db = len(terms.kinds)
+    v._fn = SUM_TERMS
+    return v
+
+
+def _sum_start(product: Value, c: float) -> Value:
+    """``c + w * x``: the first step of ``sum(w * x for ...)``."""
+    terms = _Terms(c)
+    y = product.data + c
+    _add_term(terms, product, True)
+    return _sum_node(y, terms)
+
+
+def _sum_step(a: Value, b: Value, a_temporary: bool, b_temporary: bool) -> Value:
+    """``a + b`` where ``a`` is a running sum or a product: the same value
+    as the binary node (``a.data + b.data``), as one node."""
+    y = a.data + b.data
+    if a._b is CHAIN:
+        terms: _Terms = a._a
+        if len(terms.inputs) != a._da:  # a partial sum someone kept: branch off
+            terms = _branch(terms, a._da, a._db)
+    else:
+        terms = _Terms(None)
+        _add_term(terms, a, a_temporary)
+    _add_term(terms, b, b_temporary)
+    return _sum_node(y, terms)
+
+
+def _branch(terms: _Terms, n: int, k: int) -> _Terms:
+    copy = _Terms(terms.start)
+    copy.inputs = terms.inputs[:n]
+    copy.local = terms.local[:n]
+    copy.kinds = terms.kinds[:k]
+    return copy
 
 
 # --------------------------------------------------------------------------
@@ -331,6 +449,8 @@ class Value(Labelled):
         b = self._b
         if b is None:
             return () if self._a is None else (self._a,)
+        if b is CHAIN:
+            return tuple(self._a.inputs[: self._da])
         if b.__class__ is _Tag:
             return self._a
         return (self._a, b)
@@ -350,6 +470,8 @@ class Value(Labelled):
             )
         if b is NARY:
             return self._da
+        if b is CHAIN:
+            return tuple(self._a.local[: self._da])
         return (self._da, self._db)
 
     @property
@@ -401,8 +523,14 @@ class Value(Labelled):
     # its rule in the table.
 
     def __add__(self, other: Scalar) -> Value:
-        v = _new(Value)
         if other.__class__ is Value:
+            if _all_fast:
+                # a product that only this expression holds joins a running sum
+                a_temp = self._fn is MUL and _refs(self) == _TEMPORARY
+                b_temp = other._fn is MUL and _refs(other) == _TEMPORARY
+                if a_temp or b_temp or self._b is CHAIN:
+                    return _sum_step(self, other, a_temp, b_temp)
+            v = _new(Value)
             v.data = self.data + other.data
             v._b = other
             v._da = v._db = 1.0
@@ -411,10 +539,13 @@ class Value(Labelled):
             return _binary(ADD, self, other)
         else:
             c = _as_float(other, "+")
+            if c == 0.0 and _all_fast and self._fn is MUL and _refs(self) == _TEMPORARY:
+                return _sum_start(self, c)  # sum()'s 0 + w * x
+            v = _new(Value)
             v.data = self.data + c
             v._b = None
             v._da = 1.0
-            v._db = c
+            v._db = c  # the constant
             v._fn = ADD_CONST
         v.grad = 0.0
         v._a = self
@@ -440,7 +571,8 @@ class Value(Labelled):
             c = _as_float(other, "*")
             v.data = self.data * c
             v._b = None
-            v._da = v._db = c
+            v._da = c
+            v._db = c  # the constant
             v._fn = MUL_CONST
         v.grad = 0.0
         v._a = self
@@ -623,6 +755,15 @@ class Value(Labelled):
             elif b.__class__ is not _Tag:
                 v._a.grad += v._da * g
                 b.grad += v._db * g
+            elif b is CHAIN:  # last term first, as the chain of binary + would
+                terms = v._a
+                n = v._da
+                if n == len(terms.inputs):
+                    for child, local in zip(reversed(terms.inputs), reversed(terms.local)):
+                        child.grad += local * g
+                else:
+                    for child, local in zip(reversed(terms.inputs[:n]), reversed(terms.local[:n])):
+                        child.grad += local * g
             elif b is NARY:
                 for child, local in zip(v._a, v._da):
                     child.grad += local * g
@@ -726,7 +867,7 @@ def topological_order(root: Value) -> tuple[list[Value], list[Value]]:
                 if a not in state:
                     push(a)
             elif b.__class__ is _Tag:
-                for child in reversed(a):
+                for child in reversed(a.inputs[: v._da] if b is CHAIN else a):
                     if child not in state:
                         push(child)
             else:
@@ -764,15 +905,27 @@ def _contributions(v: Value, g: Any, create_graph: bool) -> Iterator[tuple[Value
                 "(Value(data, children, local_grads)), which cannot be differentiated "
                 "again; define the operation as a chainrule.Primitive for create_graph"
             )
-        const = (v._db,) if fn.const else ()
-        local: Sequence[Any] = fn.derivative(GRAPH, *children, *const, v)
+        local: Sequence[Any] = fn.derivative(GRAPH, *children, *_constant(v), v)
     else:
         local = v._local_grads
     if type(g) is float and g - g != 0.0 and fn.masked:
         yield from _masked(v, children, local, g)
         return
+    if b is CHAIN:  # in backward()'s order: last term first
+        children, local = children[::-1], local[::-1]
     for child, d in zip(children, local):
         yield child, d * g
+
+
+def _constant(v: Value) -> tuple[Any, ...]:
+    """The constant operand of ``v``'s primitive, as a 1-tuple (empty when
+    it has none), for re-evaluating its rule."""
+    if not v._fn.const:
+        return ()
+    if v._b is CHAIN:
+        terms = v._a
+        return ((tuple(terms.kinds[: v._db]), terms.start),)
+    return (v._db,)
 
 
 def _masked(

@@ -1,4 +1,5 @@
-"""A small, safe expression language for scalar formulas: ``relu(a*b + d)``.
+"""A small, safe expression language for scalar formulas: ``relu(a*b + d)``,
+or named steps as the walkthroughs write them: ``c = a*b; e = c + d; f = relu(e)``.
 
 The ``chainrule explain`` command takes a formula from the command line and
 turns it into a graph of Values. It never hands the text to ``eval``: a
@@ -8,7 +9,9 @@ tokenizer and a recursive-descent parser accept exactly
 * ``+ - * / **`` with Python's precedence, ``**`` right-associative and
   binding tighter than unary minus on its left (``-a**2`` is ``-(a**2)``);
 * parentheses, and calls of the engine's functions: ``exp log sqrt tanh
-  sigmoid relu softplus sin cos abs`` (one argument) and ``max min`` (two).
+  sigmoid relu softplus sin cos abs`` (one argument) and ``max min`` (two);
+* steps separated by ``;``, each ``NAME = formula`` (the last may be a bare
+  formula): each name is defined once, before it is used, and used.
 
 Everything else -- strings, attribute access, indexing, other calls, unknown
 names -- is refused with an :class:`ExprError` that carries the position.
@@ -21,17 +24,24 @@ reads like the seeds' walkthroughs:
 >>> f = evaluate("relu(a*b + d)", {"a": 2.0, "b": -3.0, "d": 10.0})
 >>> f.label, f.data, f._prev[0].label
 ('relu(a*b + d)', 4.0, 'a*b + d')
+
+A named step labels its node with the name:
+
+>>> f = evaluate("c = a*b; e = c + d; f = relu(e)", {"a": 2.0, "b": -3.0, "d": 10.0})
+>>> f.label, f.data, f._prev[0].label, f._prev[0]._prev[0].label
+('f', 4.0, 'e', 'c')
 """
 
 from __future__ import annotations
 
 import operator
 import re
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass
 from typing import Union
 
 from .engine import Value, maximum, minimum
+from .graph import elementary
 
 #: Longest formula accepted, in characters: bounds the size of any graph.
 MAX_LENGTH = 10_000
@@ -74,6 +84,8 @@ class ExprError(ValueError):
     """A formula that cannot be read or evaluated, and where.
 
     ``position`` is a 0-based index into ``source``; :meth:`caret` draws it.
+    It is None for a fault that has no place in the text (a value given
+    for a name the formula never uses).
 
     >>> try:
     ...     parse("relu(a*b")
@@ -82,22 +94,27 @@ class ExprError(ValueError):
     '(' is never closed (column 5)
     """
 
-    def __init__(self, message: str, position: int, source: str = "") -> None:
+    def __init__(self, message: str, position: int | None, source: str = "") -> None:
         super().__init__(message, position)
         self.message = message
         self.position = position
         self.source = source
 
     @property
-    def column(self) -> int:
-        """The 1-based column of the position."""
-        return self.position + 1
+    def column(self) -> int | None:
+        """The 1-based column of the position (None without one)."""
+        return None if self.position is None else self.position + 1
 
     def __str__(self) -> str:
+        if self.position is None:
+            return self.message
         return f"{self.message} (column {self.column})"
 
     def caret(self, indent: str = "  ") -> str:
-        """The formula and, on the line below, a ``^`` under the position."""
+        """The formula and, on the line below, a ``^`` under the position
+        ('' when the fault has no position)."""
+        if self.position is None:
+            return ""
         line = self.source.replace("\t", " ").replace("\n", " ").replace("\r", " ")
         return f"{indent}{line}\n{indent}{' ' * self.position}^"
 
@@ -149,6 +166,16 @@ class Call:
 Node = Union[Num, Name, Unary, Binary, Call]
 
 
+@dataclass(frozen=True)
+class Step:
+    """One step of a formula, ``name = expr``; ``name`` is None for a last
+    step written without one. ``start`` is where the step's text begins."""
+
+    name: str | None
+    expr: Node
+    start: int
+
+
 # --------------------------------------------------------------------------
 # Tokens
 # --------------------------------------------------------------------------
@@ -169,7 +196,7 @@ _TOKEN = re.compile(
     r"(?P<space>\s+)"
     r"|(?P<num>(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][+-]?[0-9]+)?)"
     r"|(?P<name>[A-Za-z_][A-Za-z0-9_]*)"
-    r"|(?P<op>\*\*|[-+*/(),])"
+    r"|(?P<op>\*\*|[-+*/(),=;])"
 )
 
 
@@ -228,6 +255,21 @@ right=Num(value=2.0, start=4, end=5), start=1, end=5), start=0, end=5)
     return _Parser(source).parse()
 
 
+def parse_program(source: str) -> list[Step]:
+    """The steps of ``source``: ``c = a*b; e = c + d; f = relu(e)``, or a
+    single formula. Checks the syntax only (names are checked by
+    :func:`evaluate`).
+
+    >>> [(s.name, s.start) for s in parse_program("c = a*b; relu(c)")]
+    [('c', 0), (None, 9)]
+    """
+    if not isinstance(source, str):
+        raise TypeError(f"parse_program: expected a str, got {type(source).__name__}")
+    if len(source) > MAX_LENGTH:
+        raise ExprError(f"expression is too long (limit {MAX_LENGTH} characters)", 0, source)
+    return _Parser(source).program()
+
+
 Span = tuple[Node, int, int]  # a node and its text's extent, parentheses included
 
 
@@ -261,10 +303,45 @@ class _Parser:
             raise self.error("empty expression")
         node, _, _ = self.expr()
         if self.tok.kind != "end":
-            if self.at(")"):
-                raise self.error("unmatched ')'")
-            raise self.error(f"unexpected {self.tok.text!r}: expected an operator or the end")
+            self.unexpected("the end")
         return node
+
+    def unexpected(self, expected: str) -> None:
+        if self.at(")"):
+            raise self.error("unmatched ')'")
+        if self.at("="):
+            raise self.error("'=' must follow a step's name: NAME = formula")
+        raise self.error(f"unexpected {self.tok.text!r}: expected an operator or {expected}")
+
+    # program := step (";" step)* [";"];  step := [NAME "="] expr
+    def program(self) -> list[Step]:
+        steps: list[Step] = []
+        while True:
+            if self.tok.kind == "end" and steps:
+                return steps
+            if self.tok.kind == "end" or self.at(";"):
+                raise self.error("empty step" if steps or self.at(";") else "empty expression")
+            start = self.tok.pos
+            if steps and steps[-1].name is None:
+                raise self.error(
+                    "only the last step may be a formula without a name: write NAME = ...",
+                    steps[-1].start,
+                )
+            name = None
+            after = self.tokens[self.i + 1]
+            if self.tok.kind == "name" and after.kind == "op" and after.text == "=":
+                name = self.take().text
+                if name in FUNCTIONS:
+                    raise self.error(f"{name!r} is a function; choose another name", start)
+                self.take()
+                if self.tok.kind == "end" or self.at(";"):
+                    raise self.error(f"{name} = what? a formula must follow '='")
+            node, _, _ = self.expr()
+            steps.append(Step(name, node, start))
+            if self.at(";"):
+                self.take()
+            elif self.tok.kind != "end":
+                self.unexpected("';' before the next step")
 
     # expr := term (("+" | "-") term)*
     def expr(self) -> Span:
@@ -366,31 +443,99 @@ def evaluate(source: str, values: Mapping[str, float | Value]) -> Value:
 
     Each name becomes one leaf (a name used twice is one node with two
     consumers); numbers stay constants; every new node is labelled with its
-    text. Evaluation is iterative, so a long formula cannot exhaust the stack.
+    text, and the node a step computes with the step's name. Every name in
+    ``values`` must be used, and every step's name defined once, before
+    its use, and used by a later step: anything else is an
+    :class:`ExprError`. Evaluation is iterative, so a long formula cannot
+    exhaust the stack.
 
     >>> f = evaluate("(a*b + a)**2", {"a": 2, "b": 3})
     >>> f.backward()
     >>> f.data, f._prev[0]._prev[1].grad
     (64.0, 64.0)
     """
-    tree = parse(source)
-    leaves = {name: _leaf(name, v) for name, v in values.items()}
-    results: list[Operand] = []
-    stack: list[tuple[Node, bool]] = [(tree, False)]
-    while stack:
-        node, ready = stack.pop()
-        kids = _children(node)
-        if kids and not ready:
-            stack.append((node, True))
-            stack.extend((kid, False) for kid in reversed(kids))
+    steps = parse_program(source)
+    env: dict[str, Operand] = {name: _leaf(name, v) for name, v in values.items()}
+    defined: dict[str, Step] = {}
+    for step in steps:
+        if step.name is None:
             continue
-        args = results[len(results) - len(kids) :]
-        del results[len(results) - len(kids) :]
-        results.append(_apply(node, args, source, leaves))
-    (result,) = results
+        if step.name in values:
+            message = f"{step.name} is given ({step.name}=...) and also defined by a step"
+            raise ExprError(message, step.start, source)
+        if step.name in defined:
+            raise ExprError(f"{step.name} is defined twice", step.start, source)
+        defined[step.name] = step
+    used: set[str] = set()
+    result: Operand = 0.0
+    for step in steps:
+        result = _evaluate_tree(step.expr, source, env, defined, used)
+        if step.name is None:
+            continue
+        if isinstance(result, Value):
+            for other, v in env.items():
+                if v is result:
+                    raise ExprError(
+                        f"{step.name} = {other} only renames {other}: write {other} where "
+                        f"you use {step.name}",
+                        step.start,
+                        source,
+                    )
+            result.label = step.name
+        env[step.name] = result
+    for step in steps[:-1]:
+        if step.name not in used:
+            raise ExprError(f"{step.name} is defined but never used", step.start, source)
+    unused = [name for name in values if name not in used]
+    if unused:
+        names = ", ".join(unused)
+        them = "it" if len(unused) == 1 else "them"
+        are = "is" if len(unused) == 1 else "are"
+        raise ExprError(f"{names} {are} given but the formula does not use {them}", None, source)
     if isinstance(result, Value):
         return result
-    return Value(result, label=_text(source, tree))
+    last = steps[-1]
+    return Value(result, label=last.name or _text(source, last.expr))
+
+
+def _evaluate_tree(
+    tree: Node,
+    source: str,
+    env: Mapping[str, Operand],
+    defined: Collection[str],
+    used: set[str],
+) -> Operand:
+    """The operand one formula evaluates to; iterative (no recursion)."""
+    results: list[Operand] = []
+    stack: list[tuple[Node, bool]] = [(tree, False)]
+    with elementary():  # one node per operation written, each labelled with its text
+        while stack:
+            node, ready = stack.pop()
+            kids = _children(node)
+            if kids and not ready:
+                stack.append((node, True))
+                stack.extend((kid, False) for kid in reversed(kids))
+                continue
+            args = results[len(results) - len(kids) :]
+            del results[len(results) - len(kids) :]
+            if isinstance(node, Name):
+                results.append(_lookup(node, source, env, defined, used))
+            else:
+                results.append(_apply(node, args, source))
+    (result,) = results
+    return result
+
+
+def _lookup(
+    node: Name, source: str, env: Mapping[str, Operand], defined: Collection[str], used: set[str]
+) -> Operand:
+    if node.id in env:
+        used.add(node.id)
+        return env[node.id]
+    if node.id in defined:
+        raise ExprError(f"{node.id} is used before it is defined", node.start, source)
+    hint = f": call it as {node.id}(...)" if node.id in FUNCTIONS else f" (bind it: {node.id}=...)"
+    raise ExprError(f"unknown name {node.id!r}{hint}", node.start, source)
 
 
 def _leaf(name: str, v: float | Value) -> Value:
@@ -415,18 +560,10 @@ def _text(source: str, node: Node) -> str:
     return " ".join(source[node.start : node.end].split())
 
 
-def _apply(node: Node, args: list[Operand], source: str, leaves: Mapping[str, Value]) -> Operand:
+def _apply(node: Num | Unary | Binary | Call, args: list[Operand], source: str) -> Operand:
     """The operand ``node`` evaluates to, given its children's."""
     if isinstance(node, Num):
         return node.value
-    if isinstance(node, Name):
-        if node.id in leaves:
-            return leaves[node.id]
-        if node.id in FUNCTIONS:
-            hint = f": call it as {node.id}(...)"
-        else:
-            hint = f" (bind it: {node.id}=...)"
-        raise ExprError(f"unknown name {node.id!r}{hint}", node.start, source)
     if isinstance(node, Unary) and node.op == "+":
         return args[0]
     if isinstance(node, Binary) and node.op == "**":

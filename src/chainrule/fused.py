@@ -29,7 +29,8 @@ from typing import Any
 
 from . import ieee
 from .engine import Primitive, Scalar, Value, dense
-from .losses import LOGSUMEXP
+from .losses import LOGSUMEXP, logsumexp
+from .losses import example_cross_entropy as cross_entropy
 
 __all__ = [
     "EXP_SUB",
@@ -47,36 +48,12 @@ __all__ = [
 # --------------------------------------------------------------------------
 
 
-# logsumexp is losses.LOGSUMEXP: one node whose local gradients are the
-# softmax. The rules below are for the other fused ops.
+# logsumexp and the cross-entropy of one example are the losses module's
+# (one node each; re-exported here). The rules below are for the other ops.
 
 
 #: ``exp(a - b)``: one softmax entry once ``b`` is the logsumexp.
 EXP_SUB = Primitive("exp(a-b)", lambda a, b: ieee.exp(a - b), lambda M, a, b, out: (out, -out))
-
-
-@functools.lru_cache(maxsize=1024)
-def _cross_entropy(target: int) -> Primitive:
-    """``-log softmax(logits)[target]`` for one fixed target index."""
-
-    lse = LOGSUMEXP.forward
-
-    def forward(*xs: float) -> float:
-        return lse(*xs) - xs[target]
-
-    def rule(M: Any, *args: Any) -> list[Any]:
-        # d/dx_i = softmax_i - [i == target]; the logsumexp is out + x_target
-        xs, out = args[:-1], args[-1]
-        lse = out + xs[target]
-        if type(lse) is float and lse - lse != 0.0:
-            # out is inf (a -inf target logit, or an overflowing difference
-            # such as 1e308 - -1e308) and lost the logsumexp: compute it again
-            lse = LOGSUMEXP.forward(*xs)
-        local = [M.exp(x - lse) for x in xs]
-        local[target] = local[target] - 1.0
-        return local
-
-    return Primitive(f"cross_entropy[{target}]", forward, rule)
 
 
 @functools.lru_cache(maxsize=1024)
@@ -100,16 +77,6 @@ def _inv_rms(n: int, eps: float) -> Primitive:
 # --------------------------------------------------------------------------
 
 
-def logsumexp(xs: Iterable[Scalar]) -> Value:
-    """``log(sum(exp(x) for x in xs))`` as one node, without overflow.
-
-    >>> from chainrule import Value
-    >>> round(logsumexp([Value(1000.0), Value(1000.0)]).data, 6)
-    1000.693147
-    """
-    return LOGSUMEXP(*xs)
-
-
 def softmax(xs: Iterable[Scalar]) -> list[Value]:
     """``exp(x_i) / sum(exp(x))`` for every ``x_i``, in ``n + 1`` nodes: one
     logsumexp and one ``exp(x_i - lse)`` per entry (the long form takes
@@ -122,23 +89,6 @@ def softmax(xs: Iterable[Scalar]) -> list[Value]:
     items = list(xs)
     lse = LOGSUMEXP(*items)
     return [EXP_SUB(x, lse) for x in items]
-
-
-def cross_entropy(logits: Iterable[Scalar], target: int) -> Value:
-    """``-log(softmax(logits)[target])`` as one node whose local gradients
-    are ``softmax(logits) - onehot(target)``: what
-    ``torch.nn.functional.cross_entropy`` computes for one example.
-
-    >>> from chainrule import Value
-    >>> round(cross_entropy([Value(0.0), Value(0.0)], 0).data, 6)
-    0.693147
-    """
-    items = list(logits)
-    if isinstance(target, bool) or not isinstance(target, int):
-        raise TypeError(f"cross_entropy: target must be an int, got {target!r}")
-    if not 0 <= target < len(items):
-        raise ValueError(f"cross_entropy: target {target} out of range for {len(items)} logits")
-    return _cross_entropy(target)(*items)
 
 
 def inv_rms(xs: Iterable[Scalar], eps: float = 1e-5) -> Value:

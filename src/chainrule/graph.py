@@ -62,11 +62,12 @@ class _Mode(threading.local):
 
     grad_enabled: bool = True
     observer: Observer | None = None
+    elementary: bool = False
     fast: bool = True
 
     def refresh(self) -> None:
         global _not_fast_threads
-        fast = self.grad_enabled and self.observer is None
+        fast = self.grad_enabled and self.observer is None and not self.elementary
         if fast == self.fast:
             return
         self.fast = fast
@@ -138,6 +139,38 @@ def no_grad() -> _GradModeContext:
 def enable_grad() -> _GradModeContext:
     """Turn recording back on inside a ``no_grad`` block."""
     return _GradModeContext(True)
+
+
+@contextmanager
+def elementary() -> Iterator[None]:
+    """Inside ``with elementary():`` every operation is its own node, as in
+    micrograd: ``sum(w * x for ...)`` stays a chain of ``*`` and ``+``
+    nodes instead of one ``sum`` node, and ``nn`` networks are built from
+    binary and unary operations instead of fused ``ReLU(dot)`` nodes. The
+    values and gradients are the same; the graph is what micrograd draws,
+    for teaching and drawing. Thread-local and nestable, like ``no_grad``.
+
+    >>> from chainrule import Value, elementary
+    >>> w, x = [Value(1.0), Value(2.0)], [Value(3.0), Value(4.0)]
+    >>> sum(a * b for a, b in zip(w, x))._op
+    'sum'
+    >>> with elementary():
+    ...     sum(a * b for a, b in zip(w, x))._op
+    '+'
+    """
+    saved = mode.elementary
+    mode.elementary = True
+    mode.refresh()
+    try:
+        yield
+    finally:
+        mode.elementary = saved
+        mode.refresh()
+
+
+def is_elementary() -> bool:
+    """True inside :func:`elementary`: operations are not fused."""
+    return mode.elementary
 
 
 @contextmanager

@@ -13,6 +13,7 @@ not one per arithmetic step.
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Sequence
 from typing import Any
@@ -23,6 +24,7 @@ from .engine import Primitive, Scalar, Value, add_n, dot, relu
 __all__ = [
     "binary_cross_entropy_with_logits",
     "cross_entropy",
+    "example_cross_entropy",
     "hinge_loss",
     "log_softmax",
     "logsumexp",
@@ -48,6 +50,30 @@ def _lse_derivative(M: Any, *args: Any) -> tuple[Any, ...]:
 
 #: ``log(exp(x1) + ... + exp(xn))`` as one node, computed without overflow.
 LOGSUMEXP = Primitive("logsumexp", _lse_forward, _lse_derivative)
+
+
+@functools.lru_cache(maxsize=1024)
+def _cross_entropy(target: int) -> Primitive:
+    """``-log softmax(logits)[target]`` for one fixed target index."""
+
+    lse = _lse_forward
+
+    def forward(*xs: float) -> float:
+        return lse(*xs) - xs[target]
+
+    def rule(M: Any, *args: Any) -> list[Any]:
+        # d/dx_i = softmax_i - [i == target]; the logsumexp is out + x_target
+        xs, out = args[:-1], args[-1]
+        lse = out + xs[target]
+        if type(lse) is float and lse - lse != 0.0:
+            # out is inf (a -inf target logit, or an overflowing difference
+            # such as 1e308 - -1e308) and lost the logsumexp: compute it again
+            lse = _lse_forward(*xs)
+        local = [M.exp(x - lse) for x in xs]
+        local[target] = local[target] - 1.0
+        return local
+
+    return Primitive(f"cross_entropy[{target}]", forward, rule)
 
 
 def logsumexp(values: Sequence[Scalar]) -> Value:
@@ -138,10 +164,21 @@ def cross_entropy(logits: Any, targets: Any) -> Value:
     if isinstance(targets, int):
         logits, targets = [logits], [targets]
     rows, ts = _pairs(logits, targets, "cross_entropy")
-    losses = []
-    for row, t in zip(rows, ts):
-        if isinstance(t, bool) or not isinstance(t, int) or not 0 <= t < len(row):
-            raise ValueError(f"cross_entropy: target {t!r} is not a class index below {len(row)}")
-        z = row[t]
-        losses.append(logsumexp(row) - z)
-    return add_n(losses) / len(losses)
+    return add_n([example_cross_entropy(row, t) for row, t in zip(rows, ts)]) / len(rows)
+
+
+def example_cross_entropy(logits: Sequence[Scalar], target: int) -> Value:
+    """``-log(softmax(logits)[target])`` for one example, as one node whose
+    local gradients are ``softmax(logits) - onehot(target)``: what
+    ``torch.nn.functional.cross_entropy`` computes for one example.
+
+    >>> from chainrule import Value
+    >>> round(example_cross_entropy([Value(0.0), Value(0.0)], 0).data, 6)
+    0.693147
+    """
+    items = list(logits)
+    if isinstance(target, bool) or not isinstance(target, int):
+        raise TypeError(f"cross_entropy: target must be an int, got {target!r}")
+    if not 0 <= target < len(items):
+        raise ValueError(f"cross_entropy: target {target} is not a class index below {len(items)}")
+    return _cross_entropy(target)(*items)

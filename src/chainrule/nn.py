@@ -8,6 +8,11 @@ unary ones), and every
 module can name its parameters, save them (``state_dict``) and load them
 back. The losses live in :mod:`chainrule.losses`.
 
+For teaching, ``fused=False`` (or building inside ``with elementary():``)
+makes a network whose neurons compute micrograd's own chain,
+``sum((wi*xi for wi, xi in zip(w, x)), b).relu()``: the same values and
+gradients, drawn node for node as micrograd draws them.
+
 >>> import random
 >>> from chainrule.nn import MLP
 >>> random.seed(1337)
@@ -26,6 +31,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
 from .engine import Scalar, Value, dense, dot
+from .graph import elementary, is_elementary
 
 #: The activations a neuron can apply to ``w . x + b``, and the repr prefix.
 ACTIVATIONS: dict[str, str] = {"relu": "ReLU", "tanh": "Tanh", "linear": "Linear"}
@@ -131,6 +137,10 @@ class Neuron(Module):
     ``"linear"``. Weights come from Python's global ``random``, like
     micrograd, unless ``rng`` (a ``random.Random``) is given.
 
+    ``fused=True`` (the default, see :func:`elementary`) computes the unit
+    as one node; ``fused=False`` as micrograd's chain of ``*`` and ``+``
+    nodes and the activation: the same numbers, more nodes.
+
     >>> n = Neuron(3, activation="tanh")
     >>> n
     TanhNeuron(3)
@@ -145,11 +155,13 @@ class Neuron(Module):
         *,
         activation: str | None = None,
         rng: random.Random | None = None,
+        fused: bool | None = None,
     ) -> None:
         _check_size(nin, "nin")
         if activation is None:
             activation = "relu" if nonlin else "linear"
         self.activation = _check_activation(activation)
+        self.fused = not is_elementary() if fused is None else bool(fused)
         uniform = (rng or random).uniform
         self.w = [Value(uniform(-1, 1)) for _ in range(nin)]
         self.b = Value(0.0)
@@ -163,6 +175,14 @@ class Neuron(Module):
         self.activation = "relu" if on else "linear"
 
     def __call__(self, x: Sequence[Scalar]) -> Value:
+        if not self.fused:
+            if len(x) != len(self.w):
+                raise ValueError(f"Neuron: {len(self.w)} weights but {len(x)} inputs")
+            with elementary():  # micrograd's chain, node for node
+                act = sum((wi * xi for wi, xi in zip(self.w, x)), self.b)
+                if self.activation == "relu":
+                    return act.relu()
+                return act.tanh() if self.activation == "tanh" else act
         # One node for relu(w . x + b) (a tanh neuron adds a tanh node): the
         # same value and gradients as micrograd's chain of + and *, with 2n
         # fewer nodes.
@@ -185,8 +205,9 @@ class Neuron(Module):
 
 class Layer(Module):
     """``nout`` neurons reading the same ``nin`` inputs. Keyword arguments
-    go to every :class:`Neuron`. A layer of one neuron returns a Value, a
-    wider one a list, as in micrograd."""
+    (``activation``, ``rng``, ``fused``) go to every :class:`Neuron`. A
+    layer of one neuron returns a Value, a wider one a list, as in
+    micrograd."""
 
     def __init__(self, nin: int, nout: int, **kwargs: Any) -> None:
         _check_size(nout, "nout")
@@ -196,7 +217,7 @@ class Layer(Module):
         # All the neurons in one call, which reads x once; each output is the
         # node Neuron.__call__ makes.
         kinds = {n.activation for n in self.neurons}
-        if len(kinds) == 1:
+        if len(kinds) == 1 and all(n.fused for n in self.neurons):
             out = dense([n.w for n in self.neurons], x, [n.b for n in self.neurons], kinds.pop())
         else:
             out = [n(x) for n in self.neurons]
@@ -226,7 +247,8 @@ class Layer(Module):
 class MLP(Module):
     """A multi-layer perceptron: ``nin`` inputs, then one layer per entry
     of ``nouts``. Hidden layers use ``activation`` (ReLU by default, as in
-    micrograd); the last layer is linear.
+    micrograd); the last layer is linear. ``fused=False`` builds every
+    neuron from binary and unary ops, as micrograd (see :func:`elementary`).
 
     >>> import random
     >>> random.seed(0)
@@ -244,6 +266,7 @@ class MLP(Module):
         *,
         activation: str = "relu",
         rng: random.Random | None = None,
+        fused: bool | None = None,
     ) -> None:
         _check_size(nin, "nin")
         if isinstance(nouts, (str, bytes)) or not isinstance(nouts, Sequence) or not nouts:
@@ -257,6 +280,7 @@ class MLP(Module):
                 sizes[i + 1],
                 activation=activation if i != last else "linear",
                 rng=rng,
+                fused=fused,
             )
             for i in range(len(nouts))
         ]

@@ -205,6 +205,36 @@ def _affine_const_relu_forward(*args: Any) -> float:
     return _relu(_affine_const_forward(*args))
 
 
+# A running sum ``t1 + t2 + ...`` (what ``sum(w * x for ...)`` builds): the
+# constant is ``(kinds, start)``, one kind per term, 1 for a term that is
+# an input, 2 for a product of the next two inputs; ``start`` is the number
+# a ``sum()`` starts from (or None), added to the first term. Summed left to
+# right, as the chain of binary additions it stands for.
+
+
+def _sum_terms_forward(*args: Any) -> float:
+    kinds, start = args[-1]
+    terms = []
+    i = 0
+    for kind in kinds:
+        terms.append(args[i] if kind == 1 else args[i] * args[i + 1])
+        i += kind
+    total = terms[0] if start is None else terms[0] + start
+    for term in terms[1:]:
+        total = total + term
+    return total
+
+
+def _d_sum_terms(M: Any, *args: Any) -> list[Any]:
+    kinds, _ = args[-2]
+    local: list[Any] = []
+    i = 0
+    for kind in kinds:
+        local += (1.0,) if kind == 1 else (args[i + 1], args[i])
+        i += kind
+    return local
+
+
 # --------------------------------------------------------------------------
 # The table
 # --------------------------------------------------------------------------
@@ -234,6 +264,7 @@ ADD_N = Primitive("sum", lambda *xs: sum(xs), lambda M, *args: (1.0,) * (len(arg
 DOT = Primitive("dot", _dot_forward, _d_dot)
 AFFINE = Primitive("dot", _affine_forward, _d_affine)
 AFFINE_RELU = Primitive("ReLU(dot)", _affine_relu_forward, _d_affine_relu, DEAD_UNIT)
+SUM_TERMS = Primitive("sum", _sum_terms_forward, _d_sum_terms, const=True)
 
 # One input x and a constant c: forward(x, c), derivative(M, x, c, out).
 ADD_CONST = Primitive("+", operator.add, lambda M, x, c, out: (1.0,), const=True)

@@ -1,4 +1,5 @@
-"""Drawing the graph of a Value: Graphviz DOT text, and SVG or PNG files.
+"""Drawing the graph of a Value or a Tensor: Graphviz DOT text, and SVG or
+PNG files.
 
 :func:`to_dot` needs nothing: it writes the DOT language as text. Each Value
 is a record ``label | data | grad``; each operation is an oval between its
@@ -9,7 +10,8 @@ always gives the same text.
 :func:`draw` hands that text to Graphviz's ``dot`` program, which must be
 installed (``apt-get install graphviz``, ``brew install graphviz``);
 :func:`to_svg` returns the SVG as a string, which is what a Value shows in
-Jupyter.
+Jupyter. A Tensor's record shows its shape and dtype, and its gradient as
+a number (one element) or a norm (an array).
 """
 
 from __future__ import annotations
@@ -22,6 +24,8 @@ from pathlib import Path
 from typing import Any
 
 from .engine import Value, topological_order
+from .graph import reverse_topological_order
+from .primitives import ADD_N, AFFINE, AFFINE_RELU, DOT
 
 #: Graphs with more Values than this are drawn as a one-node summary.
 DEFAULT_MAX_NODES = 200
@@ -45,20 +49,23 @@ class GraphvizNotFound(RuntimeError):
 # --------------------------------------------------------------------------
 
 
-def forward_order(root: Value) -> list[Value]:
+def forward_order(root: Any) -> list[Any]:
     """Every node ``root`` depends on, each after the nodes it was computed
     from; a leaf comes just before its first use. Iterative.
 
     >>> from chainrule import Value
     >>> a, b = Value(2.0, label="a"), Value(3.0, label="b")
-    >>> [v.label for v in forward_order(a * b + a)]
+    >>> [v.label for v in forward_order((a + b) * a)]
     ['a', 'b', '', '']
     """
-    interior, _ = topological_order(root)
+    if isinstance(root, Value):  # the scalar engine's own order, as backward() walks it
+        interior, _ = topological_order(root)
+    else:  # a Tensor: the order its engine's backward() walks
+        interior, _ = reverse_topological_order(root)
     if not interior:
         return [root]
-    order: list[Value] = []
-    placed: set[Value] = set()
+    order: list[Any] = []
+    placed: set[Any] = set()
     for node in reversed(interior):  # oldest first: inputs before outputs
         for child in node._prev:
             if child not in placed and not child._prev:
@@ -68,7 +75,7 @@ def forward_order(root: Value) -> list[Value]:
     return order
 
 
-def display_name(node: Value, index: int) -> str:
+def display_name(node: Any, index: int) -> str:
     """The node's label, shortened to :data:`LABEL_WIDTH`, or ``#index``
     when it has none (the same number in the drawing and in the table)."""
     label = " ".join(node.label.split())
@@ -115,31 +122,99 @@ def _field(text: str) -> str:
     return text
 
 
-def _record(node: Value, index: int, root: bool) -> str:
-    fields = "|".join(
-        (
-            _field(display_name(node, index)),
-            "data " + format_number(node.data),
-            "grad " + format_number(node.grad),
-        )
-    )
+def _is_tensor(node: Any) -> bool:
+    return hasattr(node, "_vjp") and hasattr(node.data, "shape")
+
+
+def _record_line(key: str, fields: tuple[str, ...], root: bool = False) -> str:
     # Backslashes are already escaped for the record parser, which reads the
     # string as written; only the quote needs the string-level escape.
-    label = '"{' + fields.replace('"', '\\"') + '}"'
+    label = '"{' + "|".join(fields).replace('"', '\\"') + '}"'
     extra = ", penwidth=2" if root else ""
-    return f"  v{index} [shape=record, label={label}{extra}];"
+    return f"  {key} [shape=record, label={label}{extra}];"
 
 
-def to_dot(root: Value, *, max_nodes: int = DEFAULT_MAX_NODES, rankdir: str = "LR") -> str:
-    """The graph of ``root`` in Graphviz's DOT language.
+def _record(node: Any, index: int, root: bool) -> str:
+    if _is_tensor(node):  # NumPy is there: the node is an array
+        from .tensor_explain import grad_summary, shape_text
 
-    One record per Value (label, data, grad; the root drawn bold), one oval
+        described = (
+            f"{shape_text(node.data.shape)} {node.data.dtype}",
+            "grad " + grad_summary(node.grad),
+        )
+    else:
+        described = ("data " + format_number(node.data), "grad " + format_number(node.grad))
+    return _record_line(f"v{index}", (_field(display_name(node, index)), *described), root)
+
+
+def _expansion(node: Value, i: int, index: dict[Any, int]) -> tuple[list[str], list[str]] | None:
+    """The lines and edges that draw fused node ``i`` (``sum``, ``dot``,
+    ``ReLU(dot)`` over Values) as the chain micrograd builds for it:
+    ``w1*x1``, ``w2*x2``, ``b + w1*x1``, ``... + w2*x2``, ``ReLU``. The
+    pieces show their data and the grad they would hold after
+    ``backward()``; None when the node is not one of these."""
+    fn = node._fn
+    kids = node._children
+    if fn is ADD_N:
+        terms = [(f"v{index[c]}", c.data) for c in kids]
+        products: list[tuple[Value, Value]] = []
+    elif fn in (DOT, AFFINE, AFFINE_RELU):
+        n = len(kids) // 2
+        products = list(zip(kids[:n], kids[n : 2 * n]))
+        terms = [(f"v{index[kids[-1]]}", kids[-1].data)] if fn is not DOT else []
+    else:
+        return None
+    relu = fn is AFFINE_RELU
+    if len(terms) + len(products) < 2 or (len(terms) + len(products) == 2 and not relu):
+        return None  # already one binary op
+    grad = node.grad.data if isinstance(node.grad, Value) else float(node.grad)
+    inner = grad if not relu or node.data > 0.0 else 0.0  # the grad of every piece
+    name = display_name(node, i)
+    lines: list[str] = []
+    edges: list[str] = []
+    pieces = 0
+
+    def piece(op: str, inputs: list[str], data: float, last: bool = False) -> str:
+        nonlocal pieces
+        key = f"v{i}" if last else f"v{i}_{pieces}"
+        if not last:
+            pieces += 1
+            fields = (_field(f"{name}.{pieces}"), f"data {format_number(data)}")
+            lines.append(_record_line(key, (*fields, f"grad {format_number(inner)}")))
+        lines.append(f"  {key}_op [shape=ellipse, label={_quoted(op)}];")
+        edges.extend(f"  {k} -> {key}_op;" for k in inputs)
+        edges.append(f"  {key}_op -> {key};")
+        return key
+
+    for w, x in products:
+        product = w.data * x.data
+        terms.append((piece("*", [f"v{index[w]}", f"v{index[x]}"], product), product))
+    key, total = terms[0]
+    for j, (k, data) in enumerate(terms[1:], start=2):
+        total += data
+        key = piece("+", [key, k], total, last=j == len(terms) and not relu)
+    if relu:
+        piece("ReLU", [key], node.data, last=True)
+    return lines, edges
+
+
+def to_dot(
+    root: Any, *, max_nodes: int = DEFAULT_MAX_NODES, rankdir: str = "LR", expand: bool = False
+) -> str:
+    """The graph of ``root``, a Value or a Tensor, in Graphviz's DOT language.
+
+    One record per Value (label, data, grad; the root drawn bold; for a
+    Tensor: label, shape and dtype, grad or its norm), one oval
     per operation, edges from inputs to the operation and from it to its
     output. Unlabelled Values are shown as ``#n``, their place in the order.
     Grads are shown as they are: call ``backward()`` first to see them.
 
     A graph of more than ``max_nodes`` Values is drawn as the root alone
     with a note giving the graph's size, rather than an unreadable picture.
+
+    ``expand=True`` draws each fused node (a neuron's ``ReLU(dot)``, a
+    ``dot``, a ``sum``) as the chain of ``*`` and ``+`` micrograd would
+    have built, for display only: the graph itself is not changed.
 
     >>> from chainrule import Value
     >>> x = Value(3.0, label="x")
@@ -157,8 +232,8 @@ def to_dot(root: Value, *, max_nodes: int = DEFAULT_MAX_NODES, rankdir: str = "L
       v1_op -> v1;
     }
     """
-    if not isinstance(root, Value):
-        raise TypeError(f"to_dot: expected a Value, got {type(root).__name__}")
+    if not isinstance(root, Value) and not _is_tensor(root):
+        raise TypeError(f"to_dot: expected a Value or a Tensor, got {type(root).__name__}")
     if rankdir not in ("LR", "RL", "TB", "BT"):
         raise ValueError(f"to_dot: rankdir must be LR, RL, TB or BT, got {rankdir!r}")
     nodes = forward_order(root)
@@ -184,7 +259,11 @@ def to_dot(root: Value, *, max_nodes: int = DEFAULT_MAX_NODES, rankdir: str = "L
     edges: list[str] = []
     for i, node in enumerate(nodes):
         lines.append(_record(node, i, root=node is root))
-        if node._prev:
+        drawn = _expansion(node, i, index) if expand and isinstance(node, Value) else None
+        if drawn is not None:
+            lines.extend(drawn[0])
+            edges.extend(drawn[1])
+        elif node._prev:
             lines.append(f"  v{i}_op [shape=ellipse, label={_quoted(node._op or '?')}];")
             edges.extend(f"  v{index[child]} -> v{i}_op;" for child in node._prev)
             edges.append(f"  v{i}_op -> v{i};")
@@ -224,13 +303,14 @@ def _render(dot_text: str, fmt: str, timeout: float) -> bytes:
 
 
 def draw(
-    root: Value,
+    root: Any,
     path: str | os.PathLike[str],
     *,
     format: str | None = None,  # noqa: A002
     max_nodes: int = DEFAULT_MAX_NODES,
     rankdir: str = "LR",
     timeout: float = 30.0,
+    expand: bool = False,
 ) -> Path:
     """Draw the graph of ``root`` into ``path``, an ``.svg``, ``.png`` or
     ``.pdf`` file, and return the path. The extension picks the format
@@ -254,12 +334,13 @@ def draw(
             f"draw: cannot tell the format of {str(path)!r}: "
             f"end the name with {', '.join('.' + f for f in FORMATS)}"
         )
-    data = _render(to_dot(root, max_nodes=max_nodes, rankdir=rankdir), fmt, timeout)
+    dot_text = to_dot(root, max_nodes=max_nodes, rankdir=rankdir, expand=expand)
+    data = _render(dot_text, fmt, timeout)
     path.write_bytes(data)
     return path
 
 
-def to_svg(root: Value, *, max_nodes: int = DEFAULT_MAX_NODES, timeout: float = 30.0) -> str:
+def to_svg(root: Any, *, max_nodes: int = DEFAULT_MAX_NODES, timeout: float = 30.0) -> str:
     """The drawing of ``root``'s graph as SVG text (needs ``dot``)."""
     return _render(to_dot(root, max_nodes=max_nodes), "svg", timeout).decode("utf-8")
 

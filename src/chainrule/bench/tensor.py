@@ -9,7 +9,7 @@ position and the same Adam. Engines:
 * ``tensor-float64``, ``tensor-float32`` — ``chainrule.tensor.nn.GPT`` and
   ``chainrule.optim.Adam``;
 * ``torch-float64``, ``torch-float32`` — the same architecture as an
-  ordinary ``torch.nn.Module`` (:mod:`chainrule.bench.torch_gpt`) and
+  ordinary ``torch.nn.Module`` (:class:`chainrule.interop.torch_nn.GPT`) and
   ``torch.optim.Adam``, PyTorch on the CPU with its default threads.
 
 ``moons-step`` / ``backward-only``: micrograd's demo step on all 100 points
@@ -93,12 +93,12 @@ class TorchGPTStep:
     def __init__(self, sizes: Sizes, dtype: str) -> None:
         import torch
 
+        from ..interop.torch_nn import GPT
         from . import gpt
-        from .torch_gpt import torch_gpt
 
         x, y, weights, config = gpt_inputs(sizes)
         self.x, self.y = torch.tensor(x), torch.tensor(y)
-        self.model = torch_gpt(config, getattr(torch, dtype))
+        self.model = GPT(config).to(getattr(torch, dtype))
         self.model.load_state_dict({k: torch.tensor(v) for k, v in weights.items()})
         self.optimizer = torch.optim.Adam(
             self.model.parameters(), lr=gpt.LEARNING_RATE, betas=gpt.BETAS, eps=gpt.EPS

@@ -1,10 +1,13 @@
 """``chainrule explain``: the backward pass of a formula, step by step.
 
     chainrule explain "relu(a*b + d)" a=2 b=-3 d=10 --svg graph.svg
+    chainrule explain "c = a*b; d = c + a; e = d**2" a=2 b=3 --trace --html page.html
 
 The formula is read by :mod:`chainrule.expr` (never ``eval``), its graph is
 built and backpropagated, and the table of :func:`chainrule.explain` is
-printed. A mistake in the formula is reported with a caret under it.
+printed; ``--trace`` prints every ``+=`` update in order, and ``--html``
+writes the interactive page of :mod:`chainrule.walkthrough`. A mistake in
+the formula is reported with a caret under it.
 """
 
 from __future__ import annotations
@@ -15,15 +18,17 @@ import sys
 from typing import Any
 
 from ..engine import Value
-from ..explain import explain
+from ..explain import explain, trace
 from ..expr import ExprError, evaluate
 from ..viz import GraphvizNotFound, draw, to_dot
+from ..walkthrough import write_walkthrough
 
 _BINDING = re.compile(r"([A-Za-z_][A-Za-z0-9_]*)=(.*)", re.S)
 
 EPILOG = """\
 formula: numbers, names, + - * / ** and parentheses, and the functions
-exp log sqrt tanh sigmoid relu softplus sin cos abs max min.
+exp log sqrt tanh sigmoid relu softplus sin cos abs max min; or named
+steps separated by ';':  "c = a*b; e = c + d; f = relu(e)".
 A formula that starts with '-' goes after '--':  chainrule explain -- "-a*b" a=1 b=2
 """
 
@@ -41,6 +46,16 @@ def register(subparsers: Any) -> None:
     p.add_argument("formula", metavar="FORMULA", help='e.g. "relu(a*b + d)"')
     p.add_argument("bindings", metavar="NAME=VALUE", nargs="*", help="e.g. a=2 b=-3 d=10")
     p.add_argument("--markdown", action="store_true", help="print the table as Markdown")
+    p.add_argument(
+        "--trace",
+        action="store_true",
+        help="also print every update child.grad += local * node.grad, in order",
+    )
+    p.add_argument(
+        "--html",
+        metavar="FILE",
+        help="also write an interactive page that steps through the backward pass",
+    )
     p.add_argument("--svg", metavar="FILE", help="also draw the graph as SVG (needs Graphviz)")
     p.add_argument("--dot", metavar="FILE", help="also write the graph as Graphviz DOT text")
     p.add_argument(
@@ -83,11 +98,23 @@ def run(args: argparse.Namespace) -> int:
     try:
         root: Value = evaluate(args.formula, values)
     except ExprError as e:
-        print(f"error: {e}\n{e.caret()}", file=sys.stderr)
+        caret = e.caret()
+        print(f"error: {e}" + (f"\n{caret}" if caret else ""), file=sys.stderr)
         return 2
     root.backward()  # a fresh graph: the drawing then shows one pass's grads
     fmt = "markdown" if args.markdown else "text"
     print(explain(root, fmt, digits=args.digits))
+    if args.trace:
+        print()
+        print(trace(root, digits=args.digits))
+    if args.html:
+        try:
+            write_walkthrough(root, args.html, digits=args.digits)
+        except ValueError as e:
+            return _fail(str(e), 1)
+        except OSError as e:
+            return _fail(f"cannot write {args.html}: {e.strerror or e}", 1)
+        print(f"wrote {args.html}", file=sys.stderr)
     if args.dot:
         try:
             with open(args.dot, "w", encoding="utf-8") as f:

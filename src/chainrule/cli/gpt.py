@@ -10,10 +10,12 @@ the held-out names next to a bigram model's (counts with add-one smoothing,
 fitted on the same training names, scored on the same held-out positions)
 and samples new names.
 
-A JSON checkpoint with the model, the optimizer state and the random state
-is written to ``DIR/gpt.json`` every ``--checkpoint-every`` steps and at the
-end (atomically); ``--resume`` continues from it exactly where it stopped,
-so an interrupted run and an uninterrupted one end with the same numbers.
+A checkpoint is written to ``DIR/gpt.safetensors`` (the model, PyTorch's
+names, with the run state in its metadata) and ``DIR/gpt.optim.safetensors``
+(the Adam moments) every ``--checkpoint-every`` steps and at the end
+(atomically, every byte under a SHA-256: :mod:`chainrule.tensor.checkpoint`);
+``--resume`` continues from it exactly where it stopped, so an interrupted
+run and an uninterrupted one end with the same numbers.
 """
 
 from __future__ import annotations
@@ -42,7 +44,8 @@ DEFAULTS: dict[str, Any] = {
 }
 BETAS = (0.85, 0.99)  # microgpt's
 HELD_OUT = 0.1
-CHECKPOINT = "gpt.json"
+CHECKPOINT = "gpt.safetensors"
+LEGACY_CHECKPOINT = "gpt.json"  # chainrule 0.1
 
 
 @dataclass(frozen=True)
@@ -89,8 +92,9 @@ def register(subparsers: Any) -> None:
             "names: the 5,163 first names shipped with chainrule (1990 US Census, public "
             "domain) or one document per line from --data FILE. 10% of the names (chosen "
             "by the seed) are held out. Shows a progress bar on stderr; prints the held-out "
-            "loss next to a bigram baseline's, and samples new names. Writes a JSON "
-            "checkpoint DIR/gpt.json; --resume continues from it. Needs NumPy."
+            "loss next to a bigram baseline's, and samples new names. Writes a safetensors "
+            "checkpoint DIR/gpt.safetensors (PyTorch loads it) and the Adam state beside it; "
+            "--resume continues from them. Needs NumPy and safetensors."
         ),
         epilog="example: chainrule gpt --steps 3000 --n-embd 48 --out runs/gpt",
     )
@@ -233,10 +237,13 @@ _INT_SETTINGS = ("batch_size", "n_embd", "n_head", "n_layer", "block_size")
 
 def _saved_run(saved: dict[str, Any], path: Path) -> dict[str, Any]:
     """The run state stored with a gpt checkpoint, checked as far as it can
-    be before use: a hand-edited or foreign file gives a UserError, never a
-    traceback or a silently wrong run. (The checkpoint's digest covers the
-    parameters only, not this metadata.)"""
+    be before use: a foreign file (or one edited and resealed) gives a
+    UserError, never a traceback or a silently wrong run. (The checkpoint's
+    digest already covers every byte, this metadata and the optimizer
+    state included.)"""
     run = saved["metadata"].get("run")
+    if isinstance(run, dict):
+        run = {**run, "optimizer": saved["optimizer"]}
     architecture = saved["architecture"]
     is_gpt = isinstance(architecture, dict) and architecture.get("type") == "GPT"
     if not is_gpt or not isinstance(run, dict):
@@ -335,10 +342,9 @@ class Result:
 def train(args: argparse.Namespace, out: Path) -> Result:
     import numpy as np
 
-    from .. import checkpoint
     from ..optim import Adam, LinearDecay
     from ..progress import ProgressBar
-    from ..tensor import charlm
+    from ..tensor import charlm, checkpoint
     from ..tensor.memory import keep_freed_memory
     from ..tensor.nn import GPT, GPTConfig
 
@@ -347,9 +353,16 @@ def train(args: argparse.Namespace, out: Path) -> Result:
     path = out / CHECKPOINT
     saved: dict[str, Any] | None = None
     if args.resume:
+        legacy = out / LEGACY_CHECKPOINT
+        if not path.exists() and legacy.exists():
+            raise UserError(
+                f"--resume: {legacy} is a checkpoint of chainrule 0.1, whose run state had no "
+                f"checksum; convert it with: python -m chainrule.tensor.convert {legacy}"
+            )
         try:
             saved = checkpoint.read(path)
-        except checkpoint.CheckpointError as e:
+            checkpoint.gpt_config(saved["architecture"], saved["parameters"], path)
+        except (checkpoint.CheckpointError, ImportError) as e:
             raise UserError(f"--resume: {e}") from None
     run_meta = _saved_run(saved, path) if saved is not None else None
     settings = _settings(args, run_meta["settings"] if run_meta else None)
@@ -369,6 +382,8 @@ def train(args: argparse.Namespace, out: Path) -> Result:
         n_head=settings.n_head,
         n_layer=settings.n_layer,
     )
+    if saved is not None and saved["architecture"] != {"type": "GPT", **config.to_dict()}:
+        raise UserError(f"--resume: {path}: the architecture differs from its run settings")
     init_seed, batch_seed, sample_seed = np.random.SeedSequence(settings.seed).spawn(3)
     model = GPT(config, dtype=settings.dtype, rng=np.random.default_rng(init_seed))
     names = [n for n, _ in model.named_parameters()]
@@ -405,17 +420,17 @@ def train(args: argparse.Namespace, out: Path) -> Result:
                 "data": source,
                 "data_sha256": _fingerprint(docs),
                 "vocabulary": vocab.chars,
-                "optimizer": {
-                    "t": optimizer.t,
-                    "m": {n: np.asarray(m).tolist() for n, m in zip(names, optimizer.m)},
-                    "v": {n: np.asarray(v).tolist() for n, v in zip(names, optimizer.v)},
-                },
                 "rng": batches.bit_generator.state,
             },
         }
+        adam = {
+            "t": optimizer.t,
+            "m": dict(zip(names, optimizer.m)),
+            "v": dict(zip(names, optimizer.v)),
+        }
         try:
-            checkpoint.save(model, path, metadata=meta)
-        except (OSError, ValueError) as e:
+            checkpoint.save(model, path, metadata=meta, optimizer=adam)
+        except (OSError, ValueError, ImportError) as e:
             raise UserError(f"cannot write {path} ({getattr(e, 'strerror', None) or e})") from None
 
     print(
@@ -481,6 +496,10 @@ def run(args: argparse.Namespace) -> int:
         import numpy  # noqa: F401
     except ImportError:
         return _error("needs NumPy: pip install 'chainrule[tensor]'")
+    try:
+        import safetensors  # noqa: F401  (the checkpoints)
+    except ImportError:
+        return _error("needs safetensors for its checkpoints: pip install 'chainrule[tensor]'")
     out: Path = args.out
     problem = make_out_dir(out)
     if problem:

@@ -125,6 +125,7 @@ class RMSNorm(Module):
         *,
         dtype: Any = np.float64,
     ) -> None:
+        self.dim = dim  # also without a weight: PyTorch's RMSNorm is built with it
         self.eps = eps
         self.weight = Tensor(np.ones(dim, dtype=_dtype(dtype))) if elementwise_affine else None
 
@@ -237,6 +238,12 @@ class GPTConfig:
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
+
+    def num_parameters(self) -> int:
+        """The number of weights a GPT of this size has, without building
+        it (a checkpoint's architecture is checked against its file by this)."""
+        V, T, C, L = self.vocab_size, self.block_size, self.n_embd, self.n_layer
+        return 2 * V * C + T * C + L * 12 * C * C  # wte, lm_head, wpe; q k v o + fc1 fc2
 
 
 class GPT(Module):

@@ -141,6 +141,31 @@ class Tensor(Labelled):
         """The data array (shared, not copied)."""
         return self.data
 
+    def tolist(self) -> Any:
+        """The values as (nested lists of) Python floats; a float for a 0-d tensor."""
+        return self.data.tolist()
+
+    # -- the array protocols: NumPy, and DLPack (PyTorch, JAX, CuPy ...) -------
+
+    def __array__(self, dtype: Any = None, copy: bool | None = None) -> np.ndarray:
+        """``np.asarray(t)`` is ``t.data`` itself, not an array of Tensors."""
+        convert = dtype is not None and np.dtype(dtype) != self.data.dtype
+        if convert and copy is False:
+            raise ValueError(f"__array__: float data of {self.data.dtype} as {dtype} needs a copy")
+        if copy or convert:
+            return np.array(self.data, dtype=dtype, copy=True)
+        return self.data
+
+    def __dlpack__(self, **kwargs: Any) -> Any:
+        """The data as a DLPack capsule: ``torch.from_dlpack(t)`` and
+        ``np.from_dlpack(t)`` share its memory. The arguments are the Python
+        array API's (``stream``, ``max_version``, ``dl_device``, ``copy``),
+        passed on to NumPy."""
+        return self.data.__dlpack__(**kwargs)
+
+    def __dlpack_device__(self) -> tuple[int, int]:
+        return self.data.__dlpack_device__()
+
     # -- graph ----------------------------------------------------------------
 
     def detach(self) -> Tensor:
@@ -336,10 +361,15 @@ def as_array(data: Any, dtype: Any, op: str) -> np.ndarray:
         dtype = np.dtype(dtype)
         if dtype not in FLOAT_DTYPES:
             raise TypeError(f"{op}: dtype must be float32 or float64, got {dtype}")
-    if isinstance(data, np.ndarray) and data.dtype in FLOAT_DTYPES:
-        return data if dtype is None or data.dtype == dtype else data.astype(dtype)
     if isinstance(data, (str, bytes)) or data is None:
         raise TypeError(f"{op}: expected {_ACCEPTED}, got {type(data).__name__} {data!r}")
+    if not isinstance(data, (np.ndarray, np.generic)):
+        if hasattr(data, "__dlpack__"):
+            data = _from_dlpack(data, op)  # a torch tensor, a JAX array ...: shared, not copied
+        elif hasattr(data, "__array__"):
+            data = np.asarray(data)  # NumPy's array protocol: shared when it can be
+    if isinstance(data, np.ndarray) and data.dtype in FLOAT_DTYPES:
+        return data if dtype is None or data.dtype == dtype else data.astype(dtype)
     try:
         arr = np.asarray(data)
     except (ValueError, TypeError) as e:
@@ -347,6 +377,20 @@ def as_array(data: Any, dtype: Any, op: str) -> np.ndarray:
     if arr.dtype.kind not in "biuf":
         raise TypeError(f"{op}: expected {_ACCEPTED}, got {arr.dtype} data {data!r}")
     return arr.astype(dtype or np.float64)
+
+
+def _from_dlpack(data: Any, op: str) -> np.ndarray:
+    """An array sharing the memory of a DLPack producer (a torch tensor, a
+    JAX array ...); a one-line TypeError when it cannot be shared (on a GPU,
+    or a torch tensor that requires grad)."""
+    try:
+        return np.from_dlpack(data)
+    except (BufferError, RuntimeError, TypeError, ValueError) as e:
+        hint = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+        raise TypeError(
+            f"{op}: cannot read {type(data).__name__} through DLPack ({hint}); "
+            "pass a CPU array (for torch: t.detach().cpu())"
+        ) from None
 
 
 def constant(x: Any, op: str) -> Any:

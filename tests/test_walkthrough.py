@@ -1,0 +1,210 @@
+"""The interactive page: self-contained, its data right, and in a real
+browser (headless Chromium driven by Selenium) stepping through to the end
+leaves every gradient equal to ``backward()``'s."""
+
+from __future__ import annotations
+
+import doctest
+import io
+import os
+import re
+import shutil
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import chainrule.walkthrough
+from chainrule import Value
+from chainrule.explain import backward_walk
+from chainrule.expr import evaluate
+from chainrule.viz import forward_order
+from chainrule.walkthrough import page_data, walkthrough_html, write_walkthrough
+
+FORMULAS = [
+    ("c = a*b; e = c + d; f = relu(e)", {"a": 2.0, "b": -3.0, "d": 10.0}),
+    ("c = a*b; d = c + a; e = d**2", {"a": 2.0, "b": 3.0}),
+    ("t = tanh(a*b) * a; u = t - max(a, b) / (a*a + 1); v = exp(-u) * b", {"a": 0.7, "b": -1.9}),
+]
+
+
+def test_docstring_examples() -> None:
+    assert doctest.testmod(chainrule.walkthrough).failed == 0
+
+
+def test_page_is_self_contained() -> None:
+    page = walkthrough_html(evaluate(*FORMULAS[1]))
+    # nothing fetched from anywhere: no src/href attributes, no @import, no url() but the marker
+    assert not re.search(r"\b(src|href)\s*=", page)
+    assert "@import" not in page and "@font-face" not in page
+    assert re.findall(r"url\(([^)]*)\)", page) == ["#arrow"] * page.count("marker-end")
+    assert "http" not in page.replace('xmlns="http://www.w3.org/2000/svg"', "")
+
+
+def test_page_data_follows_the_walk() -> None:
+    e = evaluate(*FORMULAS[1])
+    walk = backward_walk(e)
+    data = page_data(walk)
+    assert data["updates"] == [[u.node, u.child, u.local] for u in walk.updates]
+    assert len(data["texts"]) == len(walk.updates) + 2  # before the seed, the seed, each update
+    names = walk.names
+    a = names.index("a")
+    assert (
+        data["texts"][5] == "c = a * b: a.grad += 3.0 * 16.0 = 48.0, so a.grad = 16.0 + 48.0 = 64.0"
+    )
+    assert data["final"][a] == 5  # a is complete after step 5, its second contribution
+    assert data["meanings"][a] == "if a increases by a small h, e increases by 64h"
+
+
+def test_labels_cannot_break_out_of_the_page(tmp_path: Path) -> None:
+    x = Value(1.0, label="</script><script>alert(1)</script>")
+    page = walkthrough_html(x.exp(), title="<b>t</b>")
+    assert "<script>alert" not in page and "<b>t</b>" not in page
+    assert page.count("<script>") == 1
+    assert (
+        write_walkthrough(x * 2.0, tmp_path / "p.html")
+        .read_text(encoding="utf-8")
+        .startswith("<!DOCTYPE html>")
+    )
+
+
+DOCS = Path(__file__).resolve().parent.parent / "docs"
+
+
+def test_committed_page_and_screenshot_are_current() -> None:
+    # made by the README's two commands: explain --html, then chromium --screenshot
+    page = (DOCS / "walkthrough.html").read_text(encoding="utf-8")
+    assert page == walkthrough_html(evaluate(*FORMULAS[1]))
+    png = (DOCS / "walkthrough.png").read_bytes()
+    assert png.startswith(b"\x89PNG\r\n\x1a\n") and len(png) > 20_000
+
+
+def test_refusals() -> None:
+    with pytest.raises(TypeError, match="walkthrough_html: expected a Value, got float"):
+        walkthrough_html(3.0)  # type: ignore[arg-type]
+    x = Value(1.0)
+    y = x
+    for _ in range(300):
+        y = y * 1.0
+    with pytest.raises(ValueError, match="301 nodes, more than max_nodes=200"):
+        walkthrough_html(y)
+
+
+# -- in a real browser -----------------------------------------------------
+
+CHROMIUM_FLAGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--window-size=1200,900",
+]
+
+
+def _unavailable(reason: str) -> None:
+    """Say so loudly: in CI the browser test must run, never pass silently."""
+    message = f"browser test cannot run: {reason}"
+    if os.environ.get("CI"):
+        pytest.fail(message + " (CI installs chromium and chromium-driver in .ci/run)")
+    pytest.skip(message)
+
+
+@pytest.fixture(scope="module")
+def browser(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
+    try:
+        from selenium import webdriver
+        from selenium.webdriver.chrome.service import Service
+    except ImportError:
+        _unavailable("the selenium package is missing (pip install -e '.[test]')")
+    chromium = shutil.which("chromium") or shutil.which("chromium-browser")
+    driver_path = shutil.which("chromedriver")
+    if chromium is None or driver_path is None:
+        _unavailable("Chromium is missing (apt-get install chromium chromium-driver)")
+    options = webdriver.ChromeOptions()
+    options.binary_location = chromium
+    for flag in CHROMIUM_FLAGS:
+        options.add_argument(flag)
+    options.add_argument(f"--user-data-dir={tmp_path_factory.mktemp('chromium-profile')}")
+    driver = webdriver.Chrome(service=Service(driver_path), options=options)
+    driver.set_page_load_timeout(30)
+    try:
+        yield driver
+    finally:
+        driver.quit()
+
+
+def _open(browser: Any, root: Value, path: Path) -> None:
+    write_walkthrough(root, path)
+    browser.get(path.resolve().as_uri())
+
+
+def _grads_on_page(browser: Any) -> dict[int, float]:
+    cells = browser.find_elements("css selector", "td.grad")
+    return {int(c.get_attribute("data-node")): float(c.get_attribute("data-grad")) for c in cells}
+
+
+@pytest.mark.parametrize(("source", "values"), FORMULAS)
+def test_stepping_to_the_end_gives_backwards_gradients(
+    browser: Any, tmp_path: Path, source: str, values: dict[str, float]
+) -> None:
+    root = evaluate(source, values)
+    _open(browser, root, tmp_path / "walk.html")
+    counter = browser.find_element("id", "counter")
+    steps = int(counter.get_attribute("data-steps"))
+    assert steps == len(backward_walk(root).updates) + 1
+    assert set(_grads_on_page(browser).values()) == {0.0}  # before the seed
+    forward = browser.find_element("id", "next")
+    clicks = 0
+    while forward.is_enabled():
+        forward.click()
+        clicks += 1
+        assert clicks <= steps
+    assert clicks == steps and counter.get_attribute("data-step") == str(steps)
+    on_page = _grads_on_page(browser)
+    root.backward()
+    nodes = forward_order(root)
+    assert on_page == {i: v.grad for i, v in enumerate(nodes)}  # exactly, every node
+    # the drawing shows the same numbers as the table
+    for i in on_page:
+        shown = browser.find_element("id", f"svg-grad-{i}").text
+        assert shown == browser.find_element("id", f"grad-{i}").text
+
+
+def test_stepping_back_undoes_one_update(browser: Any, tmp_path: Path) -> None:
+    e = evaluate(*FORMULAS[1])
+    _open(browser, e, tmp_path / "back.html")
+    a = forward_order(e).index(e._prev[0]._prev[1])
+    browser.find_element("id", "last").click()
+    assert _grads_on_page(browser)[a] == 64.0
+    browser.find_element("id", "prev").click()  # undo b's update: a still 64
+    browser.find_element("id", "prev").click()  # undo a += 48
+    assert _grads_on_page(browser)[a] == 16.0
+    text = browser.find_element("id", "step-text").text
+    assert text == "d = c + a: a.grad += 1.0 * 16.0 = 16.0, so a.grad = 16.0"
+    # the node being processed (d) and the input receiving (a) are highlighted
+    d = forward_order(e).index(e._prev[0])
+    assert "active" in browser.find_element("id", f"node-{d}").get_attribute("class").split()
+    assert "target" in browser.find_element("id", f"node-{a}").get_attribute("class").split()
+    browser.find_element("id", "first").click()
+    assert set(_grads_on_page(browser).values()) == {0.0}
+
+
+def test_the_page_renders(browser: Any, tmp_path: Path) -> None:
+    from matplotlib import image
+
+    e = evaluate(*FORMULAS[0])
+    _open(browser, e, tmp_path / "shot.html")
+    browser.find_element("id", "next").click()
+    pixels = image.imread(io.BytesIO(browser.get_screenshot_as_png()), format="png")
+    height, width = pixels.shape[:2]
+    assert (width, height) == (1200, 900) or width > 600
+    rgb = pixels[..., :3]
+    ink = (rgb.sum(axis=2) < 2.4).mean()  # not near white
+    colours = {tuple(p) for p in (rgb[::7, ::7].reshape(-1, 3) * 255).astype(int).tolist()}
+    assert ink > 0.01, "the page rendered blank"
+    assert len(colours) > 20  # text, boxes, the highlighted node: not one flat colour
