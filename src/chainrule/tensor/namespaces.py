@@ -15,6 +15,16 @@ functions of ``M``. The scalar engine's derivative rules work the same way
 ``M.of(t)`` is what a rule differentiates: ``t.data`` under ``ARRAY``, the
 node ``t`` itself under ``GRAPH``. A rule reads ``t.data`` directly only
 for what is a constant in both passes: masks, comparisons, shapes.
+
+The functions, the same in both: ``M.graph`` (False, True), ``M.of(t)``,
+``M.fit(g, x)`` (sum ``g`` over the axes ``x`` was broadcast along, cast to
+its dtype), ``M.where(cond, a, b)`` (``cond`` a constant mask),
+``M.exp``, ``M.log``, ``M.sqrt``, ``M.row_sum`` and ``M.row_mean`` (over
+the last axis, kept), ``M.broadcast_to(x, shape)``, ``M.scatter(shape,
+index, basic, values)`` (zeros with ``values`` added at ``index``),
+``M.add_at(x, index, value)``, ``M.fill(x, mask, value)`` and
+``M.astype(x, dtype)``. ``GRAPH.softmax`` recomputes a softmax as a node,
+for rules whose plain form reuses the forward's arrays.
 """
 
 from __future__ import annotations
@@ -95,7 +105,7 @@ def _graph_where(cond: Any, a: Any, b: Any) -> Any:
 def _graph_fit(g: Any, x: Any) -> Any:
     """``fit`` on a Tensor: summed over the broadcast axes, cast to ``x``'s dtype."""
     if not isinstance(g, Tensor):
-        return fit(np.asarray(g), np.empty(x.shape, dtype=x.dtype))
+        return fit(np.asarray(g), x)
     shape = tuple(x.shape)
     if g.data.shape != shape:
         extra = g.data.ndim - len(shape)
