@@ -15,6 +15,13 @@ own slots (``_a``/``_da`` and ``_b``/``_db`` for a unary or binary op; a
 tuple of each for an n-ary one), so an operation allocates one tracked
 object, which is what Python's garbage collector pays for.
 
+``sum(w * x for ...)`` becomes one node too: a running sum whose partial
+sums share one list of terms, with each product that only the expression
+holds stored as its two factors. The value is the left-to-right sum and the
+backward pass adds each term's contributions where the chain of binary
+``+`` nodes would (see :func:`_push_terms`), so nothing changes by a bit;
+``with elementary():`` turns it off.
+
 The same rules also serve higher-order gradients: ``backward(create_graph=True)``
 evaluates them again, on the nodes themselves instead of their floats, so
 the gradient is itself a graph of Values.
@@ -362,16 +369,18 @@ def _sum_start(product: Value, c: float) -> Value:
 
 
 def _sum_step(a: Value, b: Value, a_temporary: bool, b_temporary: bool) -> Value:
-    """``a + b`` where ``a`` is a running sum or a product: the same value
-    as the binary node (``a.data + b.data``), as one node."""
+    """``a + b`` where ``a`` is a temporary running sum or product, or ``b``
+    a temporary product: the same value as the binary node
+    (``a.data + b.data``), as one node. A running sum that something else
+    holds is a plain term of the new one, as in the binary chain."""
     y = a.data + b.data
-    if a._b is CHAIN:
+    if a_temporary and a._b is CHAIN:
         terms: _Terms = a._a
-        if len(terms.inputs) != a._da:  # a partial sum someone kept: branch off
+        if len(terms.inputs) != a._da:  # extended before (a C caller's borrowed reference)
             terms = _branch(terms, a._da, a._db)
     else:
         terms = _Terms(None)
-        _add_term(terms, a, a_temporary)
+        _add_term(terms, a, a_temporary and a._fn is MUL)
     _add_term(terms, b, b_temporary)
     return _sum_node(y, terms)
 
@@ -526,9 +535,10 @@ class Value(Labelled):
         if other.__class__ is Value:
             if _all_fast:
                 # a product that only this expression holds joins a running sum
-                a_temp = self._fn is MUL and _refs(self) == _TEMPORARY
+                fn = self._fn
+                a_temp = (fn is MUL or fn is SUM_TERMS) and _refs(self) == _TEMPORARY
                 b_temp = other._fn is MUL and _refs(other) == _TEMPORARY
-                if a_temp or b_temp or self._b is CHAIN:
+                if a_temp or b_temp:
                     return _sum_step(self, other, a_temp, b_temp)
             v = _new(Value)
             v.data = self.data + other.data
@@ -731,11 +741,11 @@ class Value(Labelled):
                     node.grad = node.grad + g
             return
         seed = _as_float(gradient, "backward")
-        order, leaves = topological_order(self)
+        order, nodes, leaves = _backward_order(self)
         if not order:
             self.grad += seed
             return
-        for v in order:
+        for v in nodes:
             v.grad = 0.0
         # Leaves collect this pass's gradient from zero and add it to what
         # they held in one step, so two passes give exactly twice one pass.
@@ -744,6 +754,14 @@ class Value(Labelled):
             leaf.grad = 0.0
         self.grad = seed
         for v in order:
+            if v.__class__ is tuple:  # a term of a running sum
+                node, i, n = v
+                g = node.grad
+                terms = node._a
+                inputs, local = terms.inputs, terms.local
+                for j in range(i, i + n):
+                    inputs[j].grad += local[j] * g
+                continue
             g = v.grad
             if g - g != 0.0 and v._fn.masked:  # inf or nan into a selecting op
                 for child, contribution in _contributions(v, g, False):
@@ -755,15 +773,8 @@ class Value(Labelled):
             elif b.__class__ is not _Tag:
                 v._a.grad += v._da * g
                 b.grad += v._db * g
-            elif b is CHAIN:  # last term first, as the chain of binary + would
-                terms = v._a
-                n = v._da
-                if n == len(terms.inputs):
-                    for child, local in zip(reversed(terms.inputs), reversed(terms.local)):
-                        child.grad += local * g
-                else:
-                    for child, local in zip(reversed(terms.inputs[:n]), reversed(terms.local[:n])):
-                        child.grad += local * g
+            elif b is CHAIN:  # its terms' marks add the contributions
+                pass
             elif b is NARY:
                 for child, local in zip(v._a, v._da):
                     child.grad += local * g
@@ -841,18 +852,30 @@ def topological_order(root: Value) -> tuple[list[Value], list[Value]]:
     gradients agree bit for bit; but the search is iterative, with its own
     stack, so depth is bounded by memory only, not by the recursion limit.
     """
+    _, nodes, leaves = _backward_order(root)
+    return nodes, leaves
+
+
+def _backward_order(root: Value) -> tuple[list[Any], list[Value], list[Value]]:
+    """:func:`topological_order` with the marks of running sums' terms
+    (see :func:`_push_terms`) among the nodes: the order the backward pass
+    walks, the interior nodes alone, and the leaves."""
     if root._a is None:
-        return [], [root]
+        return [], [], [root]
     done = False
     state: dict[Value, bool] = {}  # entered: False, finished: True
     get = state.get
     stack = [root]
     push = stack.append
     pop = stack.pop
-    topo = []
+    topo: list[Any] = []
+    nodes = []
     leaves = []
     while stack:
         v = pop()
+        if v.__class__ is tuple:  # a term of a running sum: its inputs are done
+            topo.append(v)
+            continue
         s = get(v)
         if s is None:  # entering v: come back to it after its inputs
             a = v._a
@@ -866,8 +889,10 @@ def topological_order(root: Value) -> tuple[list[Value], list[Value]]:
             if b is None:
                 if a not in state:
                     push(a)
+            elif b is CHAIN:
+                _push_terms(v, push, state)
             elif b.__class__ is _Tag:
-                for child in reversed(a.inputs[: v._da] if b is CHAIN else a):
+                for child in reversed(a):
                     if child not in state:
                         push(child)
             else:
@@ -878,8 +903,38 @@ def topological_order(root: Value) -> tuple[list[Value], list[Value]]:
         elif s is done:  # leaving v: every input is listed
             state[v] = True
             topo.append(v)
+            nodes.append(v)
     topo.reverse()
-    return topo, leaves
+    nodes.reverse()
+    return topo, nodes, leaves
+
+
+#: A term of a running sum in the backward order: ``(node, i, n)``, the
+#: node's inputs ``i`` to ``i + n``, whose contributions are added there.
+TermMark = tuple[Value, int, int]
+
+
+def _push_terms(v: Value, push: Callable[[Any], None], state: dict[Value, bool]) -> None:
+    """Push a running sum's inputs for the depth-first search, term by
+    term, each followed by a mark: reversed, the order lists each term's
+    mark just before the nodes first reached through it, which is where the
+    binary chain ``((t1 + t2) + t3) + ...`` adds that term's contributions.
+    (In the chain's first node ``t1 + t2`` a plain ``t1`` gets its
+    contribution with ``t2``'s.)"""
+    terms: _Terms = v._a
+    inputs = terms.inputs
+    kinds = terms.kinds[: v._db]
+    starts = list(itertools.accumulate(kinds, initial=0))
+    together = terms.start is None and kinds[0] == 1 and len(kinds) > 1
+    for j in range(len(kinds) - 1, -1, -1):
+        i, n = starts[j], kinds[j]
+        if together and j == 1:
+            push((v, 0, 1 + n))
+        elif not (together and j == 0):
+            push((v, i, n))
+        for child in reversed(inputs[i : i + n]):
+            if child not in state:
+                push(child)
 
 
 def _contributions(v: Value, g: Any, create_graph: bool) -> Iterator[tuple[Value, Any]]:
@@ -898,23 +953,25 @@ def _contributions(v: Value, g: Any, create_graph: bool) -> Iterator[tuple[Value
             "operation as a chainrule.Primitive to use it here"
         )
     children = v._children
-    if create_graph:
-        if fn.derivative is None:
-            raise TypeError(
-                f"node {fn.name!r} was built with constant local gradients "
-                "(Value(data, children, local_grads)), which cannot be differentiated "
-                "again; define the operation as a chainrule.Primitive for create_graph"
-            )
-        local: Sequence[Any] = fn.derivative(GRAPH, *children, *_constant(v), v)
-    else:
-        local = v._local_grads
+    local = _rule(v) if create_graph else v._local_grads
     if type(g) is float and g - g != 0.0 and fn.masked:
         yield from _masked(v, children, local, g)
         return
-    if b is CHAIN:  # in backward()'s order: last term first
-        children, local = children[::-1], local[::-1]
     for child, d in zip(children, local):
         yield child, d * g
+
+
+def _rule(v: Value) -> Sequence[Any]:
+    """``v``'s local derivatives from the table's rule evaluated on Values,
+    so that they are differentiable in turn (``create_graph``)."""
+    fn = v._fn
+    if fn.derivative is None:
+        raise TypeError(
+            f"node {fn.name!r} was built with constant local gradients "
+            "(Value(data, children, local_grads)), which cannot be differentiated "
+            "again; define the operation as a chainrule.Primitive for create_graph"
+        )
+    return fn.derivative(GRAPH, *v._children, *_constant(v), v)
 
 
 def _constant(v: Value) -> tuple[Any, ...]:
@@ -968,9 +1025,27 @@ def backpropagate(
     grads: dict[Value, Any] = {root: seed}
     get = grads.get
     hook = on_edge
-    for v in topological_order(root)[0]:
+    sum_local: dict[Value, Sequence[Any]] = {}  # a running sum's local derivatives
+    for v in _backward_order(root)[0]:
+        if v.__class__ is tuple:  # a term of a running sum
+            node, i, n = v
+            g = get(node)
+            if g is None:
+                continue
+            inputs, local = node._a.inputs, sum_local[node]
+            for j in range(i, i + n):
+                child = inputs[j]
+                contribution = local[j] * g
+                if hook is not None:
+                    hook(node, child, contribution, g)
+                acc = get(child)
+                grads[child] = contribution if acc is None else acc + contribution
+            continue
         g = get(v)
         if g is None:
+            continue
+        if v._b is CHAIN:
+            sum_local[v] = _rule(v) if create_graph else v._a.local
             continue
         for child, contribution in _contributions(v, g, create_graph):
             if hook is not None:

@@ -1,15 +1,21 @@
-"""The graph itself: recording mode, creation order and topological order.
+"""The graph itself: recording mode (``no_grad``, ``elementary``, the
+anomaly observer) and, for the ``Tensor`` engine, creation order.
 
-Everything here is shared by the scalar ``Value`` engine and the NumPy
-``Tensor`` engine. A node is any object with ``_prev`` (its inputs, a tuple)
-and ``_id`` (a creation counter). Nothing in this module imports an engine.
+The recording mode is shared by the scalar ``Value`` engine and the NumPy
+``Tensor`` engine. Nothing in this module imports an engine.
 
-Two facts make the backward pass cheap and recursion-free:
+A Tensor node is any object with ``_prev`` (its inputs, a tuple) and
+``_id`` (a creation counter). Two facts make its backward pass cheap and
+recursion-free:
 
 * A node is always created after its inputs, so sorting the nodes of a graph
   by creation number, newest first, is a valid reverse topological order. No
   depth-first search, no recursion, no depth limit.
 * Leaves (no inputs) never need to be visited: they only receive gradient.
+
+The ``Value`` engine orders its graph itself (``engine.topological_order``):
+an iterative depth-first search in micrograd's and microgpt's order, so its
+gradients are theirs bit for bit, with no counter to keep per node.
 """
 
 from __future__ import annotations
