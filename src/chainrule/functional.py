@@ -175,10 +175,11 @@ class _Call:
             structures.append(_flatten(args[i], f"{name}: argument {i}", leaves))
             found.append(leaves)
         kinds = [_kind(x) for leaves in found for x in leaves]
-        self.tensor = any(k in (TENSOR, ARRAY) for k in kinds)
-        if self.tensor and VALUE in kinds:
+        tensor = any(k in (TENSOR, ARRAY) for k in kinds)
+        if tensor and VALUE in kinds:
             raise TypeError(f"{name}: Values and Tensors cannot be differentiated together")
-        self.ct = _tensor_module() if self.tensor else None
+        # the Tensor engine's module when the variables are Tensors, else None
+        self.ct = _tensor_module() if tensor else None
         self.kinds = kinds
         self.variables = [self._variable(x) for leaves in found for x in leaves]
         self.structures = structures
@@ -209,12 +210,13 @@ class _Call:
                 return self.ct.Tensor(float(out))  # a constant: every derivative is 0
             if isinstance(out, self.ct.Tensor) and (out.data.size == 1 or not scalar):
                 return out
-            what = (
-                f"a Tensor of shape {out.data.shape}" if isinstance(out, self.ct.Tensor) else None
-            )
+            if isinstance(out, self.ct.Tensor):
+                what = f"a Tensor of shape {out.data.shape}"
+            else:
+                what = f"{type(out).__name__} {out!r}"
             raise TypeError(
                 f"{self.name}: the function must return a scalar (a one-element Tensor or "
-                f"a number), got {what or type(out).__name__ + ' ' + repr(out)}"
+                f"a number), got {what}"
             )
         if isinstance(out, Value):
             return out
