@@ -219,8 +219,9 @@ def test_svg_without_graphviz(
 def test_svg_into_a_missing_directory(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
     require_dot()
     target = tmp_path / "no" / "such" / "g.svg"
-    code, _, err = run(capsys, "a*b", "a=2", "b=3", "--svg", str(target))
-    assert code == 1 and err.startswith(f"error: cannot write {target}")
+    code, out, err = run(capsys, "a*b", "a=2", "b=3", "--svg", str(target))
+    assert code == 1 and out == ""  # checked before the work
+    assert err == f"error: cannot write {target}: directory {target.parent} does not exist\n"
 
 
 def test_svg_of_seed_002(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:

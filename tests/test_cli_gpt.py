@@ -73,7 +73,7 @@ def test_bigram_is_smoothed_counts() -> None:
     vocab = charlm.Vocabulary.from_documents(["ab"])  # a=0 b=1 BOS=2
     model = charlm.Bigram(charlm.encode_all(["ab", "a"], vocab, 8), vocab.size)
     # from BOS: 'a' twice, plus one of each: P(a | BOS) = 3 / 5
-    assert math.isclose(np.exp(model.log_probs[2, 0]), 3 / 5)
+    assert math.isclose(np.exp(model.log_prob(2, 0)), 3 / 5)
     held = charlm.encode_all(["b"], vocab, 8)  # BOS b BOS
     # P(b | BOS) = 1/5; after 'b' came BOS once: P(BOS | b) = (1 + 1) / (1 + 3)
     expected = -(np.log(1 / 5) + np.log(2 / 4)) / 2

@@ -20,6 +20,7 @@ import math
 import os
 import random
 from pathlib import Path
+from typing import BinaryIO
 
 __all__ = ["DatasetError", "load_lines", "make_blobs", "make_circles", "make_moons"]
 
@@ -160,22 +161,45 @@ class DatasetError(ValueError):
     """A data file that cannot be used: missing, empty, binary, unreadable."""
 
 
-def load_lines(path: str | os.PathLike[str]) -> list[str]:
+def _open_without_waiting(path: Path) -> BinaryIO:
+    """``open(path, "rb")``, except that a FIFO nobody writes to reads as
+    empty instead of blocking the open forever; one with a writer (``--data
+    <(command)``) is read as it comes."""
+    nonblock = getattr(os, "O_NONBLOCK", 0)
+    fd = os.open(path, os.O_RDONLY | nonblock | getattr(os, "O_BINARY", 0))
+    try:
+        import fcntl  # POSIX, as O_NONBLOCK
+
+        fcntl.fcntl(fd, fcntl.F_SETFL, fcntl.fcntl(fd, fcntl.F_GETFL) & ~nonblock)
+    except ImportError:
+        pass
+    except OSError:
+        os.close(fd)
+        raise
+    return os.fdopen(fd, "rb")
+
+
+def load_lines(path: str | os.PathLike[str], *, max_bytes: int | None = None) -> list[str]:
     """The non-blank lines of a UTF-8 text file, stripped: one document per
     line (a name, a sentence, ...).
 
     Raises :class:`DatasetError` with a one-line reason when the file is
-    missing, not a file, empty (or only blank lines), or binary / not UTF-8.
+    missing, not a file, empty (or only blank lines), binary / not UTF-8,
+    or longer than ``max_bytes`` (then only ``max_bytes + 1`` bytes are
+    read: ``/dev/zero`` or a pipe cannot exhaust memory).
     """
     p = Path(path)
     try:
-        raw = p.read_bytes()
+        with _open_without_waiting(p) as f:
+            raw = f.read() if max_bytes is None else f.read(max_bytes + 1)
     except FileNotFoundError:
         raise DatasetError(f"{p}: no such file") from None
     except IsADirectoryError:
         raise DatasetError(f"{p}: is a directory, not a text file") from None
-    except OSError as e:
-        raise DatasetError(f"{p}: cannot read ({e.strerror or e})") from None
+    except (OSError, ValueError) as e:  # ValueError: a NUL byte in the name
+        raise DatasetError(f"{p}: cannot read ({getattr(e, 'strerror', None) or e})") from None
+    if max_bytes is not None and len(raw) > max_bytes:
+        raise DatasetError(f"{p}: larger than the limit of {max_bytes:,} bytes")
     if b"\x00" in raw:
         raise DatasetError(f"{p}: looks binary (contains NUL bytes), expected a text file")
     try:

@@ -124,9 +124,17 @@ def _as_float(x: object, op: str) -> float:
     if isinstance(x, numbers.Real):  # int, bool, Fraction, NumPy real scalars
         try:
             return float(x)
-        except OverflowError:
-            raise ValueError(f"{op}: {x!r} is too large for a float") from None
+        except OverflowError:  # an int or Fraction beyond 1.8e308
+            raise ValueError(
+                f"{op}: {type(x).__name__} of about 10**{_log10(x)} is too large for a float"
+            ) from None
     raise TypeError(f"{op}: expected {_ACCEPTED}, got {type(x).__name__} {x!r}")
+
+
+def _log10(x: Any) -> int:
+    """The decimal exponent of a huge int or Fraction (its digits may be
+    too many for ``str``)."""
+    return int(int(abs(x) // 1).bit_length() * 0.30103)
 
 
 def _lift(x: object, op: str) -> Value:
@@ -754,13 +762,22 @@ class Value(Labelled):
             leaf.grad = 0.0
         self.grad = seed
         for v in order:
-            if v.__class__ is tuple:  # a term of a running sum
-                node, i, n = v
-                g = node.grad
+            if v.__class__ is list:  # a span of a running sum's terms
+                node, lo, hi = v
                 terms = node._a
-                inputs, local = terms.inputs, terms.local
-                for j in range(i, i + n):
-                    inputs[j].grad += local[j] * g
+                g = node.grad
+                if lo == 0 and _first_before_second(node):
+                    for child, contribution in _emit_span(v, g):
+                        child.grad += contribution
+                elif lo == 0 and hi == len(terms.inputs):
+                    for child, local in zip(reversed(terms.inputs), reversed(terms.local)):
+                        child.grad += local * g
+                else:
+                    stop = lo - 1 if lo else None
+                    for child, local in zip(
+                        terms.inputs[hi - 1 : stop : -1], terms.local[hi - 1 : stop : -1]
+                    ):
+                        child.grad += local * g
                 continue
             g = v.grad
             if g - g != 0.0 and v._fn.masked:  # inf or nan into a selecting op
@@ -857,7 +874,7 @@ def topological_order(root: Value) -> tuple[list[Value], list[Value]]:
 
 
 def _backward_order(root: Value) -> tuple[list[Any], list[Value], list[Value]]:
-    """:func:`topological_order` with the marks of running sums' terms
+    """:func:`topological_order` with the marks of running sums' term spans
     (see :func:`_push_terms`) among the nodes: the order the backward pass
     walks, the interior nodes alone, and the leaves."""
     if root._a is None:
@@ -865,7 +882,7 @@ def _backward_order(root: Value) -> tuple[list[Any], list[Value], list[Value]]:
     done = False
     state: dict[Value, bool] = {}  # entered: False, finished: True
     get = state.get
-    stack = [root]
+    stack: list[Any] = [root]
     push = stack.append
     pop = stack.pop
     topo: list[Any] = []
@@ -873,7 +890,7 @@ def _backward_order(root: Value) -> tuple[list[Any], list[Value], list[Value]]:
     leaves = []
     while stack:
         v = pop()
-        if v.__class__ is tuple:  # a term of a running sum: its inputs are done
+        if v.__class__ is list:  # a span of a running sum's terms: its inputs are done
             topo.append(v)
             continue
         s = get(v)
@@ -889,8 +906,19 @@ def _backward_order(root: Value) -> tuple[list[Any], list[Value], list[Value]]:
             if b is None:
                 if a not in state:
                     push(a)
-            elif b is CHAIN:
-                _push_terms(v, push, state)
+            elif b is CHAIN:  # a running sum: one span of its terms, usually
+                n = v._da
+                push([v, 0, n])
+                base = len(stack)
+                new = False
+                for child in a.inputs[n - 1 :: -1]:
+                    if child not in state:
+                        push(child)
+                        if child._a is not None:
+                            new = True
+                if new:  # some term reaches new nodes: push again, span by span
+                    del stack[base - 1 :]
+                    _push_terms(v, push, state)
             elif b.__class__ is _Tag:
                 for child in reversed(a):
                     if child not in state:
@@ -909,32 +937,79 @@ def _backward_order(root: Value) -> tuple[list[Any], list[Value], list[Value]]:
     return topo, nodes, leaves
 
 
-#: A term of a running sum in the backward order: ``(node, i, n)``, the
-#: node's inputs ``i`` to ``i + n``, whose contributions are added there.
-TermMark = tuple[Value, int, int]
+#: A span of a running sum's terms in the backward order: ``[node, lo, hi]``,
+#: the node's inputs ``lo`` to ``hi``, whose contributions are added there.
+TermMark = list[Any]
 
 
 def _push_terms(v: Value, push: Callable[[Any], None], state: dict[Value, bool]) -> None:
-    """Push a running sum's inputs for the depth-first search, term by
-    term, each followed by a mark: reversed, the order lists each term's
-    mark just before the nodes first reached through it, which is where the
-    binary chain ``((t1 + t2) + t3) + ...`` adds that term's contributions.
-    (In the chain's first node ``t1 + t2`` a plain ``t1`` gets its
-    contribution with ``t2``'s.)"""
+    """Push a running sum's inputs for the depth-first search, with marks.
+
+    The binary chain ``((t1 + t2) + t3) + ...`` adds each term's gradient
+    contributions just before the pass walks down into the nodes first
+    reached through that term. Here a mark stands in the order where the
+    chain's nodes would: one for each span of terms that reaches no node
+    the search has not seen, closed where a term reaches new nodes, so
+    every contribution is added where the chain adds it. A span is
+    emitted last term first (:func:`_emit_span`). In the chain's first
+    node ``t1 + t2``, a plain ``t1`` gets its contribution with ``t2``'s,
+    so a span never starts at ``t2`` then.
+    """
     terms: _Terms = v._a
     inputs = terms.inputs
-    kinds = terms.kinds[: v._db]
-    starts = list(itertools.accumulate(kinds, initial=0))
-    together = terms.start is None and kinds[0] == 1 and len(kinds) > 1
-    for j in range(len(kinds) - 1, -1, -1):
-        i, n = starts[j], kinds[j]
-        if together and j == 1:
-            push((v, 0, 1 + n))
-        elif not (together and j == 0):
-            push((v, i, n))
-        for child in reversed(inputs[i : i + n]):
-            if child not in state:
-                push(child)
+    kinds = terms.kinds
+    first = 2 if terms.start is None and kinds[0] == 1 else 1  # where a span may start
+    n = v._da
+    mark: TermMark = [v, 0, n]
+    push(mark)
+    j = v._db - 1  # the term being pushed, last first
+    lo = n - kinds[j]  # its first input
+    new = False
+    for i in range(n - 1, -1, -1):
+        c = inputs[i]
+        if c not in state:
+            push(c)
+            if c._a is not None:
+                new = True
+        if i == lo:  # term j is pushed
+            if new and j >= first:  # it reaches new nodes: its span starts here
+                mark[1] = lo
+                mark = [v, 0, lo]
+                push(mark)
+                new = False
+            j -= 1
+            lo -= kinds[j] if j >= 0 else 0
+
+
+def _first_before_second(v: Value) -> bool:
+    """Whether the first span of running sum ``v`` must add ``t1`` before
+    ``t2``, as the chain's first node ``t1 + t2`` does, rather than last
+    term first: only when ``t1`` is a plain input and also one of ``t2``'s
+    (a node's contributions are the only ones whose order matters)."""
+    terms: _Terms = v._a
+    if terms.start is not None or v._db < 2 or terms.kinds[0] != 1:
+        return False
+    inputs = terms.inputs
+    return inputs[0] is inputs[1] or (terms.kinds[1] == 2 and inputs[0] is inputs[2])
+
+
+def _emit_span(
+    mark: TermMark, g: Any, local: Sequence[Any] | None = None
+) -> list[tuple[Value, Any]]:
+    """``(input, local * g)`` for the inputs of a span of a running sum's
+    terms, in the binary chain's order: last term first, and in the
+    chain's first node a plain ``t1`` just before ``t2``."""
+    v, lo, hi = mark
+    terms: _Terms = v._a
+    if local is None:
+        local = terms.local
+    inputs = terms.inputs
+    if lo == 0 and _first_before_second(v):
+        head = 1 + terms.kinds[1]  # t1, then t2's inputs, after the later terms
+        order = [*range(hi - 1, head - 1, -1), *range(head)]
+        return [(inputs[j], local[j] * g) for j in order]
+    stop = lo - 1 if lo else None
+    return list(zip(inputs[hi - 1 : stop : -1], [d * g for d in local[hi - 1 : stop : -1]]))
 
 
 def _contributions(v: Value, g: Any, create_graph: bool) -> Iterator[tuple[Value, Any]]:
@@ -1027,15 +1102,12 @@ def backpropagate(
     hook = on_edge
     sum_local: dict[Value, Sequence[Any]] = {}  # a running sum's local derivatives
     for v in _backward_order(root)[0]:
-        if v.__class__ is tuple:  # a term of a running sum
-            node, i, n = v
+        if v.__class__ is list:  # a span of a running sum's terms
+            node = v[0]
             g = get(node)
             if g is None:
                 continue
-            inputs, local = node._a.inputs, sum_local[node]
-            for j in range(i, i + n):
-                child = inputs[j]
-                contribution = local[j] * g
+            for child, contribution in _emit_span(v, g, sum_local[node]):
                 if hook is not None:
                     hook(node, child, contribution, g)
                 acc = get(child)

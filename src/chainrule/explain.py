@@ -31,6 +31,9 @@ from .viz import display_name, format_number, forward_order
 #: A node with more contributions than this shows their count, not each one.
 MAX_TERMS = 6
 
+#: 17 significant digits tell every float64 apart; more show nothing true.
+MAX_DIGITS = 17
+
 HEADER = ("node", "op", "data", "local gradient toward each input", "grad", "meaning")
 
 
@@ -127,6 +130,15 @@ def backward_walk(root: Value) -> Walk:
 # --------------------------------------------------------------------------
 
 
+def check_digits(digits: object, op: str) -> None:
+    """TypeError or ValueError, naming ``op``, unless ``digits`` is an int
+    from 1 to :data:`MAX_DIGITS`."""
+    if type(digits) is not int:
+        raise TypeError(f"{op}: digits must be an int, got {type(digits).__name__} {digits!r}")
+    if not 1 <= digits <= MAX_DIGITS:
+        raise ValueError(f"{op}: digits must be between 1 and {MAX_DIGITS}, got {digits}")
+
+
 def explain(root: Any, format: str = "text", *, digits: int = 6) -> str:  # noqa: A002
     """The backward pass of ``root`` as a table: ``format`` is ``"text"``
     (aligned columns) or ``"markdown"``; numbers keep ``digits``
@@ -155,6 +167,7 @@ def explain(root: Any, format: str = "text", *, digits: int = 6) -> str:  # noqa
     """
     if format not in ("text", "markdown"):
         raise ValueError(f"explain: format must be 'text' or 'markdown', got {format!r}")
+    check_digits(digits, "explain")
     if not isinstance(root, Value):
         if hasattr(root, "_vjp"):  # a Tensor: NumPy is there
             from .tensor_explain import explain_tensor
@@ -283,6 +296,7 @@ def trace(root: Value, *, digits: int = 6) -> str:
     """
     if not isinstance(root, Value):
         raise TypeError(f"trace: expected a Value, got {type(root).__name__}")
+    check_digits(digits, "trace")
     walk = backward_walk(root)
 
     def fmt(x: float) -> str:

@@ -20,6 +20,7 @@ read is also checked for sense by its reader.
 from __future__ import annotations
 
 import contextlib
+import glob
 import hashlib
 import json
 import math
@@ -179,6 +180,8 @@ def write_atomically(*files: tuple[Path, bytes]) -> None:
     new by an interrupt (a power cut between two renames still can; the
     reader notices)."""
     temps: list[str] = []
+    for path, _ in files:
+        remove_stale_temporaries(path)
     try:
         for path, data in files:
             fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
@@ -199,6 +202,15 @@ def write_atomically(*files: tuple[Path, bytes]) -> None:
         raise
     for directory in {path.parent for path, _ in files}:
         _sync_directory(directory)
+
+
+def remove_stale_temporaries(path: Path) -> None:
+    """Delete the temporary files that writes of ``path`` interrupted by a
+    crash or ``kill -9`` left behind (``.NAME.XXXXXXXX.tmp``, mkstemp's
+    names): the next save cleans up after them."""
+    for stale in path.parent.glob(f".{glob.escape(path.name)}.{'[a-z0-9_]' * 8}.tmp"):
+        with contextlib.suppress(OSError):
+            stale.unlink()
 
 
 @contextlib.contextmanager

@@ -5,7 +5,11 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import sys
+from pathlib import Path
 from typing import Any
+
+from .options import CommandError
+from .preflight import check_output_file
 
 
 def register(subparsers: Any) -> None:
@@ -38,6 +42,8 @@ def register(subparsers: Any) -> None:
 def main(args: argparse.Namespace) -> int:
     from .. import bench
 
+    if args.json:  # before the run, not after it
+        check_output_file(Path(args.json), "--json")
     settings = bench.QUICK_SETTINGS if args.quick else bench.FULL_SETTINGS
     if args.tiny:
         settings = dataclasses.replace(settings, sizes=bench.TINY, label=settings.label + ", tiny")
@@ -64,6 +70,9 @@ def main(args: argparse.Namespace) -> int:
     print("median: seconds per run; memory: bytes per operation (tracemalloc).")
     print("ratio: the baseline's median divided by the engine's.")
     if args.json:
-        bench.write_json(args.json, bench.to_json(workloads, results, settings))
+        try:
+            bench.write_json(args.json, bench.to_json(workloads, results, settings))
+        except OSError as e:  # a full disk: the path itself was checked before the run
+            raise CommandError(f"cannot write {args.json} ({e.strerror or e})") from None
         print(f"wrote {args.json}")
     return 0

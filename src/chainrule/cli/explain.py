@@ -15,6 +15,7 @@ from __future__ import annotations
 import argparse
 import re
 import sys
+from pathlib import Path
 from typing import Any
 
 from ..engine import Value
@@ -22,6 +23,7 @@ from ..explain import explain, trace
 from ..expr import ExprError, evaluate
 from ..viz import GraphvizNotFound, draw, to_dot
 from ..walkthrough import write_walkthrough
+from .preflight import output_file_problem
 
 _BINDING = re.compile(r"([A-Za-z_][A-Za-z0-9_]*)=(.*)", re.S)
 
@@ -91,6 +93,10 @@ def parse_bindings(items: list[str]) -> dict[str, float]:
 def run(args: argparse.Namespace) -> int:
     if not 1 <= args.digits <= 17:
         return _fail("--digits must be between 1 and 17")
+    for path in (args.dot, args.svg, args.html):
+        problem = path and output_file_problem(Path(path))  # before the work
+        if problem:
+            return _fail(f"cannot write {path}: {problem}", 1)
     try:
         values = parse_bindings(args.bindings)
     except ValueError as e:

@@ -16,20 +16,31 @@ names, with the run state in its metadata) and ``DIR/gpt.optim.safetensors``
 (atomically, every byte under a SHA-256: :mod:`chainrule.tensor.checkpoint`);
 ``--resume`` continues from it exactly where it stopped, so an interrupted
 run and an uninterrupted one end with the same numbers.
+An existing checkpoint is never overwritten by a new run unless ``--force``
+says so.
+
+Everything that can be checked before training is: the output directory
+takes files, the data file is at most :data:`MAX_DATA_BYTES`, and the run
+fits in memory (:func:`memory_estimate`), so a mistake costs a second, not
+the steps before the first checkpoint.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import hashlib
+import math
 import os
 import sys
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from .options import int_at_least, make_out_dir
+from .options import CommandError, int_at_least, make_out_dir
+from .preflight import LOADING_BYTES, check_memory, would_load
 
 DEFAULTS: dict[str, Any] = {
     "steps": 2000,
@@ -46,6 +57,10 @@ BETAS = (0.85, 0.99)  # microgpt's
 HELD_OUT = 0.1
 CHECKPOINT = "gpt.safetensors"
 LEGACY_CHECKPOINT = "gpt.json"  # chainrule 0.1
+MAX_DATA_BYTES = 64 * 2**20  # --data larger than this is refused, not read
+SAMPLE_CHUNK = 1024  # at most this many names are sampled at once,
+EVAL_BATCH = 256  # and this many held-out names scored at once,
+ROWS_BYTES = 2**28  # fewer if their arrays would exceed this (long contexts, wide models)
 
 
 @dataclass(frozen=True)
@@ -153,7 +168,8 @@ def register(subparsers: Any) -> None:
         "--data",
         type=Path,
         metavar="FILE",
-        help="train on this UTF-8 text file, one document per line",
+        help="train on this UTF-8 text file, one document per line "
+        f"(at most {MAX_DATA_BYTES // 2**20} MiB)",
     )
     p.add_argument(
         "--out",
@@ -168,6 +184,11 @@ def register(subparsers: Any) -> None:
         help=f"continue from DIR/{CHECKPOINT} up to --steps in total",
     )
     p.add_argument(
+        "--force",
+        action="store_true",
+        help=f"start a new run even if DIR/{CHECKPOINT} exists, overwriting it",
+    )
+    p.add_argument(
         "--checkpoint-every",
         type=_non_negative_int,
         default=500,
@@ -179,7 +200,8 @@ def register(subparsers: Any) -> None:
         type=_positive_int,
         metavar="N",
         help="BLAS threads (default: OPENBLAS_NUM_THREADS if set, else 1; "
-        "for matrices this small threads cost more than they give)",
+        "for matrices this small threads cost more than they give); applied with "
+        "threadpoolctl if installed (pip install 'chainrule[threads]')",
     )
     p.add_argument(
         "--samples",
@@ -198,10 +220,6 @@ def register(subparsers: Any) -> None:
     p.set_defaults(func=run)
 
 
-class UserError(Exception):
-    """A problem to report in one line, without a traceback."""
-
-
 def _settings(args: argparse.Namespace, saved: dict[str, Any] | None) -> Settings:
     """The run's settings: the command line's, else the checkpoint's (on
     resume), else the defaults. On resume a setting given on the command
@@ -212,7 +230,7 @@ def _settings(args: argparse.Namespace, saved: dict[str, Any] | None) -> Setting
         if saved is not None:
             if given is not None and given != saved[name]:
                 flag = "--" + name.replace("_", "-")
-                raise UserError(
+                raise CommandError(
                     f"{flag} {given} differs from the checkpoint's {saved[name]}; "
                     "leave it out to resume"
                 )
@@ -221,7 +239,7 @@ def _settings(args: argparse.Namespace, saved: dict[str, Any] | None) -> Setting
             values[name] = DEFAULTS[name] if given is None else given
     settings = Settings(**values)
     if settings.n_embd % settings.n_head:
-        raise UserError(
+        raise CommandError(
             f"--n-embd {settings.n_embd} is not divisible by --n-head {settings.n_head}"
         )
     return settings
@@ -238,7 +256,7 @@ _INT_SETTINGS = ("batch_size", "n_embd", "n_head", "n_layer", "block_size")
 def _saved_run(saved: dict[str, Any], path: Path) -> dict[str, Any]:
     """The run state stored with a gpt checkpoint, checked as far as it can
     be before use: a foreign file (or one edited and resealed) gives a
-    UserError, never a traceback or a silently wrong run. (The checkpoint's
+    CommandError, never a traceback or a silently wrong run. (The checkpoint's
     digest already covers every byte, this metadata and the optimizer
     state included.)"""
     run = saved["metadata"].get("run")
@@ -247,10 +265,10 @@ def _saved_run(saved: dict[str, Any], path: Path) -> dict[str, Any]:
     architecture = saved["architecture"]
     is_gpt = isinstance(architecture, dict) and architecture.get("type") == "GPT"
     if not is_gpt or not isinstance(run, dict):
-        raise UserError(f"--resume: {path} is not a chainrule gpt checkpoint")
+        raise CommandError(f"--resume: {path} is not a chainrule gpt checkpoint")
     problem = _run_problem(run)
     if problem:
-        raise UserError(f"--resume: {path}: corrupt run state (bad or missing {problem})")
+        raise CommandError(f"--resume: {path}: corrupt run state (bad or missing {problem})")
     return run
 
 
@@ -303,11 +321,11 @@ def _load_documents(data: Path | None) -> tuple[list[str], str]:
     if data is None:
         return shipped_names(), "shipped names (1990 US Census first names)"
     try:
-        docs = load_lines(data)
+        docs = load_lines(data, max_bytes=MAX_DATA_BYTES)
     except DatasetError as e:
-        raise UserError(f"--data {e}") from None
+        raise CommandError(f"--data {e}") from None
     if len(docs) < 2:
-        raise UserError(f"--data {data}: need at least 2 documents (lines), found {len(docs)}")
+        raise CommandError(f"--data {data}: need at least 2 documents (lines), found {len(docs)}")
     return docs, str(data)
 
 
@@ -315,7 +333,54 @@ def _fingerprint(docs: list[str]) -> str:
     return hashlib.sha256("\n".join(docs).encode("utf-8")).hexdigest()
 
 
-def evaluate(model: Any, seqs: list[Any], bos: int, batch_size: int = 256) -> float:
+def _arrays(settings: Settings, vocab_size: int, rows: float, T: float) -> float:
+    """Bytes of the arrays one forward and backward pass over ``rows`` x
+    ``T`` tokens holds at its peak: each layer's, the logits', the
+    embeddings'. The coefficients are a training step's peak as tracemalloc
+    measures it (``tests/test_cli_robust.py`` checks them), rounded up."""
+    item = 4 if settings.dtype == "float32" else 8
+    C, H, L = settings.n_embd, settings.n_head, settings.n_layer
+    return item * rows * T * (64 * L * C + 4 * L * H * T + 8 * vocab_size + 8 * C)
+
+
+def rows_at_once(settings: Settings, vocab_size: int, T: int, most: int) -> int:
+    """How many sequences of ``T`` tokens to sample or score at once: up to
+    ``most``, fewer if their arrays would exceed :data:`ROWS_BYTES`. It
+    depends on the settings only, so a seed gives the same names and the
+    same loss on every machine."""
+    one = _arrays(settings, vocab_size, 1, T)
+    return int(max(1, min(most, ROWS_BYTES // one)))
+
+
+def sample_chunk(settings: Settings, vocab_size: int) -> int:
+    """Names sampled at once (their context can fill up: ``block_size`` tokens)."""
+    return rows_at_once(settings, vocab_size, settings.block_size, SAMPLE_CHUNK)
+
+
+def memory_estimate(
+    settings: Settings, vocab_size: int, tokens: int, documents: int, samples: int
+) -> float:
+    """Bytes a run needs at its peak, an upper estimate: the parameters with
+    their gradients and Adam moments, the encoded data, and the largest of
+    one training step's, one evaluation batch's and one sampling chunk's
+    arrays (a chunk at a full context: the worst case, no name ends) plus
+    the sampled names. ``tokens`` is the longest encoded document (at most
+    ``block_size + 1``)."""
+    item = 4 if settings.dtype == "float32" else 8
+    C, L, V, block = settings.n_embd, settings.n_layer, vocab_size, settings.block_size
+    params = 2 * V * C + block * C + 12 * L * C * C
+    T = min(block, tokens - 1)
+    chunk = min(samples, sample_chunk(settings, V))
+    peak = max(
+        _arrays(settings, V, settings.batch_size, T),
+        _arrays(settings, V, rows_at_once(settings, V, T, EVAL_BATCH), T),
+        _arrays(settings, V, chunk, block) + samples * (120 + 40 * block),
+    )
+    data = documents * (120 + 8 * (T + 1))
+    return 6 * item * params + data + peak + 2e6
+
+
+def evaluate(model: Any, seqs: list[Any], bos: int, batch_size: int = EVAL_BATCH) -> float:
     """Mean cross-entropy per predicted token over ``seqs``, in nats."""
     from ..graph import no_grad
     from ..tensor import charlm, cross_entropy
@@ -337,6 +402,7 @@ class Result:
     bigram_loss: float
     samples: list[str]
     seconds: float
+    documents: frozenset[str] = frozenset()  # what it trained on: a sample in it is marked
 
 
 def train(args: argparse.Namespace, out: Path) -> Result:
@@ -355,7 +421,7 @@ def train(args: argparse.Namespace, out: Path) -> Result:
     if args.resume:
         legacy = out / LEGACY_CHECKPOINT
         if not path.exists() and legacy.exists():
-            raise UserError(
+            raise CommandError(
                 f"--resume: {legacy} is a checkpoint of chainrule 0.1, whose run state had no "
                 f"checksum; convert it with: python -m chainrule.tensor.convert {legacy}"
             )
@@ -363,15 +429,31 @@ def train(args: argparse.Namespace, out: Path) -> Result:
             saved = checkpoint.read(path)
             checkpoint.gpt_config(saved["architecture"], saved["parameters"], path)
         except (checkpoint.CheckpointError, ImportError) as e:
-            raise UserError(f"--resume: {e}") from None
+            raise CommandError(f"--resume: {e}") from None
     run_meta = _saved_run(saved, path) if saved is not None else None
     settings = _settings(args, run_meta["settings"] if run_meta else None)
+    if run_meta and run_meta["step"] >= args.steps:
+        raise CommandError(
+            f"--resume: {path} is already at step {run_meta['step']}, which reaches "
+            f"--steps {args.steps}: nothing to train; give a larger --steps to continue"
+        )
 
     docs, source = _load_documents(args.data)
     if run_meta and run_meta["data_sha256"] != _fingerprint(docs):
-        raise UserError(f"--resume: {path} was trained on other data than {source}")
-    train_docs, held_docs = charlm.split(docs, HELD_OUT, settings.seed)
+        raise CommandError(f"--resume: {path} was trained on other data than {source}")
     vocab = charlm.Vocabulary.from_documents(docs)
+    check_memory(
+        memory_estimate(
+            settings,
+            vocab.size,
+            min(max(len(d) for d in docs) + 2, settings.block_size + 1),
+            len(docs),
+            args.samples,
+        ),
+        "this run",
+        "use a smaller --batch-size, --block-size, --n-embd, --n-layer or --samples",
+    )
+    train_docs, held_docs = charlm.split(docs, HELD_OUT, settings.seed)
     train_seqs = charlm.encode_all(train_docs, vocab, settings.block_size)
     held_seqs = charlm.encode_all(held_docs, vocab, settings.block_size)
 
@@ -383,7 +465,7 @@ def train(args: argparse.Namespace, out: Path) -> Result:
         n_layer=settings.n_layer,
     )
     if saved is not None and saved["architecture"] != {"type": "GPT", **config.to_dict()}:
-        raise UserError(f"--resume: {path}: the architecture differs from its run settings")
+        raise CommandError(f"--resume: {path}: the architecture differs from its run settings")
     init_seed, batch_seed, sample_seed = np.random.SeedSequence(settings.seed).spawn(3)
     model = GPT(config, dtype=settings.dtype, rng=np.random.default_rng(init_seed))
     names = [n for n, _ in model.named_parameters()]
@@ -397,7 +479,7 @@ def train(args: argparse.Namespace, out: Path) -> Result:
         try:
             model.load_state_dict(saved["parameters"])
         except ValueError as e:
-            raise UserError(f"--resume: {path}: {e}") from None
+            raise CommandError(f"--resume: {path}: {e}") from None
         step = run_meta["step"]
         state = run_meta["optimizer"]
         try:
@@ -405,7 +487,9 @@ def train(args: argparse.Namespace, out: Path) -> Result:
             optimizer.v = [_moment(state["v"], n, p, settings.dtype) for n, p in zip(names, params)]
             batches.bit_generator.state = run_meta["rng"]
         except (KeyError, TypeError, ValueError) as e:
-            raise UserError(f"--resume: {path}: corrupt optimizer or random state ({e})") from None
+            raise CommandError(
+                f"--resume: {path}: corrupt optimizer or random state ({e})"
+            ) from None
         optimizer.t = state["t"]
         schedule.steps_done = step
         optimizer.lr = schedule.lr_at(step)
@@ -431,7 +515,9 @@ def train(args: argparse.Namespace, out: Path) -> Result:
         try:
             checkpoint.save(model, path, metadata=meta, optimizer=adam)
         except (OSError, ValueError, ImportError) as e:
-            raise UserError(f"cannot write {path} ({getattr(e, 'strerror', None) or e})") from None
+            raise CommandError(
+                f"cannot write {path} ({getattr(e, 'strerror', None) or e})"
+            ) from None
 
     print(
         f"data: {len(docs):,} documents from {source}: "
@@ -451,64 +537,118 @@ def train(args: argparse.Namespace, out: Path) -> Result:
             rows = batches.integers(0, len(train_seqs), settings.batch_size)
             x, y = charlm.batch([train_seqs[i] for i in rows], vocab.bos)
             _, loss = model(x, y)
+            value = float(loss.data)
+            if not math.isfinite(value):  # nothing more to learn, and nothing to save
+                raise CommandError(
+                    f"training diverged at step {step + 1} (loss {value}); try a smaller --lr"
+                )
             optimizer.zero_grad()
             loss.backward()
             optimizer.step()
             schedule.step()
             step += 1
-            bar.update(step, loss=float(loss.data))
+            bar.update(step, loss=value)
             if args.checkpoint_every and step % args.checkpoint_every == 0:
                 save(step)
     save(step)
 
-    held_out = evaluate(model, held_seqs, vocab.bos)
-    bigram = charlm.Bigram(train_seqs, vocab.size).loss(held_seqs)
-    generated = model.generate(
-        args.samples,
-        vocab.bos,
-        temperature=args.temperature,
-        rng=np.random.default_rng(sample_seed),
+    longest = max(len(s) for s in held_seqs) - 1
+    held_out = evaluate(
+        model, held_seqs, vocab.bos, rows_at_once(settings, vocab.size, longest, EVAL_BATCH)
     )
-    samples = [vocab.decode(s) for s in generated]
-    return Result(step, held_out, bigram, samples, time.perf_counter() - started)
+    bigram = charlm.Bigram(train_seqs, vocab.size).loss(held_seqs)
+    sampler = np.random.default_rng(sample_seed)
+    samples = []
+    chunk = sample_chunk(settings, vocab.size)
+    for start in range(0, args.samples, chunk):
+        n = min(chunk, args.samples - start)
+        generated = model.generate(n, vocab.bos, temperature=args.temperature, rng=sampler)
+        samples += [vocab.decode(s) for s in generated]
+    seconds = time.perf_counter() - started
+    return Result(step, held_out, bigram, samples, seconds, frozenset(docs))
 
 
-def _error(message: str) -> int:
-    print(f"chainrule gpt: {message}", file=sys.stderr)
-    return 1
+_THREAD_VARS = ("OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS", "OMP_NUM_THREADS")
 
 
-def _limit_threads(threads: int | None) -> None:
-    """Set the BLAS thread count; it only takes effect before NumPy loads
-    its BLAS, which ``chainrule gpt`` run as a command guarantees."""
+def _thread_count(threads: int | None) -> int:
+    if threads is not None:
+        return threads
+    try:
+        return max(int(os.environ.get("OPENBLAS_NUM_THREADS", "1")), 1)
+    except ValueError:
+        return 1
+
+
+def _thread_environment(threads: int | None) -> bool:
+    """Set the BLAS thread variables if NumPy has not loaded its BLAS yet
+    (the only time they count); False if it has."""
     if "numpy" in sys.modules:
-        return
-    for var in ("OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS", "OMP_NUM_THREADS"):
+        return False
+    n = str(_thread_count(threads))
+    for var in _THREAD_VARS:
         if threads is not None:
-            os.environ[var] = str(threads)
-        else:
-            os.environ.setdefault(var, os.environ.get("OPENBLAS_NUM_THREADS", "1"))
+            os.environ[var] = n
+        else:  # a variable the user set stays as it is
+            os.environ.setdefault(var, n)
+    return True
+
+
+@contextlib.contextmanager
+def blas_threads(threads: int | None) -> Iterator[None]:
+    """Run the block with ``threads`` BLAS threads (None: OPENBLAS_NUM_THREADS,
+    else 1) in NumPy's BLAS, which must be loaded: threadpoolctl (the
+    ``threads`` extra) sets it for the block and restores it after. Without
+    threadpoolctl only the environment variables, set before NumPy loaded,
+    can have done it; an explicit ``--threads`` they came too late for gets
+    a one-line note."""
+    try:
+        from threadpoolctl import threadpool_limits
+    except ImportError:
+        if threads is not None and os.environ.get("OPENBLAS_NUM_THREADS") != str(threads):
+            print(
+                "chainrule gpt: --threads cannot take effect once NumPy is loaded without "
+                "threadpoolctl: pip install 'chainrule[threads]'",
+                file=sys.stderr,
+            )
+        yield
+        return
+    with threadpool_limits(limits=_thread_count(threads), user_api="blas"):
+        yield
+
+
+def _check_overwrite(args: argparse.Namespace, path: Path) -> None:
+    """A new run does not silently replace another run's checkpoint."""
+    if not args.resume and not args.force and path.exists():
+        raise CommandError(
+            f"{path} exists (another run's checkpoint): --resume continues it, "
+            "--force overwrites it, or choose another --out"
+        )
 
 
 def run(args: argparse.Namespace) -> int:
-    _limit_threads(args.threads)
+    out: Path = args.out
+    _thread_environment(args.threads)
+    if not would_load("numpy"):
+        check_memory(LOADING_BYTES["numpy"], "loading NumPy", "raise the memory limit (ulimit -v)")
     try:
-        import numpy  # noqa: F401
+        import numpy
     except ImportError:
-        return _error("needs NumPy: pip install 'chainrule[tensor]'")
+        raise CommandError("needs NumPy: pip install 'chainrule[tensor]'") from None
     try:
         import safetensors  # noqa: F401  (the checkpoints)
     except ImportError:
-        return _error("needs safetensors for its checkpoints: pip install 'chainrule[tensor]'")
-    out: Path = args.out
+        raise CommandError(
+            "needs safetensors for its checkpoints: pip install 'chainrule[tensor]'"
+        ) from None
     problem = make_out_dir(out)
     if problem:
-        return _error(problem)
-    try:
+        raise CommandError(problem)
+    _check_overwrite(args, out / CHECKPOINT)
+    # overflow in a diverging run is reported once, as a non-finite loss,
+    # not as a stream of NumPy warnings
+    with blas_threads(args.threads), numpy.errstate(all="ignore"):
         result = train(args, out)
-        seen = set(_load_documents(args.data)[0])  # the file may have gone meanwhile
-    except UserError as e:
-        return _error(str(e))
     print(f"checkpoint: {out / CHECKPOINT} (step {result.step})")
     print(
         f"held-out loss: {result.held_out_loss:.4f} nats/token "
@@ -517,7 +657,7 @@ def run(args: argparse.Namespace) -> int:
     if result.samples:
         print(f"samples (temperature {args.temperature:g}; * = also in the data):")
         for s in result.samples:
-            print(f"  {s}{' *' if s in seen else ''}")
+            print(f"  {s}{' *' if s in result.documents else ''}")
     print(f"time: {result.seconds:.1f} s")
     return 0
 

@@ -25,6 +25,7 @@ from ..optim import SGD, LinearDecay
 from ..progress import ProgressBar
 from ..raster import decision_boundary_png
 from .options import int_at_least, make_out_dir
+from .preflight import would_load
 
 DEFAULT_SEED = 1337  # micrograd's demo seed
 DEFAULT_STEPS = 100
@@ -171,6 +172,11 @@ def register(subparsers: Any) -> None:
         metavar="DIR",
         help="directory for moons.png and moons.json, created if missing (default out)",
     )
+    p.add_argument(
+        "--force",
+        action="store_true",
+        help="overwrite DIR/moons.json even if another run (other steps or seed) wrote it",
+    )
     p.set_defaults(func=run)
 
 
@@ -179,27 +185,50 @@ def _error(message: str) -> int:
     return 1
 
 
+def _same_run(ckpt: Path, args: argparse.Namespace) -> bool:
+    """True if ``ckpt`` is missing or a moons checkpoint of the same steps
+    and seed: overwriting it then gives the same file again."""
+    if not ckpt.exists():
+        return True
+    try:
+        meta = checkpoint.read(ckpt)["metadata"]
+    except checkpoint.CheckpointError:
+        return False
+    return meta.get("command") == "moons" and (meta.get("steps"), meta.get("seed")) == (
+        args.steps,
+        args.seed,
+    )
+
+
 def run(args: argparse.Namespace) -> int:
     out: Path = args.out
     problem = make_out_dir(out)
     if problem:
         return _error(problem)
+    ckpt = out / "moons.json"
+    if not args.force and not _same_run(ckpt, args):
+        return _error(
+            f"{ckpt} exists and holds another run (not --steps {args.steps} --seed {args.seed}): "
+            "--force overwrites it, or choose another --out"
+        )
 
     with ProgressBar(args.steps) as bar:
         result = train(args.steps, args.seed, bar)
 
     png = out / "moons.png"
     try:
-        try:
-            plot_decision_boundary(result.model, result.X, result.labels, png)
-        except ImportError:  # no matplotlib: the standard-library picture
+        if would_load("matplotlib"):
+            try:
+                plot_decision_boundary(result.model, result.X, result.labels, png)
+            except ImportError:  # no matplotlib: the standard-library picture
+                plot_decision_boundary_basic(result.model, result.X, result.labels, png)
+                print(PLOT_HINT, file=sys.stderr)
+        else:  # too little memory to load matplotlib: the same picture without it
             plot_decision_boundary_basic(result.model, result.X, result.labels, png)
-            print(PLOT_HINT, file=sys.stderr)
     except OSError as e:
         return _error(f"cannot write {png} ({e.strerror or e})")
     print(f"plot: {png}")
 
-    ckpt = out / "moons.json"
     metadata = {
         "command": "moons",
         "steps": args.steps,

@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from importlib import resources
 
 import numpy as np
+from numpy.typing import ArrayLike
 
 #: Target value for padding: ``cross_entropy`` ignores it.
 IGNORE = -100
@@ -99,19 +100,41 @@ def batch(seqs: Sequence[np.ndarray], pad: int) -> tuple[np.ndarray, np.ndarray]
 
 class Bigram:
     """P(next | previous) from counts with add-one smoothing: the baseline
-    a language model must beat, fitted on the training documents."""
+    a language model must beat, fitted on the training documents.
+
+    Stored sparsely: only the pairs that occur, and each row's total, so a
+    vocabulary of 10,000 characters costs what its text costs, not a
+    10,000 x 10,000 table. ``P(b | a) = (count(a, b) + 1) / (count(a) + V)``.
+    """
 
     def __init__(self, seqs: Sequence[np.ndarray], vocab_size: int) -> None:
-        counts = np.ones((vocab_size, vocab_size))
-        for s in seqs:
-            np.add.at(counts, (s[:-1], s[1:]), 1.0)
-        self.log_probs = np.log(counts / counts.sum(axis=1, keepdims=True))
+        self.vocab_size = vocab_size
+        prev, nxt = _pairs(seqs)
+        pairs, counts = np.unique(prev * vocab_size + nxt, return_counts=True)
+        # a last code larger than any pair's: every lookup lands on an entry
+        self._pairs = np.append(pairs, vocab_size * vocab_size)
+        self._counts = np.append(counts, 0)
+        self._row_totals = np.bincount(prev, minlength=vocab_size)
+
+    def log_prob(self, prev: ArrayLike, nxt: ArrayLike) -> np.ndarray:
+        """``log P(nxt | prev)``, elementwise over integer ids."""
+        prev, nxt = np.asarray(prev, dtype=np.int64), np.asarray(nxt, dtype=np.int64)
+        codes = prev * self.vocab_size + nxt
+        at = np.searchsorted(self._pairs, codes)
+        counts = np.where(self._pairs[at] == codes, self._counts[at], 0)
+        return np.log((counts + 1.0) / (self._row_totals[prev] + self.vocab_size))
 
     def loss(self, seqs: Sequence[np.ndarray]) -> float:
         """Mean negative log-likelihood per predicted token, in nats."""
-        total = 0.0
-        n = 0
-        for s in seqs:
-            total -= float(self.log_probs[s[:-1], s[1:]].sum())
-            n += len(s) - 1
-        return total / n if n else math.nan
+        prev, nxt = _pairs(seqs)
+        return float(-self.log_prob(prev, nxt).mean()) if len(prev) else math.nan
+
+
+def _pairs(seqs: Sequence[np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
+    """Every (previous, next) token pair of ``seqs``, as two id arrays."""
+    if not seqs:
+        empty = np.zeros(0, dtype=np.int64)
+        return empty, empty
+    prev = np.concatenate([np.asarray(s[:-1], dtype=np.int64) for s in seqs])
+    nxt = np.concatenate([np.asarray(s[1:], dtype=np.int64) for s in seqs])
+    return prev, nxt

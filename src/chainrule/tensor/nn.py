@@ -317,8 +317,10 @@ class GPT(Module):
         done = np.zeros(n, dtype=bool)
         with no_grad():
             for _ in range(self.gpt_config.block_size):
-                logits = self(idx).data[:, -1, :].astype(np.float64) / temperature
-                p = np.exp(logits - logits.max(axis=1, keepdims=True))
+                logits = self(idx).data[:, -1, :].astype(np.float64)
+                shifted = logits - logits.max(axis=1, keepdims=True)
+                with np.errstate(over="ignore"):  # a tiny temperature: -inf, i.e. greedy
+                    p = np.exp(shifted / temperature)
                 p /= p.sum(axis=1, keepdims=True)
                 # one uniform draw per row, inverted through the cumulative sum
                 u = rng.random((n, 1))
