@@ -14,6 +14,8 @@ TARGETS = np.array([1, 0, 3])
 IGNORED = np.array([1, -100, 3])
 MASK = np.array([[True, False, False, True], [False, True, False, False], [True] * 4])
 PICK = np.array([[0, 2], [2, 1]])
+# dropout's kept entries (scaled by 2) for the generator seeded 0, as an array
+DROP_SCALE = (np.random.default_rng(0).random((3, 4)) >= 0.5) * 2.0
 
 
 # name -> (ours, torch's, input shapes, domain): "any", "pos" (> 0.5) or
@@ -237,6 +239,51 @@ OPS: dict[str, tuple[Callable[..., Any], Callable[..., Any], tuple[tuple[int, ..
         lambda a: ct.astype(ct.astype(a, np.float32), np.float64) ** 3,
         lambda t, a: a.float().double() ** 3,
         ((3, 4),),
+        "any",
+    ),
+    # the ops of the Tensor speed issue
+    "min": (lambda a: (a * a).min(axis=1), lambda t, a: (a * a).amin(dim=1), ((3, 4),), "apart"),
+    "var": (
+        lambda a: (a * a).var(axis=1) * a[:, 0],
+        lambda t, a: (a * a).var(dim=1) * a[:, 0],
+        ((3, 4),),
+        "any",
+    ),
+    "std": (
+        lambda a: a.std(axis=0, correction=0) ** 3,
+        lambda t, a: a.std(dim=0, correction=0) ** 3,
+        ((3, 4),),
+        "any",
+    ),
+    "clamp": (
+        lambda a: a.clamp(-0.5, 0.7) * a,
+        lambda t, a: a.clamp(-0.5, 0.7) * a,
+        ((3, 4),),
+        "any",
+    ),
+    "gelu": (lambda a: a.gelu(), lambda t, a: t.nn.functional.gelu(a), ((3, 4),), "any"),
+    "gelu_tanh": (
+        lambda a: a.gelu("tanh"),
+        lambda t, a: t.nn.functional.gelu(a, approximate="tanh"),
+        ((3, 4),),
+        "any",
+    ),
+    "dropout": (
+        lambda a: ct.dropout(a, 0.5, rng=np.random.default_rng(0)) ** 3,
+        lambda t, a: (a * t.tensor(DROP_SCALE)) ** 3,
+        ((3, 4),),
+        "any",
+    ),
+    "squeeze_unsqueeze_flatten": (
+        lambda a: a.unsqueeze(0).flatten(1, 2).squeeze(0) ** 3,
+        lambda t, a: a.unsqueeze(0).flatten(1, 2).squeeze(0) ** 3,
+        ((3, 4),),
+        "any",
+    ),
+    "cat": (
+        lambda a, b: ct.cat([a * a, b], 0) ** 2,
+        lambda t, a, b: t.cat([a * a, b], 0) ** 2,
+        ((3, 4), (1, 4)),
         "any",
     ),
 }

@@ -11,7 +11,8 @@ import numpy as np
 import pytest
 
 from chainrule.bench import TINY, gpt, moons
-from chainrule.bench.tensor import TensorGPTStep, TensorMoonsStep, TorchGPTStep, _names_map
+from chainrule.bench.batched_gpt import _names_map, names_problem, tensor_step, torch_step
+from chainrule.bench.moons import TensorMoonsStep
 
 
 def test_batch_is_spread_over_the_shipped_names() -> None:
@@ -32,7 +33,7 @@ def test_tensor_gpt_step_is_the_scalar_step() -> None:
     """Two Adam steps on the same two names: the scalar engine (one name at
     a time) and the Tensor engine (padded batch) agree in float64."""
     scalar = gpt.GPTStep(gpt.FusedOps, gpt.chainrule_adam, gpt.batch_names(TINY.gpt_batch))
-    tensor = TensorGPTStep(TINY, "float64")
+    tensor = tensor_step(names_problem(TINY), "float64")
     for _ in range(2):
         assert math.isclose(scalar(), tensor(), rel_tol=1e-12)
     ours = dict(tensor.model.named_parameters())
@@ -42,7 +43,7 @@ def test_tensor_gpt_step_is_the_scalar_step() -> None:
 
 @pytest.mark.parametrize("dtype", ["float64", "float32"])
 def test_torch_gpt_step_is_the_tensor_step(torch: Any, dtype: str) -> None:
-    ours, theirs = TensorGPTStep(TINY, dtype), TorchGPTStep(TINY, dtype)
+    ours, theirs = tensor_step(names_problem(TINY), dtype), torch_step(names_problem(TINY), dtype)
     rtol = 1e-12 if dtype == "float64" else 1e-5
     for _ in range(2):
         assert math.isclose(ours(), theirs(), rel_tol=rtol)
@@ -85,3 +86,54 @@ def test_readme_speed_paragraph_is_the_run_in_results_json() -> None:
         speedup = step["chainrule"] / step[f"tensor-{dtype}"]
         share = step[f"tensor-{dtype}"] / step[f"torch-{dtype}"]
         assert f"{speedup:.0f}x" in paragraph and f"{share:.2f}x" in paragraph, dtype
+
+
+@pytest.mark.parametrize("index", range(len(TINY.gpt_sweep)))
+def test_gpt_sizes_pairs_compute_the_same_step(torch: Any, index: int) -> None:
+    """Each gpt-sizes pair, at the sweep's model size (context and batch
+    capped): the same weights, batch and losses over two Adam steps."""
+    from chainrule.bench.batched_gpt import sweep_problem
+
+    problem = sweep_problem(TINY.gpt_sweep[index], TINY.gpt_sweep_cap)
+    assert problem.config.n_embd == TINY.gpt_sweep[index][0]
+    assert problem.x.shape == (3, 3) and (problem.x[:, 1:] == problem.y[:, :-1]).all()
+    ours, theirs = tensor_step(problem, "float64"), torch_step(problem, "float64")
+    for _ in range(2):
+        assert math.isclose(ours(), theirs(), rel_tol=1e-10)
+
+
+def test_readme_gpt_sizes_table_is_the_runs_in_benchmarks() -> None:
+    """Every cell of the README's size table is its run's ratio and times
+    (benchmarks/gpt-sizes.json at 2 threads, gpt-sizes-1-thread.json at 1),
+    and each file is a run at the thread count its column says."""
+    import json
+    from pathlib import Path
+
+    from chainrule.bench.batched_gpt import size_label
+    from chainrule.bench.harness import FULL, _format_value
+
+    root = Path(__file__).resolve().parent.parent
+    runs = []
+    for name, threads in (("gpt-sizes.json", 2), ("gpt-sizes-1-thread.json", 1)):
+        run = json.loads((root / "benchmarks" / name).read_text())
+        assert run["meta"]["gpt_sizes_threads"] == threads and run["meta"]["repetitions"] == 7
+        runs.append(run)
+    text = (root / "README.md").read_text()
+    for size in FULL.gpt_sweep:
+        label = size_label(size)
+        row = next(line for line in text.splitlines() if line.startswith(f"| {label} |"))
+        cells = [cell.strip() for cell in row.strip("|").split("|")][1:]
+        expected = []
+        for run in runs:
+            times, ratios = run["workloads"]["gpt-sizes"], run["ratios"]["gpt-sizes"]
+            for dtype in ("float32", "float64"):
+                ours, theirs = times[f"{label} tensor-{dtype}"], times[f"{label} torch-{dtype}"]
+                ratio = ratios[f"{label} tensor-{dtype}"]
+                assert math.isclose(ratio, ours / theirs)
+                expected.append(
+                    f"{ratio:.2f} ({_format_value(ours, 's')} / {_format_value(theirs, 's')})"
+                )
+        assert cells == expected, label
+    two, one = (f"{run['meta']['load_average'][0]:.1f}" for run in runs)
+    words = " ".join(text.split())
+    assert f"load average {two} at the end of the 2-thread run and {one} at the end" in words

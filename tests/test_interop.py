@@ -182,7 +182,7 @@ LAYERS = {
     "RMSNorm-noweight": lambda d, r: nn.RMSNorm(5, elementwise_affine=False, dtype=d),
     "LayerNorm": lambda d, r: nn.LayerNorm(5, dtype=d),
     "CausalSelfAttention": lambda d, r: nn.CausalSelfAttention(5 * 2, 2, dtype=d, rng=r),
-    "MLP": lambda d, r: nn.MLP(5, dtype=d, rng=r),
+    "FeedForward": lambda d, r: nn.FeedForward(5, dtype=d, rng=r),
     "Block": lambda d, r: nn.Block(5 * 2, 2, dtype=d, rng=r),
 }
 

@@ -26,8 +26,13 @@ def test_ops_in_no_grad_record_nothing() -> None:
     assert [y.data for y in outs[:2]] == [9.0, 4.0]
     for y in outs:
         assert y._prev == () and y._op == ""
-        y.backward()
+        with pytest.raises(RuntimeError, match=r"backward: .*no_grad\(\)"):
+            y.backward()  # no graph to go through: PyTorch raises too
+        with pytest.raises(RuntimeError, match="no_grad"):
+            y.backward(create_graph=True)
     assert x.grad == 0.0  # nothing reached x
+    x.backward()  # a leaf the user made is not a mistake: its own gradient
+    assert x.grad == 1.0
 
 
 def test_no_grad_values_are_constants_in_a_later_graph() -> None:

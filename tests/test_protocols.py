@@ -9,7 +9,7 @@ import random
 
 import pytest
 
-from chainrule import Value, detect_anomaly, elementary, gradients
+from chainrule import Value, detect_anomaly, dot, elementary, gradients
 from chainrule.engine import topological_order
 
 # --------------------------------------------------------------------------
@@ -258,6 +258,20 @@ def test_inlined_locals_equal_the_table() -> None:
             ]
         for node, rule in cases:
             assert node._local_grads == tuple(rule), node._op
+        w, xs, bias = [a, b], [b, Value(c)], Value(c / 2)
+        wd, xd = [a.data, b.data], [b.data, c]
+        for relu, plain, fused in (
+            (False, P.AFFINE, P.AFFINE_CONST),
+            (True, P.AFFINE_RELU, P.AFFINE_CONST_RELU),
+        ):
+            act = "relu" if relu else None
+            node = dot(w, xs, bias, act)
+            rule = plain.derivative(FLOAT, *wd, *xd, bias.data, node.data)
+            assert node._local_grads == tuple(rule) and node._fn is plain
+            node = dot(w, xd, bias, act)  # constant inputs
+            rule = fused.derivative(FLOAT, *wd, bias.data, tuple(xd), node.data)
+            assert node._local_grads == tuple(rule) and node._fn is fused
+            assert node.data == fused.forward(*wd, bias.data, tuple(xd))
         s = sum(x * y for x, y in zip([a, b], [b, a]))
         assert s._op == "sum"
         assert s._local_grads == tuple(

@@ -194,8 +194,53 @@ def test_optimizers_on_tensors_match_torch(torch: Any, name: str, kwargs: dict[s
         assert_close(p.data, tparams[pname].detach().numpy(), pname)
 
 
-def test_tensor_layers_are_in_chainrule_nn() -> None:
+def test_modules_say_which_engine_they_belong_to() -> None:
+    """The Tensor layers live in chainrule.tensor.nn, not under the scalar
+    engine's Module; the old ways in still work, with a warning."""
     import chainrule.nn
+    from chainrule.module import BaseModule
 
-    assert chainrule.nn.GPT is nn.GPT and chainrule.nn.Linear is nn.Linear
-    assert chainrule.nn.MLP is not nn.MLP  # the scalar engine's MLP stays
+    assert not issubclass(nn.Module, chainrule.nn.Module)
+    assert issubclass(nn.Module, BaseModule) and issubclass(chainrule.nn.Module, BaseModule)
+    assert nn.Block(8, 2).mlp.__class__ is nn.FeedForward
+    with pytest.warns(DeprecationWarning, match="FeedForward"):
+        assert nn.MLP is nn.FeedForward
+    with pytest.warns(DeprecationWarning, match="chainrule.tensor.nn"):
+        assert chainrule.nn.GPT is nn.GPT
+    assert chainrule.nn.MLP.__module__ == "chainrule.nn"  # micrograd's perceptron
+
+
+def test_zero_grad_is_none_for_tensors_and_zero_for_values() -> None:
+    """One meaning per engine: PyTorch's None for Tensors (the module, the
+    optimizer and Tensor.zero_grad agree), micrograd's 0.0 for Values."""
+    import chainrule.nn
+    from chainrule import optim
+
+    layer = nn.Linear(3, 2, rng=np.random.default_rng(0))
+    layer(Tensor(np.ones((4, 3)))).sum().backward()
+    assert layer.weight.grad is not None
+    layer.zero_grad()
+    assert layer.weight.grad is None and layer.bias.grad is None
+    layer(Tensor(np.ones((4, 3)))).sum().backward()
+    opt = optim.Adam(layer.parameters())
+    opt.zero_grad()
+    assert all(p.grad is None for p in layer.parameters())
+    before = layer.weight.data.copy()
+    opt.step()  # nothing to apply: left alone, as torch.optim
+    np.testing.assert_array_equal(layer.weight.data, before)
+    mlp = chainrule.nn.MLP(2, [2, 1])
+    mlp([1.0, 2.0]).backward()
+    mlp.zero_grad()
+    assert all(p.grad == 0.0 for p in mlp.parameters())
+    mlp([1.0, 2.0]).backward()
+    optim.SGD(mlp.parameters()).zero_grad()
+    assert all(p.grad == 0.0 for p in mlp.parameters())
+
+
+def test_train_and_eval_reach_every_submodule() -> None:
+    model = nn.GPT(nn.GPTConfig(n_embd=8, n_head=2, n_layer=2), rng=np.random.default_rng(0))
+    assert model.training and model.blocks[1].mlp.fc1.training
+    assert model.eval() is model
+    assert not model.training and not model.blocks[1].mlp.fc1.training
+    model.train()
+    assert model.blocks[0].attn.wq.training

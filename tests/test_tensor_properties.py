@@ -118,8 +118,9 @@ def test_no_grad_records_nothing() -> None:
     x = Tensor([1.0, 2.0])
     with no_grad():
         y = (x * x).sum()
-    assert y._prev == () and y.data.tolist() == 5.0
-    y.backward()  # a leaf: only itself gets a gradient
+    assert y._prev == () and y.data.tolist() == 5.0 and not y.requires_grad
+    with pytest.raises(RuntimeError, match=r"backward: .*no_grad"):
+        y.backward()  # no graph: PyTorch raises too
     assert x.grad is None
 
 
@@ -130,7 +131,7 @@ def test_detach_cuts_the_graph_and_shares_data() -> None:
     z = (d * x).sum()
     z.backward()
     assert x.grad is not None and x.grad.tolist() == [3.0, 6.0]  # d is a constant
-    assert d.grad is not None and d.grad.tolist() == [1.0, 2.0]
+    assert not d.requires_grad and d.grad is None  # as PyTorch's detach()
     e = x.detach()
     assert e.data is x.data
 

@@ -33,10 +33,9 @@ TESTS = [
 SCALE = "1.5 * d + 0.125"
 TABLE_LINE = r'^([A-Z_]+) = Primitive\("[^"]*", [^,]+, (lambda M, [^:]*: )(.*)\)$'
 # engine.py: the functions whose inline local derivatives are mutated
-INLINE = ("__add__", "__mul__", "relu", "_add_term")
-INLINE_LINE = (
-    r"^(\s*)(v\._da = (?:v\._db = )?|v\._db = |terms\.local(?: \+= |\.append\())(.+?)(\)?)$"
-)
+INLINE = ("__add__", "__mul__", "relu", "_add_term", "_dot")
+INLINE_TARGET = r"v\._da = (?:v\._db = )?|v\._db = |local = |terms\.local(?: \+= |\.append\()"
+INLINE_LINE = rf"^(\s*)({INLINE_TARGET})(.+?)(\)?)$"
 
 
 def table_mutations(lines: list[str]) -> list[tuple[int, str]]:
@@ -85,7 +84,9 @@ def inline_mutations(lines: list[str]) -> list[tuple[int, str]]:
         if not m:
             continue
         indent, target, expr, close = m.groups()
-        if target.startswith("terms.local +="):
+        if target == "local = ":
+            out.append((i, f"{indent}{target}tuple({SCALE} for d in ({expr}{close}))"))
+        elif target.startswith("terms.local +="):
             out.append((i, f"{indent}{target}tuple({SCALE} for d in {expr}{close})"))
         elif target.startswith("terms.local.append("):
             out.append((i, f"{indent}{target}1.5 * ({expr}) + 0.125{close}"))

@@ -1,6 +1,8 @@
 """chainrule: reverse-mode automatic differentiation, micrograd's backward
 pass made exact, deep and fast."""
 
+from typing import TYPE_CHECKING
+
 from . import checkpoint, data, losses, nn, optim
 from .check import AnomalyError, GradcheckError, GradcheckReport, detect_anomaly, gradcheck
 from .engine import (
@@ -29,6 +31,9 @@ from .optim import SGD, Adam, LinearDecay
 from .viz import draw, to_dot
 
 __version__ = "0.1.0"
+
+if TYPE_CHECKING:  # for type checkers: chainrule.Tensor is the class (loaded lazily below)
+    from .tensor import Tensor as Tensor
 
 
 def __getattr__(name: str) -> object:

@@ -50,7 +50,8 @@ import random
 from pathlib import Path
 from typing import Any
 
-from .nn import MLP, Module
+from .module import BaseModule
+from .nn import MLP
 from .sealed import (
     DIGEST_KEY,
     PLACEHOLDER,
@@ -85,7 +86,7 @@ def _finite(x: Any) -> bool:
 
 
 def save(
-    model: Module, path: str | os.PathLike[str], *, metadata: dict[str, Any] | None = None
+    model: BaseModule, path: str | os.PathLike[str], *, metadata: dict[str, Any] | None = None
 ) -> None:
     """Write ``model``'s architecture and parameters to ``path`` atomically.
 
@@ -177,7 +178,7 @@ def _v1_digest(architecture: Any, parameters: Any) -> str:
     return hashlib.sha256(canonical.encode("utf-8")).hexdigest()
 
 
-def load(path: str | os.PathLike[str], model: Module) -> dict[str, Any]:
+def load(path: str | os.PathLike[str], model: BaseModule) -> dict[str, Any]:
     """Load the checkpoint at ``path`` into ``model`` and return its metadata.
 
     The checkpoint must describe the same architecture as ``model``
@@ -188,7 +189,7 @@ def load(path: str | os.PathLike[str], model: Module) -> dict[str, Any]:
     return _apply(read(path), model, path)
 
 
-def _apply(ckpt: dict[str, Any], model: Module, path: str | os.PathLike[str]) -> dict[str, Any]:
+def _apply(ckpt: dict[str, Any], model: BaseModule, path: str | os.PathLike[str]) -> dict[str, Any]:
     expected = model.config()
     if ckpt["architecture"] != expected:
         raise CheckpointError(

@@ -239,12 +239,17 @@ def _set_fast(all_fast: bool) -> None:
 on_fast_change(_set_fast)
 
 
+# A result computed under no_grad: a leaf too, but backward() from it is a
+# mistake (PyTorch raises), while backward() from a leaf the user made is not.
+NO_GRAD_RESULT = Primitive("", float, None)
+
+
 def _not_fast(v: Value) -> Value:
     """The rare path of node creation: this thread may be under
     ``no_grad`` (the node becomes a constant) or observed."""
     if not mode.grad_enabled:
         v._a = v._b = v._da = v._db = None
-        v._fn = LEAF
+        v._fn = NO_GRAD_RESULT
         return v
     if mode.observer is not None:
         v._id = next_id()  # anomaly detection tells nodes apart by it
@@ -737,6 +742,11 @@ class Value(Labelled):
         With ``create_graph=True`` the gradients are Values in a new graph
         and can be differentiated again.
         """
+        if self._fn is NO_GRAD_RESULT:
+            raise RuntimeError(
+                "backward: this Value was computed under no_grad(), so it has no graph "
+                "to backpropagate through"
+            )
         if create_graph or mode.observer is not None:
             seed: Any = (
                 _lift(gradient, "backward") if create_graph else _as_float(gradient, "backward")
@@ -1343,14 +1353,25 @@ def _dot(
     b = bias if type(bias) is Value else _lift(bias, "dot")
     if not w_values:
         return b + sum(map(operator.mul, wd, xd))
+    # The hot path of every network: the table's AFFINE / AFFINE_RELU forward
+    # and local derivatives written out (test_protocols checks them).
+    y = sum(map(operator.mul, wd, xd)) + b.data
+    if relu:
+        if y < 0.0:  # relu; a nan stays nan and is live, as torch.relu
+            y = 0.0
+        dead = y <= 0.0
     if not x_values:
-        fn = AFFINE_CONST_RELU if relu else AFFINE_CONST
         c = tuple(xd)
-        y = fn.forward(*wd, b.data, c)
-        return _node(y, (*ws, b), fn.derivative(FLOAT, *wd, b.data, c, y), fn, c)  # type: ignore[misc]
-    fn = AFFINE_RELU if relu else AFFINE
-    y = fn.forward(*wd, *xd, b.data)
-    return _node(y, (*ws, *xs, b), fn.derivative(FLOAT, *wd, *xd, b.data, y), fn)  # type: ignore[misc]
+        if relu:
+            local = (0.0,) * (len(ws) + 1) if dead else (*xd, 1.0)
+            return _node(y, (*ws, b), local, AFFINE_CONST_RELU, c)
+        local = (*xd, 1.0)
+        return _node(y, (*ws, b), local, AFFINE_CONST, c)
+    if relu:
+        local = (0.0,) * (2 * len(ws) + 1) if dead else (*xd, *wd, 1.0)
+        return _node(y, (*ws, *xs, b), local, AFFINE_RELU)
+    local = (*xd, *wd, 1.0)
+    return _node(y, (*ws, *xs, b), local, AFFINE)
 
 
 def dense(

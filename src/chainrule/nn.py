@@ -25,13 +25,13 @@ MLP of [Layer of [ReLUNeuron(2), ReLUNeuron(2), ReLUNeuron(2)], Layer of [Linear
 
 from __future__ import annotations
 
-import numbers
 import random
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 from .engine import Scalar, Value, dense, dot
 from .graph import elementary, is_elementary
+from .module import BaseModule
 
 #: The activations a neuron can apply to ``w . x + b``, and the repr prefix.
 ACTIVATIONS: dict[str, str] = {"relu": "ReLU", "tanh": "Tanh", "linear": "Linear"}
@@ -50,13 +50,15 @@ def _check_size(n: object, what: str) -> int:
     return n
 
 
-class Module:
-    """Something with parameters: objects with ``.data`` and ``.grad``.
+class Module(BaseModule):
+    """A module of the scalar engine: something with parameters, objects
+    with ``.data`` and ``.grad``.
 
     A subclass defines ``parameters()`` (micrograd's contract); it may also
     define ``named_parameters()`` to give them readable names in
     ``state_dict()``, and ``config()`` to describe its architecture for
-    checkpoints.
+    checkpoints. ``zero_grad()`` sets every gradient to ``0.0``, as
+    micrograd's does.
     """
 
     def parameters(self) -> list[Any]:
@@ -70,62 +72,6 @@ class Module:
     def zero_grad(self) -> None:
         for p in self.parameters():
             p.grad = 0.0
-
-    def config(self) -> dict[str, Any]:
-        """The architecture, as JSON-ready data (checkpoints compare it)."""
-        return {"type": type(self).__name__}
-
-    def state_dict(self) -> dict[str, Any]:
-        """Every parameter's value by name, e.g. ``{"layers.0.neurons.0.w.0": 0.23, ...}``."""
-        return {name: p.data for name, p in self.named_parameters()}
-
-    def load_state_dict(self, state: Mapping[str, Any]) -> None:
-        """Set every parameter from ``state`` (as made by ``state_dict()``).
-
-        Everything is checked before anything changes: the names must be
-        exactly this module's and each value a real number (or, for an
-        array parameter, an array or nested lists of its shape). On any mismatch a
-        ``ValueError`` says what is wrong and the module is left as it was.
-        """
-        named = dict(self.named_parameters())
-        missing = [n for n in named if n not in state]
-        unexpected = [n for n in state if n not in named]
-        if missing or unexpected:
-            parts = []
-            if missing:
-                parts.append(f"missing {_some(missing)}")
-            if unexpected:
-                parts.append(f"unexpected {_some(unexpected)}")
-            raise ValueError(f"state_dict does not fit this model: {'; '.join(parts)}")
-        values = {name: _convert(name, p.data, state[name]) for name, p in named.items()}
-        for name, p in named.items():
-            p.data = values[name]
-
-
-def _some(names: Sequence[str], limit: int = 3) -> str:
-    shown = ", ".join(repr(n) for n in names[:limit])
-    more = len(names) - limit
-    return f"{shown} and {more} more" if more > 0 else shown
-
-
-def _convert(name: str, old: Any, new: Any) -> Any:
-    """``new`` in the form of the parameter's current ``old`` data, or a
-    ValueError: a float for a scalar, an array of the same shape and dtype
-    for an array (which may come as nested lists, as from JSON)."""
-    shape = getattr(old, "shape", None)
-    if shape is not None:  # an array parameter (the Tensor engine): NumPy is there
-        import numpy as np
-
-        try:
-            array = np.array(new, dtype=old.dtype)
-        except (TypeError, ValueError):
-            array = None
-        if array is None or array.shape != shape:
-            raise ValueError(f"parameter {name!r}: expected an array of shape {shape}")
-        return array
-    if isinstance(new, bool) or not isinstance(new, numbers.Real):
-        raise ValueError(f"parameter {name!r}: expected a number, got {new!r:.60}")
-    return float(new)
 
 
 class Neuron(Module):
@@ -216,9 +162,10 @@ class Layer(Module):
     def __call__(self, x: Sequence[Scalar]) -> Value | list[Value]:
         # All the neurons in one call, which reads x once; each output is the
         # node Neuron.__call__ makes.
-        kinds = {n.activation for n in self.neurons}
-        if len(kinds) == 1 and all(n.fused for n in self.neurons):
-            out = dense([n.w for n in self.neurons], x, [n.b for n in self.neurons], kinds.pop())
+        kinds = {(n.activation, n.fused) for n in self.neurons}
+        if len(kinds) == 1 and next(iter(kinds))[1]:
+            activation = next(iter(kinds))[0]
+            out = dense([n.w for n in self.neurons], x, [n.b for n in self.neurons], activation)
         else:
             out = [n(x) for n in self.neurons]
         return out[0] if len(out) == 1 else out
@@ -310,8 +257,9 @@ class MLP(Module):
         return f"MLP of [{', '.join(str(layer) for layer in self.layers)}]"
 
 
-#: The Tensor engine's layers (chainrule.tensor.nn), importable from here too.
-#: Loaded on first use: they need NumPy, this module does not.
+#: The Tensor engine's layers, once importable from here too. They live in
+#: chainrule.tensor.nn; this module is the scalar engine's (its MLP is
+#: micrograd's perceptron). Loaded on first use: they need NumPy.
 _TENSOR_LAYERS = frozenset(
     {
         "Linear",
@@ -328,6 +276,13 @@ _TENSOR_LAYERS = frozenset(
 
 def __getattr__(name: str) -> Any:
     if name in _TENSOR_LAYERS:
+        import warnings
+
+        warnings.warn(
+            f"chainrule.nn.{name} is the Tensor engine's: import it from chainrule.tensor.nn",
+            DeprecationWarning,
+            stacklevel=2,
+        )
         from .tensor import nn as tensor_nn
 
         return getattr(tensor_nn, name)

@@ -42,9 +42,15 @@ class Optimizer:
         self.lr = lr
 
     def zero_grad(self) -> None:
-        """Reset every parameter's gradient to 0 before the next backward."""
+        """Reset every parameter's gradient before the next backward, as its
+        engine does: a Tensor's to ``None`` (``Tensor.zero_grad``, as
+        PyTorch), a Value's to ``0.0`` (as micrograd)."""
         for p in self.params:
-            p.grad = 0.0
+            reset = getattr(p, "zero_grad", None)
+            if reset is None:
+                p.grad = 0.0
+            else:
+                reset()
 
     def step(self) -> None:
         raise NotImplementedError
@@ -82,6 +88,8 @@ class SGD(Optimizer):
         buffers = self.buffers
         for i, p in enumerate(self.params):
             g = p.grad
+            if g is None:  # no gradient reached it: left alone, as PyTorch
+                continue
             if decay:
                 g = g + decay * p.data
             if momentum:
@@ -141,6 +149,8 @@ class Adam(Optimizer):
         m, v = self.m, self.v
         for i, p in enumerate(self.params):
             g = p.grad
+            if g is None:  # no gradient reached it: left alone, as PyTorch
+                continue
             if decay:
                 g = g + decay * p.data
             m[i] = m[i] + (1 - beta1) * (g - m[i])

@@ -2,13 +2,14 @@
 
 >>> from chainrule.bench import WORKLOADS
 >>> [w.name for w in WORKLOADS]
-['moons-step', 'backward-only', 'deep-chain', 'gpt-step', 'gpt-name-step', 'memory']
+['moons-step', 'backward-only', 'deep-chain', 'gpt-step', 'gpt-name-step', 'memory', 'gpt-sizes']
 """
 
 from __future__ import annotations
 
+from .batched_gpt import GPT_SIZES, GPT_STEP
 from .chain import DEEP_CHAIN
-from .gpt import GPT_NAME_STEP, GPT_STEP
+from .gpt import GPT_NAME_STEP
 from .harness import (
     FULL,
     FULL_SETTINGS,
@@ -19,6 +20,7 @@ from .harness import (
     Settings,
     Sizes,
     Workload,
+    built,
     header,
     measure,
     run,
@@ -36,6 +38,7 @@ WORKLOADS: tuple[Workload, ...] = (
     GPT_STEP,
     GPT_NAME_STEP,
     MEMORY,
+    GPT_SIZES,
 )
 
 __all__ = [
@@ -49,6 +52,7 @@ __all__ = [
     "Settings",
     "Sizes",
     "Workload",
+    "built",
     "header",
     "measure",
     "run",

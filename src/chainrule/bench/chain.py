@@ -16,7 +16,7 @@ from contextlib import contextmanager
 from typing import Any
 
 from .. import Value
-from .harness import Arm, Engine, Sizes, Workload
+from .harness import Arm, Engine, Sizes, Workload, built
 
 DEFAULT_RECURSION_LIMIT = 1000  # CPython's
 
@@ -43,7 +43,7 @@ def chain(value: Callable[[float], Any], length: int) -> tuple[Any, Any]:
 
 
 def _make(value_class: Callable[[], Callable[[float], Any]], limit: bool) -> Callable[[Sizes], Arm]:
-    def make(sizes: Sizes) -> Arm:
+    def make(sizes: Sizes) -> Callable[[], None]:
         value = value_class()
         n = sizes.chain_length
 
@@ -55,9 +55,9 @@ def _make(value_class: Callable[[], Callable[[float], Any]], limit: bool) -> Cal
             else:
                 y.backward()
 
-        return lambda: run
+        return run
 
-    return make
+    return built(make)
 
 
 def _micrograd_value() -> Callable[[float], Any]:

@@ -28,33 +28,18 @@ from __future__ import annotations
 import math
 import random
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 from importlib import resources
 from typing import Any
 
 from .. import Value, add_n, dot, optim
 from .. import fused as F
-from .harness import Arm, Engine, Sizes, Workload
+from ..transformer import GPTConfig
+from .harness import Engine, Sizes, Workload, built
 from .microgpt import literal_value
 
 SEED = 42
 BOS = 26
 Matrix = list[list[Any]]
-
-
-@dataclass(frozen=True)
-class GPTConfig:
-    vocab_size: int = 27
-    n_embd: int = 16
-    n_head: int = 4
-    n_layer: int = 1
-    block_size: int = 16
-    mlp_ratio: int = 4
-    init_std: float = 0.08
-
-    @property
-    def head_dim(self) -> int:
-        return self.n_embd // self.n_head
 
 
 def encode(name: str) -> list[int]:
@@ -308,38 +293,21 @@ def batch_names(n: int) -> list[str]:
     return names[:: max(len(names) // n, 1)][:n]
 
 
-def _make(
+def steps(
     ops: Any,
     optimizer: Callable[[list[Any]], Callable[[], None]],
     batch: bool,
     value: Callable[[], type] = lambda: Value,
-) -> Any:
-    def make(sizes: Sizes) -> Arm:
+) -> Callable[[Sizes], Any]:
+    """Builds the step on the benchmark's batch of names (or its one name),
+    on ``value()``'s Value class."""
+
+    def make(sizes: Sizes) -> GPTStep:
         names = batch_names(sizes.gpt_batch) if batch else sizes.gpt_name
-        step = GPTStep(ops, optimizer, names, value=value())
-        return lambda: step
+        return GPTStep(ops, optimizer, names, value=value())
 
     return make
 
-
-def _gpt_step_engines() -> tuple[Engine, ...]:
-    from .tensor import gpt_engines  # NumPy and torch are imported by the engines, lazily
-
-    return (
-        Engine("chainrule-compat", _make(CompatOps, compat_adam, batch=True)),
-        Engine("chainrule", _make(FusedOps, chainrule_adam, batch=True)),
-        *gpt_engines(),
-    )
-
-
-GPT_STEP = Workload(
-    "gpt-step",
-    "one Adam step of a microgpt-size character GPT (27 tokens, 16 dims, 4 heads, "
-    "1 layer, block 16) on a batch of 32 names: the scalar engine as micrograd-style "
-    "user code and with its fused ops, the Tensor engine, PyTorch",
-    baseline="chainrule",
-    engines=_gpt_step_engines(),
-)
 
 GPT_NAME_STEP = Workload(
     "gpt-name-step",
@@ -347,8 +315,8 @@ GPT_NAME_STEP = Workload(
     "on chainrule's Value, against chainrule's fused ops",
     baseline="microgpt",
     engines=(
-        Engine("microgpt", _make(CompatOps, compat_adam, batch=False, value=literal_value)),
-        Engine("chainrule-compat", _make(CompatOps, compat_adam, batch=False)),
-        Engine("chainrule", _make(FusedOps, chainrule_adam, batch=False)),
+        Engine("microgpt", built(steps(CompatOps, compat_adam, False, value=literal_value))),
+        Engine("chainrule-compat", built(steps(CompatOps, compat_adam, batch=False))),
+        Engine("chainrule", built(steps(FusedOps, chainrule_adam, batch=False))),
     ),
 )

@@ -26,6 +26,7 @@ from __future__ import annotations
 import gc
 import importlib.util
 import json
+import os
 import platform
 import statistics
 import sys
@@ -39,6 +40,10 @@ from typing import Any
 #: memory workload, the function whose return value is the measurement).
 Arm = Callable[[], Callable[[], Any]]
 
+#: A model size of the ``gpt-sizes`` sweep: embedding, heads, layers, block
+#: (context length) and batch.
+GPTSize = tuple[int, int, int, int, int]
+
 
 @dataclass(frozen=True)
 class Sizes:
@@ -50,10 +55,27 @@ class Sizes:
     memory_ops: int = 30_000
     gpt_name: str = "emma"  # gpt-name-step
     gpt_batch: int = 32  # names per gpt-step
+    # gpt-sizes: the models are always the sweep's; a cap shortens the
+    # context and the batch (the test suite's tiny run)
+    gpt_sweep: tuple[GPTSize, ...] = (
+        (16, 4, 1, 16, 32),
+        (64, 4, 2, 32, 32),
+        (128, 4, 4, 64, 32),
+        (256, 8, 4, 128, 16),
+    )
+    gpt_sweep_cap: int | None = None
+    gpt_sweep_threads: int = 2  # for both sides
 
 
 FULL = Sizes()
-TINY = Sizes(moons_points=8, chain_length=3_000, memory_ops=1_500, gpt_name="ab", gpt_batch=2)
+TINY = Sizes(
+    moons_points=8,
+    chain_length=3_000,
+    memory_ops=1_500,
+    gpt_name="ab",
+    gpt_batch=2,
+    gpt_sweep_cap=3,
+)
 
 
 @dataclass(frozen=True)
@@ -64,6 +86,19 @@ class Engine:
     name: str
     make: Callable[[Sizes], Arm]
     requires: tuple[str, ...] = ()  # importable modules it needs
+    versus: str = ""  # the engine its ratio is relative to ("": the workload's baseline)
+
+
+def built(make: Callable[[Sizes], Callable[[], Any]]) -> Callable[[Sizes], Arm]:
+    """An engine's ``make`` for a step built once: ``make(sizes)`` builds the
+    step (model, data, optimizer) and every run calls that same step, as a
+    training loop does."""
+
+    def arm(sizes: Sizes) -> Arm:
+        step = make(sizes)
+        return lambda: step
+
+    return arm
 
 
 @dataclass(frozen=True)
@@ -73,6 +108,9 @@ class Workload:
     baseline: str  # the engine the ratios are relative to
     engines: tuple[Engine, ...]
     unit: str = "s"  # "s": median seconds; "B/op": median bytes per operation
+    # Round-robin: every engine's n-th run before any (n+1)-th, so a noisy
+    # machine's slow spells fall on all engines alike (for paired engines).
+    interleave: bool = False
 
 
 @dataclass(frozen=True)
@@ -102,34 +140,51 @@ def _missing(engine: Engine) -> list[str]:
 
 def measure(workload: Workload, engine: Engine, settings: Settings) -> Result:
     """The median over ``settings.repeat`` runs after ``settings.warmup``."""
-    result = Result(workload.name, engine.name, None)
-    missing = _missing(engine)
-    if missing:
-        result.note = "not installed"
-        return result
+    return measure_together(workload, [engine], settings)[0]
+
+
+def measure_together(
+    workload: Workload, engines: Sequence[Engine], settings: Settings
+) -> list[Result]:
+    """:func:`measure` for several engines of one workload, their runs in
+    turn: warm-ups first, then one timed run of each per round."""
+    results = [Result(workload.name, e.name, None) for e in engines]
+    arms: list[tuple[Result, Arm]] = []
+    for engine, result in zip(engines, results):
+        if _missing(engine):
+            result.note = "not installed"
+            continue
+        try:
+            arms.append((result, engine.make(settings.sizes)))
+        except Exception as error:  # an engine that cannot be built here
+            result.note = type(error).__name__
     timed = workload.unit == "s"
-    samples: list[float] = []
-    try:
-        arm = engine.make(settings.sizes)
-        gc.collect()
-        for i in range(settings.warmup + settings.repeat):
-            run = arm()
-            start = time.perf_counter()
-            out = run()
-            elapsed = time.perf_counter() - start
-            del run  # what the arm built (a graph) is freed outside the timing
-            if i >= settings.warmup:
-                samples.append(elapsed if timed else float(out))
-            del out
-    except Exception as error:  # a workload the engine cannot run
-        result.note = type(error).__name__
-        del error
-        gc.collect()
-        return result
     gc.collect()
-    result.samples = samples
-    result.value = statistics.median(samples)
-    return result
+    for i in range(settings.warmup + settings.repeat):
+        for result, arm in arms:
+            if result.note:
+                continue
+            try:
+                run = arm()
+                start = time.perf_counter()
+                out = run()
+                elapsed = time.perf_counter() - start
+                del run  # what the arm built (a graph) is freed outside the timing
+            except Exception as error:  # a workload the engine cannot run
+                result.note = type(error).__name__
+                result.samples = []
+                del error
+                gc.collect()
+                continue
+            if i >= settings.warmup:
+                result.samples.append(elapsed if timed else float(out))
+            del out
+    del arms
+    gc.collect()
+    for result in results:
+        if result.samples:
+            result.value = statistics.median(result.samples)
+    return results
 
 
 def run(
@@ -139,11 +194,28 @@ def run(
 ) -> list[Result]:
     """Every engine of every workload, in this process; the results in
     workload and engine order. The pure-Python engines are measured first,
-    then those needing NumPy, then those needing PyTorch."""
+    then those needing NumPy, then those needing PyTorch; the engines of an
+    interleaved workload together, with the heaviest of them."""
     pairs = [(w, e) for w in workloads for e in w.engines]
     results: list[Result | None] = [None] * len(pairs)
-    for i in sorted(range(len(pairs)), key=lambda i: _import_weight(pairs[i][1])):
+
+    def weight(i: int) -> int:
         workload, engine = pairs[i]
+        together = workload.engines if workload.interleave else (engine,)
+        return max(_import_weight(e) for e in together)
+
+    for i in sorted(range(len(pairs)), key=weight):
+        workload, engine = pairs[i]
+        if results[i] is not None:  # measured with its workload
+            continue
+        if workload.interleave:
+            if progress:
+                progress(f"{workload.name} / all {len(workload.engines)} engines in turn ...")
+            mine = [j for j, (w, _) in enumerate(pairs) if w is workload]
+            together = measure_together(workload, workload.engines, settings)
+            for j, result in zip(mine, together):
+                results[j] = result
+            continue
         if progress:
             progress(f"{workload.name} / {engine.name} ...")
         results[i] = measure(workload, engine, settings)
@@ -173,20 +245,29 @@ def _format_value(value: float, unit: str) -> str:
     return f"{value * 1e6:.1f} us"
 
 
-def _ratio(workload: Workload, result: Result, by_engine: dict[str, Result]) -> str:
-    base = by_engine.get(workload.baseline)
+def _reference(workload: Workload, engine: Engine) -> str:
+    return engine.versus or workload.baseline
+
+
+def _ratio(workload: Workload, engine: Engine, by_engine: dict[str, Result]) -> str:
+    result = by_engine[engine.name]
+    reference = _reference(workload, engine)
+    base = by_engine.get(reference)
     if result.value is None or base is None or base.value is None:
         return "-"
-    if result.engine == workload.baseline:
+    if result.engine == reference:
         return "1.0x (baseline)"
     ratio = base.value / result.value
     if workload.unit == "B/op":
         better, worse = "smaller", "larger"
     else:
         better, worse = "faster", "slower"
+    if engine.versus:  # a pair: the time ratio itself, to two places
+        word = better if ratio >= 1.0 else worse
+        return f"{result.value / base.value:.2f} of {reference}'s time ({word})"
     if ratio >= 1.0:
-        return f"{ratio:.1f}x {better} than {workload.baseline}"
-    return f"{1.0 / ratio:.1f}x {worse} than {workload.baseline}"
+        return f"{ratio:.1f}x {better} than {reference}"
+    return f"{1.0 / ratio:.1f}x {worse} than {reference}"
 
 
 def table(workloads: Sequence[Workload], results: Sequence[Result]) -> str:
@@ -207,7 +288,7 @@ def table(workloads: Sequence[Workload], results: Sequence[Result]) -> str:
                     workload.name if first else "",
                     engine.name,
                     shown,
-                    _ratio(workload, result, mine),
+                    _ratio(workload, engine, mine),
                 )
             )
             first = False
@@ -234,16 +315,26 @@ def to_json(
     workloads: Sequence[Workload], results: Sequence[Result], settings: Settings
 ) -> dict[str, Any]:
     """``{"workloads": {NAME: {ENGINE: value_or_null}}}`` plus ``notes``
-    (why a value is null) and ``meta`` (units, settings, machine)."""
+    (why a value is null), ``ratios`` (each engine's value divided by its
+    reference's: the workload's baseline, or the engine it is paired with)
+    and ``meta`` (units, settings, machine)."""
     values: dict[str, dict[str, float | None]] = {w.name: {} for w in workloads}
     notes: dict[str, dict[str, str]] = {}
     for r in results:
         values.setdefault(r.workload, {})[r.engine] = r.value
         if r.note:
             notes.setdefault(r.workload, {})[r.engine] = r.note
+    ratios: dict[str, dict[str, float]] = {}
+    for w in workloads:
+        for e in w.engines:
+            value = values[w.name].get(e.name)
+            base = values[w.name].get(_reference(w, e))
+            if value is not None and base:
+                ratios.setdefault(w.name, {})[e.name] = value / base
     return {
         "workloads": values,
         "notes": notes,
+        "ratios": ratios,
         "meta": {
             "units": {
                 w.name: ("bytes per operation" if w.unit == "B/op" else "seconds")
@@ -256,8 +347,20 @@ def to_json(
             "statistic": "median",
             "python": f"{platform.python_implementation()} {sys.version.split()[0]}",
             "machine": f"{platform.system()} {platform.machine()}",
+            "cpus": os.cpu_count(),
+            "gpt_sizes_threads": settings.sizes.gpt_sweep_threads,
+            "load_average": _load_average(),
         },
     }
+
+
+def _load_average() -> list[float] | None:
+    """The system's 1-, 5- and 15-minute load averages at the end of the run
+    (how busy the machine was), where the system tells."""
+    try:
+        return [round(x, 2) for x in os.getloadavg()]
+    except (OSError, AttributeError):
+        return None
 
 
 def write_json(path: str | Path, data: dict[str, Any]) -> None:

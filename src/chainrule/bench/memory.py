@@ -17,7 +17,7 @@ from collections.abc import Callable
 from typing import Any
 
 from .. import Value
-from .harness import Arm, Engine, Sizes, Workload
+from .harness import Arm, Engine, Sizes, Workload, built
 
 
 def build(value: Callable[[float], Any], ops: int) -> Any:
@@ -53,11 +53,11 @@ def bytes_per_op(value: Callable[[float], Any], ops: int) -> float:
 
 
 def _make(value_class: Callable[[], Callable[[float], Any]]) -> Callable[[Sizes], Arm]:
-    def make(sizes: Sizes) -> Arm:
+    def make(sizes: Sizes) -> Callable[[], float]:
         value = value_class()
-        return lambda: lambda: bytes_per_op(value, sizes.memory_ops)
+        return lambda: bytes_per_op(value, sizes.memory_ops)
 
-    return make
+    return built(make)
 
 
 def _micrograd_value() -> Callable[[float], Any]:

@@ -12,7 +12,9 @@ Three engines run it from the same data and the same initial weights:
 * ``chainrule-compat`` — the same user code (binary ops, builtin ``sum``,
   inputs wrapped in Values) on ``chainrule.Value``;
 * ``chainrule`` — chainrule's own network and losses, which build one
-  ``dot`` node per neuron and one ``add_n`` node per sum.
+  ``dot`` node per neuron and one ``add_n`` node per sum;
+* ``tensor`` — the Tensor engine, all points as one array through three
+  ``linear`` layers (NumPy imported when the engine is built).
 
 ``backward-only`` builds the same graph outside the timed region and times
 ``loss.backward()`` alone.
@@ -26,7 +28,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from .. import Value, data, dot, losses, nn, optim
-from .harness import Arm, Engine, Sizes, Workload
+from .harness import Arm, Engine, Sizes, Workload, built
 from .microgpt import literal_value
 from .sgd_step import SGDStep
 
@@ -192,18 +194,61 @@ class ChainruleStep(SGDStep):
 # The two workloads
 # --------------------------------------------------------------------------
 
+
+class TensorMoonsStep(SGDStep):
+    """micrograd's demo step on Tensors: the 100 points as one (100, 2)
+    array through three ``linear`` layers, the same weights, loss and SGD."""
+
+    def __init__(self, sizes: Sizes) -> None:
+        import numpy as np
+
+        from ..tensor import Tensor
+        from ..tensor.memory import keep_freed_memory
+
+        keep_freed_memory()
+        X, y = make_moons(sizes.moons_points)
+        self.X = np.array(X)
+        self.y = np.array(y, dtype=np.float64)[:, None]
+        flat = iter(initial_weights())
+        self.layers = []
+        for nin, nout in itertools.pairwise(LAYERS):
+            # micrograd's order: each neuron's weights, then its bias
+            rows = [[next(flat) for _ in range(nin + 1)] for _ in range(nout)]
+            w = np.array([r[:nin] for r in rows])
+            b = np.array([r[nin] for r in rows])
+            self.layers.append((Tensor(w), Tensor(b)))
+        self.params = [p for layer in self.layers for p in layer]
+        self.optimizer = optim.SGD(self.params, lr=1.0)
+        self.alpha = ALPHA
+        self.k = 0
+
+    def graph(self) -> Any:
+        from ..tensor import linear
+
+        h: Any = self.X
+        last = len(self.layers) - 1
+        for i, (w, b) in enumerate(self.layers):
+            h = linear(h, w, b)
+            if i != last:
+                h = h.relu()
+        data_loss = (1.0 - self.y * h).relu().mean()
+        reg = sum(((p * p).sum() for p in self.params[1:]), start=(self.params[0] ** 2).sum())
+        loss = data_loss + self.alpha * reg
+        self.optimizer.zero_grad()
+        return loss
+
+
+# --------------------------------------------------------------------------
+# The two workloads
+# --------------------------------------------------------------------------
+
+
 Maker = Callable[[Sizes], Any]
 
 
-def _step_arm(make: Maker) -> Callable[[Sizes], Arm]:
-    def arm(sizes: Sizes) -> Arm:
-        step = make(sizes)
-        return lambda: step
-
-    return arm
-
-
 def _backward_arm(make: Maker) -> Callable[[Sizes], Arm]:
+    """Each run builds the graph (untimed) and times its ``backward``."""
+
     def arm(sizes: Sizes) -> Arm:
         step = make(sizes)
         return lambda: step.graph().backward
@@ -211,9 +256,9 @@ def _backward_arm(make: Maker) -> Callable[[Sizes], Arm]:
     return arm
 
 
-def _engines(wrap: Callable[[Maker], Callable[[Sizes], Arm]]) -> tuple[Engine, ...]:
-    from .tensor import TensorMoonsStep  # imports NumPy only when built
-
+def _engines(
+    wrap: Callable[[Callable[[Sizes], Any]], Callable[[Sizes], Arm]],
+) -> tuple[Engine, ...]:
     return (
         Engine("micrograd", wrap(_micrograd), requires=("micrograd",)),
         Engine("microgpt", wrap(_literal)),
@@ -227,7 +272,7 @@ MOONS_STEP = Workload(
     "moons-step",
     "micrograd's demo step: MLP 2-16-16-1, 100 points, SVM loss + L2, forward + backward + SGD",
     baseline="micrograd",
-    engines=_engines(_step_arm),
+    engines=_engines(built),
 )
 
 BACKWARD_ONLY = Workload(

@@ -34,6 +34,12 @@ def register(subparsers: Any) -> None:
     )
     p.add_argument("--repeat", type=int, metavar="N", help="timed runs per engine")
     p.add_argument("--warmup", type=int, metavar="N", help="untimed runs before them")
+    p.add_argument(
+        "--threads",
+        type=int,
+        metavar="N",
+        help="threads for both sides of gpt-sizes (BLAS and PyTorch; default 2)",
+    )
     # Tiny sizes, the same workloads: for the test suite.
     p.add_argument("--tiny", action="store_true", help=argparse.SUPPRESS)
     p.set_defaults(func=main)
@@ -57,6 +63,12 @@ def main(args: argparse.Namespace) -> int:
             print("chainrule bench: --warmup must be at least 0", file=sys.stderr)
             return 2
         settings = dataclasses.replace(settings, warmup=args.warmup)
+    if args.threads is not None:
+        if args.threads < 1:
+            print("chainrule bench: --threads must be at least 1", file=sys.stderr)
+            return 2
+        sizes = dataclasses.replace(settings.sizes, gpt_sweep_threads=args.threads)
+        settings = dataclasses.replace(settings, sizes=sizes)
     workloads = [w for w in bench.WORKLOADS if not args.workload or w.name in args.workload]
 
     def progress(message: str) -> None:

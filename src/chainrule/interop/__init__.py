@@ -4,7 +4,7 @@
 architecture and the same parameters under the same names, in the model's
 dtype; ``from_torch(module)`` is the way back. For the Tensor engine's
 layers (``Linear``, ``Embedding``, ``RMSNorm``, ``LayerNorm``,
-``CausalSelfAttention``, ``MLP``, ``Block``) and the ``GPT``, and for the
+``CausalSelfAttention``, ``FeedForward``, ``Block``) and the ``GPT``, and for the
 scalar engine's ``MLP`` (micrograd's). The values are copied: the two
 models train independently.
 
@@ -102,7 +102,7 @@ def _twin(model: Any, torch: Any, torch_nn: Any) -> Any:
         return torch_nn.Block(n_embd, model.attn.n_head, _ratio(model.mlp))
     if isinstance(model, tnn.CausalSelfAttention):
         return torch_nn.CausalSelfAttention(model.wq.weight.shape[1], model.n_head)
-    if isinstance(model, tnn.MLP):
+    if isinstance(model, tnn.FeedForward):
         return torch_nn.FeedForward(model.fc1.weight.shape[1], _ratio(model))
     if isinstance(model, tnn.Linear):
         out_features, in_features = model.weight.shape
@@ -120,7 +120,7 @@ def _twin(model: Any, torch: Any, torch_nn: Any) -> Any:
 
 _SUPPORTED = (
     "supported: chainrule.nn.MLP and chainrule.tensor.nn's Linear, Embedding, RMSNorm, "
-    "LayerNorm, CausalSelfAttention, MLP, Block, GPT"
+    "LayerNorm, CausalSelfAttention, FeedForward, Block, GPT"
 )
 
 
@@ -188,7 +188,7 @@ def _model_of(module: Any, torch: Any, torch_nn: Any, dtype: str) -> Any:
         return tnn.CausalSelfAttention(module.wq.in_features, module.n_head, **kw)
     if isinstance(module, torch_nn.FeedForward):
         n_embd = module.fc1.in_features
-        return tnn.MLP(n_embd, module.fc1.out_features // n_embd, **kw)
+        return tnn.FeedForward(n_embd, module.fc1.out_features // n_embd, **kw)
     if isinstance(module, torch.nn.Linear):
         return tnn.Linear(
             module.in_features, module.out_features, bias=module.bias is not None, **kw

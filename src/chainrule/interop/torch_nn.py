@@ -46,7 +46,7 @@ class CausalSelfAttention(nn.Module):
 
 
 class FeedForward(nn.Module):
-    """``chainrule.tensor.nn.MLP``: ``fc2(relu(fc1(x)))``, no biases."""
+    """``chainrule.tensor.nn.FeedForward``: ``fc2(relu(fc1(x)))``, no biases."""
 
     def __init__(self, n_embd: int, ratio: int = 4) -> None:
         super().__init__()
@@ -87,7 +87,8 @@ class GPT(nn.Module):
         self.wte = nn.Embedding(config.vocab_size, C)
         self.wpe = nn.Embedding(config.block_size, C)
         self.norm = nn.RMSNorm(C, eps=1e-5, elementwise_affine=False)
-        self.blocks = nn.ModuleList(Block(C, config.n_head) for _ in range(config.n_layer))
+        ratio = getattr(config, "mlp_ratio", 4)
+        self.blocks = nn.ModuleList(Block(C, config.n_head, ratio) for _ in range(config.n_layer))
         self.lm_head = nn.Linear(C, config.vocab_size, bias=False)
 
     def forward(self, idx: torch.Tensor, targets: torch.Tensor | None = None) -> Any:

@@ -15,13 +15,17 @@ except ImportError as e:  # pragma: no cover - exercised without numpy only
         "chainrule.Tensor needs NumPy: pip install 'chainrule[tensor]' (or pip install numpy)"
     ) from e
 
-# abs, pow, max and sum shadow the builtins on purpose, as NumPy's do.
+# abs, pow, max, min and sum shadow the builtins on purpose, as NumPy's do.
+from . import namespaces as _namespaces
 from .elementwise import (
     abs,  # noqa: A004
     add,
     astype,
+    clamp,
+    clip,
     div,
     exp,
+    gelu,
     log,
     mul,
     neg,
@@ -38,6 +42,7 @@ from .nn_ops import (
     attention,
     causal_mask,
     cross_entropy,
+    dropout,
     layer_norm,
     log_softmax,
     masked_fill,
@@ -45,19 +50,25 @@ from .nn_ops import (
     softmax,
 )
 from .primitive import Primitive
-from .reduce import max, mean, sum  # noqa: A004
+from .reduce import max, mean, min, std, sum, var  # noqa: A004
 from .shape import (
     broadcast_to,
+    cat,
     concatenate,
     embedding,
+    flatten,
     getitem,
     reshape,
     scatter,
+    squeeze,
     stack,
     swapaxes,
     transpose,
+    unsqueeze,
 )
 from .tensor import Tensor, gradients, unbroadcast  # first: the ops modules build on it
+
+_namespaces.bind_array_functions()
 
 __all__ = [
     "Primitive",
@@ -67,12 +78,18 @@ __all__ = [
     "astype",
     "attention",
     "broadcast_to",
+    "cat",
     "causal_mask",
+    "clamp",
+    "clip",
     "concatenate",
     "cross_entropy",
     "div",
+    "dropout",
     "embedding",
     "exp",
+    "flatten",
+    "gelu",
     "getitem",
     "gradients",
     "layer_norm",
@@ -83,6 +100,7 @@ __all__ = [
     "matmul",
     "max",
     "mean",
+    "min",
     "mul",
     "neg",
     "pow",
@@ -93,12 +111,16 @@ __all__ = [
     "sigmoid",
     "softmax",
     "sqrt",
+    "squeeze",
     "stack",
+    "std",
     "sub",
     "sum",
     "swapaxes",
     "tanh",
     "transpose",
     "unbroadcast",
+    "unsqueeze",
+    "var",
     "where",
 ]

@@ -280,11 +280,16 @@ def gpt_config(architecture: dict[str, Any], parameters: Mapping[str, Any], path
         raise CheckpointError(f"{path}: not a GPT checkpoint ({architecture.get('type')!r})")
     fields = {k: v for k, v in architecture.items() if k != "type"}
     sizes = [v for k, v in fields.items() if k != "init_std"]
-    if set(fields) != set(GPTConfig.__dataclass_fields__) or not all(
+    known = set(GPTConfig.__dataclass_fields__)
+    # mlp_ratio came later: a checkpoint without it has the default, 4
+    if not known - {"mlp_ratio"} <= set(fields) <= known or not all(
         type(v) is int and v >= 1 for v in sizes
     ):
         raise CheckpointError(f"{path}: bad GPT architecture {architecture}")
-    config = GPTConfig(**fields)
+    try:
+        config = GPTConfig(**fields)
+    except (TypeError, ValueError) as e:
+        raise CheckpointError(f"{path}: bad GPT architecture {architecture} ({e})") from None
     held = sum(int(np.prod(a.shape)) for a in parameters.values())
     if config.num_parameters() != held:
         raise CheckpointError(

@@ -15,6 +15,7 @@ gradients agree with it to the last few bits.
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import numpy as np
@@ -28,6 +29,17 @@ from .tensor import Tensor, constant, make
 
 def _both_constant(a: Any, b: Any, op: str) -> Tensor:
     raise TypeError(f"{op}: at least one operand must be a Tensor")
+
+
+def _shape(x: Any) -> tuple[int, ...]:
+    return tuple(np.shape(x.data if isinstance(x, Tensor) else x))
+
+
+def broadcast_error(op: str, *operands: Any) -> ValueError:
+    """The error for operands whose shapes do not broadcast together,
+    naming the op and every shape (NumPy's own message names neither)."""
+    shapes = ", ".join(str(_shape(x)) for x in operands)
+    return ValueError(f"{op}: shapes {shapes} do not broadcast together")
 
 
 # ----------------------------------------------------------------------------
@@ -46,13 +58,16 @@ def _add_const_vjp(M: Any, g: Any, out: Tensor) -> tuple[Any]:
 
 def add(a: Any, b: Any) -> Tensor:
     """``a + b``."""
-    if isinstance(a, Tensor):
+    try:
+        if isinstance(a, Tensor):
+            if isinstance(b, Tensor):
+                return make(a.data + b.data, (a, b), _add_vjp)
+            return make(a.data + constant(b, "+"), (a,), _add_const_vjp)
         if isinstance(b, Tensor):
-            return make(a.data + b.data, (a, b), _add_vjp)
-        return make(a.data + constant(b, "+"), (a,), _add_const_vjp)
-    if isinstance(b, Tensor):
-        return make(constant(a, "+") + b.data, (b,), _add_const_vjp)
-    return _both_constant(a, b, "+")
+            return make(constant(a, "+") + b.data, (b,), _add_const_vjp)
+        return _both_constant(a, b, "+")
+    except ValueError:
+        raise broadcast_error("+", a, b) from None
 
 
 def _sub_vjp(M: Any, g: Any, out: Tensor) -> tuple[Any, Any]:
@@ -66,13 +81,16 @@ def _rsub_const_vjp(M: Any, g: Any, out: Tensor) -> tuple[Any]:
 
 def sub(a: Any, b: Any) -> Tensor:
     """``a - b``."""
-    if isinstance(a, Tensor):
+    try:
+        if isinstance(a, Tensor):
+            if isinstance(b, Tensor):
+                return make(a.data - b.data, (a, b), _sub_vjp)
+            return make(a.data - constant(b, "-"), (a,), _add_const_vjp)
         if isinstance(b, Tensor):
-            return make(a.data - b.data, (a, b), _sub_vjp)
-        return make(a.data - constant(b, "-"), (a,), _add_const_vjp)
-    if isinstance(b, Tensor):
-        return make(constant(a, "-") - b.data, (b,), _rsub_const_vjp)
-    return _both_constant(a, b, "-")
+            return make(constant(a, "-") - b.data, (b,), _rsub_const_vjp)
+        return _both_constant(a, b, "-")
+    except ValueError:
+        raise broadcast_error("-", a, b) from None
 
 
 def _mul_vjp(M: Any, g: Any, out: Tensor) -> tuple[Any, Any]:
@@ -86,15 +104,18 @@ def _mul_const_vjp(M: Any, g: Any, out: Tensor) -> tuple[Any]:
 
 def mul(a: Any, b: Any) -> Tensor:
     """``a * b``."""
-    if isinstance(a, Tensor):
+    try:
+        if isinstance(a, Tensor):
+            if isinstance(b, Tensor):
+                return make(a.data * b.data, (a, b), _mul_vjp)
+            c = constant(b, "*")
+            return make(a.data * c, (a,), _mul_const_vjp, c)
         if isinstance(b, Tensor):
-            return make(a.data * b.data, (a, b), _mul_vjp)
-        c = constant(b, "*")
-        return make(a.data * c, (a,), _mul_const_vjp, c)
-    if isinstance(b, Tensor):
-        c = constant(a, "*")
-        return make(c * b.data, (b,), _mul_const_vjp, c)
-    return _both_constant(a, b, "*")
+            c = constant(a, "*")
+            return make(c * b.data, (b,), _mul_const_vjp, c)
+        return _both_constant(a, b, "*")
+    except ValueError:
+        raise broadcast_error("*", a, b) from None
 
 
 def _div_vjp(M: Any, g: Any, out: Tensor) -> tuple[Any, Any]:
@@ -119,16 +140,19 @@ def _rdiv_const_vjp(M: Any, g: Any, out: Tensor) -> tuple[Any]:
 
 def div(a: Any, b: Any) -> Tensor:
     """``a / b`` (IEEE: ``1 / 0 = inf``, as PyTorch)."""
-    with np.errstate(divide="ignore", invalid="ignore"):
-        if isinstance(a, Tensor):
+    try:
+        with np.errstate(divide="ignore", invalid="ignore"):
+            if isinstance(a, Tensor):
+                if isinstance(b, Tensor):
+                    return make(a.data / b.data, (a, b), _div_vjp)
+                c = constant(b, "/")
+                return make(a.data / c, (a,), _div_const_vjp, c)
             if isinstance(b, Tensor):
-                return make(a.data / b.data, (a, b), _div_vjp)
-            c = constant(b, "/")
-            return make(a.data / c, (a,), _div_const_vjp, c)
-        if isinstance(b, Tensor):
-            c = constant(a, "/")
-            return make(c / b.data, (b,), _rdiv_const_vjp, c)
-    return _both_constant(a, b, "/")
+                c = constant(a, "/")
+                return make(c / b.data, (b,), _rdiv_const_vjp, c)
+        return _both_constant(a, b, "/")
+    except ValueError:
+        raise broadcast_error("/", a, b) from None
 
 
 def _pow_vjp(M: Any, g: Any, out: Tensor) -> tuple[Any, Any]:
@@ -168,18 +192,21 @@ def _rpow_const_vjp(M: Any, g: Any, out: Tensor) -> tuple[Any]:
 
 def pow(a: Any, b: Any) -> Tensor:  # noqa: A001 - the field's name for it
     """``a ** b``; a negative base with a fractional exponent gives nan."""
-    with np.errstate(all="ignore"):
-        if isinstance(a, Tensor):
+    try:
+        with np.errstate(all="ignore"):
+            if isinstance(a, Tensor):
+                if isinstance(b, Tensor):
+                    return make(a.data**b.data, (a, b), _pow_vjp)
+                c = constant(b, "**")
+                if isinstance(c, float) and c == 2.0:
+                    return make(a.data * a.data, (a,), _pow_const_vjp, c)
+                return make(a.data**c, (a,), _pow_const_vjp, c)
             if isinstance(b, Tensor):
-                return make(a.data**b.data, (a, b), _pow_vjp)
-            c = constant(b, "**")
-            if isinstance(c, float) and c == 2.0:
-                return make(a.data * a.data, (a,), _pow_const_vjp, c)
-            return make(a.data**c, (a,), _pow_const_vjp, c)
-        if isinstance(b, Tensor):
-            c = constant(a, "**")
-            return make(c**b.data, (b,), _rpow_const_vjp, c)
-    return _both_constant(a, b, "**")
+                c = constant(a, "**")
+                return make(c**b.data, (b,), _rpow_const_vjp, c)
+        return _both_constant(a, b, "**")
+    except ValueError:
+        raise broadcast_error("**", a, b) from None
 
 
 def _neg_vjp(M: Any, g: Any, out: Tensor) -> tuple[Any]:
@@ -249,10 +276,28 @@ def sigmoid(x: Tensor) -> Tensor:
         return make(1.0 / (1.0 + np.exp(-x.data)), (x,), _sigmoid_vjp)
 
 
+_SAME_SIZE_INT = {np.dtype(np.float32): np.int32, np.dtype(np.float64): np.int64}
+
+
+def threshold_backward(g: np.ndarray, out: np.ndarray) -> np.ndarray:
+    """PyTorch's ``threshold_backward``: ``g`` where ``out > 0`` and 0 where
+    ``out <= 0``; a nan output passes its gradient, and an inf or nan ``g``
+    is dropped, not multiplied (``0 * inf`` would be nan).
+
+    A select, done on the bits: ``np.where`` over a random mask is ten times
+    slower (a branch per entry), and ``g * mask`` is wrong for inf and nan.
+    """
+    ints = _SAME_SIZE_INT.get(g.dtype)
+    if ints is None or g.dtype != out.dtype:
+        return np.where(out <= 0.0, 0.0, g).astype(g.dtype, copy=False)
+    keep = (out <= 0.0).astype(ints)
+    keep -= 1  # 0 where dropped, all bits set where kept
+    keep &= g.view(ints)
+    return keep.view(g.dtype)
+
+
 def _relu_vjp(M: Any, g: Any, out: Tensor) -> tuple[Any]:
-    # PyTorch's threshold_backward: zero where the output is <= 0, so a nan
-    # input passes its gradient through.
-    return (M.where(out.data <= 0.0, 0.0, g),)
+    return (M.threshold(g, out.data),)
 
 
 def relu(x: Tensor) -> Tensor:
@@ -274,37 +319,135 @@ def abs(x: Tensor) -> Tensor:  # noqa: A001 - the field's name for it
 
 
 # ----------------------------------------------------------------------------
-# Selection and casts (also what the VJPs above become under create_graph)
+# where, clamp, gelu, erf (where is also what the VJPs above become under
+# create_graph), and casts
 # ----------------------------------------------------------------------------
 
 
+def _condition(condition: Any) -> np.ndarray:
+    c = np.asarray(condition.data if isinstance(condition, Tensor) else condition)
+    if c.dtype != np.bool_:
+        raise TypeError(f"where: condition must be boolean, got {c.dtype}")
+    return c
+
+
 def _where_vjp(M: Any, g: Any, out: Tensor) -> tuple[Any, ...]:
-    cond, sides = out._ctx
-    return tuple(
-        M.fit(M.where(cond, g, 0.0) if i == 0 else M.where(cond, 0.0, g), x.data)
-        for i, x in zip(sides, out._prev)
-    )
+    c, a_is_tensor = out._ctx
+    grads: list[Any] = []
+    prev = iter(out._prev)
+    if a_is_tensor:
+        grads.append(M.fit(M.where(c, g, 0.0), next(prev).data))
+    if len(out._prev) > len(grads):
+        grads.append(M.fit(M.where(c, 0.0, g), next(prev).data))
+    return tuple(grads)
 
 
-def where(cond: Any, a: Any, b: Any) -> Tensor:
-    """``a`` where ``cond`` is true, else ``b`` (``torch.where``): each
-    side's gradient flows where it was picked. ``cond`` is a boolean array
-    (or Tensor, read as a mask); ``a`` and ``b`` are Tensors or constants."""
-    c = np.asarray(cond.data if isinstance(cond, Tensor) else cond, dtype=bool)
-    sides = [(i, x) for i, x in enumerate((a, b)) if isinstance(x, Tensor)]
-    if not sides:
-        raise TypeError("where: at least one of a, b must be a Tensor")
-    av = a.data if isinstance(a, Tensor) else constant(a, "where")
-    bv = b.data if isinstance(b, Tensor) else constant(b, "where")
+def where(condition: Any, a: Any, b: Any) -> Tensor:
+    """``a`` where ``condition`` is True, ``b`` elsewhere, all three
+    broadcast together (``torch.where``); each operand gets the gradient of
+    the places it was picked for."""
+    c = _condition(condition)
+    if not isinstance(a, Tensor) and not isinstance(b, Tensor):
+        raise TypeError("where: at least one of a and b must be a Tensor")
+    ad = a.data if isinstance(a, Tensor) else constant(a, "where")
+    bd = b.data if isinstance(b, Tensor) else constant(b, "where")
     try:
-        y = np.where(c, av, bv)
-    except ValueError as e:
-        raise ValueError(
-            f"where: shapes {c.shape}, {np.shape(av)}, {np.shape(bv)} do not broadcast"
-        ) from e
-    dtype = np.result_type(*(x.data.dtype for _, x in sides))
-    prev = tuple(x for _, x in sides)
-    return make(y.astype(dtype, copy=False), prev, _where_vjp, (c, tuple(i for i, _ in sides)))
+        y = np.where(c, ad, bd)
+    except ValueError:
+        raise broadcast_error("where", c, a, b) from None
+    prev = tuple(t for t in (a, b) if isinstance(t, Tensor))
+    return make(y, prev, _where_vjp, (c, isinstance(a, Tensor)))
+
+
+def _clamp_bound(value: Any, name: str) -> float | None:
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, (int, float, np.integer, np.floating)):
+        raise TypeError(f"clamp: {name} must be a real number or None, got {value!r}")
+    return float(value)
+
+
+def _clamp_vjp(M: Any, g: Any, out: Tensor) -> tuple[Any]:
+    lo, hi = out._ctx
+    x = out._prev[0].data
+    # PyTorch's clamp_backward: the gradient passes where lo <= x <= hi
+    # (both ends included); nan is outside
+    inside = np.ones(x.shape, dtype=bool) if lo is None else x >= lo
+    if hi is not None:
+        inside &= x <= hi
+    return (M.where(inside, g, 0.0),)
+
+
+def clamp(x: Tensor, min: Any = None, max: Any = None) -> Tensor:  # noqa: A002
+    """``x`` limited to ``[min, max]`` (either may be None), as
+    ``torch.clamp``: nan stays nan, and ``min > max`` gives ``max``
+    everywhere. The gradient passes where ``min <= x <= max``."""
+    lo, hi = _clamp_bound(min, "min"), _clamp_bound(max, "max")
+    if lo is None and hi is None:
+        raise ValueError("clamp: give min, max or both")
+    y = x.data
+    if lo is not None:
+        y = np.where(y < lo, lo, y)  # where, not np.maximum: keeps nan as nan either way
+    if hi is not None:
+        y = np.where(y > hi, hi, y)
+    return make(np.asarray(y, dtype=x.data.dtype), (x,), _clamp_vjp, (lo, hi))
+
+
+#: NumPy's name for clamp.
+clip = clamp
+
+_SQRT_HALF = 0.7071067811865476  # 1 / sqrt(2)
+_INV_SQRT_2PI = 0.3989422804014327  # 1 / sqrt(2 pi)
+_SQRT_2_OVER_PI = 0.7978845608028654  # sqrt(2 / pi)
+_erf = np.frompyfunc(math.erf, 1, 1)
+
+
+def erf(x: np.ndarray) -> np.ndarray:
+    """The error function of every entry (``math.erf``'s, exact to the last
+    bit; NumPy has none), in ``x``'s dtype."""
+    return np.asarray(_erf(x.astype(np.float64)), dtype=np.float64).astype(x.dtype, copy=False)
+
+
+def _gelu_vjp(M: Any, g: Any, out: Tensor) -> tuple[Any]:
+    x = M.of(out._prev[0])
+    if out._ctx == "tanh":
+        # PyTorch's GeluBackward with approximate='tanh'
+        inner = _SQRT_2_OVER_PI * (x + 0.044715 * (x * x * x))
+        t = M.tanh(inner)
+        d_inner = _SQRT_2_OVER_PI * (1.0 + 3.0 * 0.044715 * x * x)
+        local = 0.5 * (1.0 + t) + 0.5 * x * (1.0 - t * t) * d_inner
+    else:
+        cdf = 0.5 * (1.0 + M.erf(x * _SQRT_HALF))
+        local = cdf + x * (_INV_SQRT_2PI * M.exp(-0.5 * x * x))
+    return (g * local,)
+
+
+def gelu(x: Tensor, approximate: str = "none") -> Tensor:
+    """The Gaussian error linear unit ``x * Phi(x)`` (``Phi`` the standard
+    normal CDF), as ``torch.nn.functional.gelu``; ``approximate="tanh"``
+    is GPT-2's ``0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3)))``."""
+    xd = x.data
+    if approximate == "tanh":
+        y = 0.5 * xd * (1.0 + np.tanh(_SQRT_2_OVER_PI * (xd + 0.044715 * (xd * xd * xd))))
+    elif approximate == "none":
+        y = xd * (0.5 * (1.0 + erf(xd * _SQRT_HALF)))
+    else:
+        raise ValueError(f"gelu: approximate must be 'none' or 'tanh', got {approximate!r}")
+    return make(np.asarray(y, dtype=xd.dtype), (x,), _gelu_vjp, approximate)
+
+
+def _erf_vjp(M: Any, g: Any, out: Tensor) -> tuple[Any]:
+    x = M.of(out._prev[0])
+    return (g * (_TWO_OVER_SQRT_PI * M.exp(-(x * x))),)
+
+
+_TWO_OVER_SQRT_PI = 1.1283791670955126  # 2 / sqrt(pi)
+
+
+def erf_op(x: Tensor) -> Tensor:
+    """The error function of a Tensor (``torch.erf``); derivative
+    ``2 / sqrt(pi) exp(-x^2)``. (gelu's VJP under create_graph.)"""
+    return make(erf(x.data), (x,), _erf_vjp)
 
 
 def _astype_vjp(M: Any, g: Any, out: Tensor) -> tuple[Any]:

@@ -12,6 +12,7 @@ from typing import Any
 
 import numpy as np
 
+from .blas import matmul as _mm
 from .tensor import Tensor, constant, make
 
 
@@ -31,17 +32,17 @@ def _matmul_grads(M: Any, g: Any, a: Any, b: Any, need_a: bool, need_b: bool) ->
     if need_a:
         if a2.ndim > 2 and b2.ndim == 2:
             m = g.shape[-1]
-            ga = (g.reshape(-1, m) @ b2.T).reshape(*g.shape[:-1], b2.shape[0])
+            ga = M.matmul(g.reshape(-1, m), b2.T).reshape(*g.shape[:-1], b2.shape[0])
         else:
-            ga = g @ b2.swapaxes(-1, -2)
+            ga = M.matmul(g, b2.swapaxes(-1, -2))
         ga = M.fit(ga, a2).reshape(a_shape)
     if need_b:
         if b2.ndim == 2 and a2.ndim > 2:
             # the batch summed inside one product: (k, N) @ (N, m)
             k, m = b2.shape
-            gb = a2.reshape(-1, k).T @ g.reshape(-1, m)
+            gb = M.matmul(a2.reshape(-1, k).T, g.reshape(-1, m))
         else:
-            gb = a2.swapaxes(-1, -2) @ g
+            gb = M.matmul(a2.swapaxes(-1, -2), g)
         gb = M.fit(gb, b2).reshape(b_shape)
     return ga, gb
 
@@ -61,10 +62,26 @@ def _matmul_right_vjp(M: Any, g: Any, out: Tensor) -> tuple[Any]:
 
 
 def _check(a: np.ndarray, b: np.ndarray) -> None:
+    """NumPy's rules for ``a @ b``, checked here so the error names the
+    shapes (NumPy's gufunc message names neither the op nor the sizes)."""
     if a.ndim == 0 or b.ndim == 0:
         raise ValueError(
             f"matmul: operands must have at least 1 dimension, got {a.shape} @ {b.shape}"
         )
+    inner_a = a.shape[-1]
+    inner_b = b.shape[0] if b.ndim == 1 else b.shape[-2]
+    if inner_a != inner_b:
+        raise ValueError(
+            f"matmul: shapes {a.shape} @ {b.shape} do not fit: "
+            f"{inner_a} columns against {inner_b} rows"
+        )
+    if a.ndim > 2 or b.ndim > 2:
+        try:
+            np.broadcast_shapes(a.shape[:-2], b.shape[:-2])
+        except ValueError:
+            raise ValueError(
+                f"matmul: batch shapes of {a.shape} @ {b.shape} do not broadcast together"
+            ) from None
 
 
 def matmul(a: Any, b: Any) -> Tensor:
@@ -73,14 +90,14 @@ def matmul(a: Any, b: Any) -> Tensor:
     if isinstance(a, Tensor):
         if isinstance(b, Tensor):
             _check(a.data, b.data)
-            return make(a.data @ b.data, (a, b), _matmul_vjp)
+            return make(_mm(a.data, b.data), (a, b), _matmul_vjp)
         c = np.asarray(constant(b, "@"))
         _check(a.data, c)
-        return make(a.data @ c, (a,), _matmul_left_vjp, c)
+        return make(_mm(a.data, c), (a,), _matmul_left_vjp, c)
     if isinstance(b, Tensor):
         c = np.asarray(constant(a, "@"))
         _check(c, b.data)
-        return make(c @ b.data, (b,), _matmul_right_vjp, c)
+        return make(_mm(c, b.data), (b,), _matmul_right_vjp, c)
     raise TypeError("@: at least one operand must be a Tensor")
 
 
@@ -92,8 +109,8 @@ def _linear_vjp(M: Any, g: Any, out: Tensor) -> tuple[Any, ...]:
     n_out, n_in = w.shape
     # Flattened to one matrix product each, not one per batch row.
     g2 = g.reshape(-1, n_out)
-    grads = [] if constant_input else [(g2 @ w).reshape(x.shape)]
-    grads.append(g2.T @ x.reshape(-1, n_in))
+    grads = [] if constant_input else [M.matmul(g2, w).reshape(x.shape)]
+    grads.append(M.matmul(g2.T, x.reshape(-1, n_in)))
     if len(prev) == (2 if constant_input else 3):  # a bias
         grads.append(g2.sum(axis=0))
     return tuple(grads)
@@ -108,10 +125,18 @@ def linear(x: Tensor | np.ndarray, weight: Tensor, bias: Tensor | None = None) -
     w = weight.data
     if w.ndim != 2 or xd.ndim == 0 or xd.shape[-1] != w.shape[1]:
         raise ValueError(f"linear: input {xd.shape} does not fit weight {w.shape}")
-    y = (xd.reshape(-1, w.shape[1]) @ w.T).reshape(*xd.shape[:-1], w.shape[0])
+    y = _mm(xd.reshape(-1, w.shape[1]), w.T).reshape(*xd.shape[:-1], w.shape[0])
     params = (weight,) if bias is None else (weight, bias)
     if bias is not None:
-        y += bias.data
+        b = bias.data
+        if b.shape != (w.shape[0],):
+            raise ValueError(f"linear: bias {b.shape} does not fit weight {w.shape}")
+        if b.dtype != y.dtype:  # += would cast the bias silently
+            raise TypeError(
+                f"linear: bias is {b.dtype} but input {xd.shape} {xd.dtype} @ weight "
+                f"{w.shape} {w.dtype} is {y.dtype}; give them one dtype"
+            )
+        y += b
     if constant_input:
         return make(y, params, _linear_vjp, xd)
     return make(y, (x, *params), _linear_vjp)  # type: ignore[arg-type]

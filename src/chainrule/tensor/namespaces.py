@@ -19,7 +19,10 @@ for what is a constant in both passes: masks, comparisons, shapes.
 The functions, the same in both: ``M.graph`` (False, True), ``M.of(t)``,
 ``M.fit(g, x)`` (sum ``g`` over the axes ``x`` was broadcast along, cast to
 its dtype), ``M.where(cond, a, b)`` (``cond`` a constant mask),
-``M.exp``, ``M.log``, ``M.sqrt``, ``M.row_sum`` and ``M.row_mean`` (over
+``M.exp``, ``M.log``, ``M.sqrt``, ``M.tanh``, ``M.erf``,
+``M.threshold(g, out)`` (relu's select), ``M.matmul`` (BLAS on arrays,
+with the thread choice of :mod:`chainrule.tensor.blas`),
+``M.rms_norm_backward(g, x, r)`` (in place on arrays), ``M.row_sum`` and ``M.row_mean`` (over
 the last axis, kept), ``M.broadcast_to(x, shape)``, ``M.scatter(shape,
 index, basic, values)`` (zeros with ``values`` added at ``index``),
 ``M.add_at(x, index, value)``, ``M.fill(x, mask, value)`` and
@@ -36,9 +39,11 @@ from typing import Any
 import numpy as np
 
 from . import elementwise as ew
+from . import linalg as la
 from . import nn_ops as nn
 from . import reduce as rd
 from . import shape as sh
+from .blas import matmul as blas_matmul
 from .rows import row_mean, row_sum
 from .tensor import Tensor, fit
 
@@ -78,6 +83,8 @@ ARRAY = SimpleNamespace(
     fit=fit,
     where=np.where,
     exp=np.exp,
+    tanh=np.tanh,
+    matmul=blas_matmul,
     log=np.log,
     sqrt=np.sqrt,
     row_sum=row_sum,
@@ -159,6 +166,26 @@ def _graph_sqrt(x: Any) -> Any:
     return ew.sqrt(x)
 
 
+def _graph_rms_norm_backward(g: Any, x: Any, r: Any) -> Any:
+    return r * (g - x * (r * r) * _graph_row_mean(g * x))
+
+
+def _graph_matmul(a: Any, b: Any) -> Any:
+    return la.matmul(a, b)
+
+
+def _graph_tanh(x: Any) -> Any:
+    return ew.tanh(x)
+
+
+def _graph_erf(x: Any) -> Any:
+    return ew.erf_op(x)
+
+
+def _graph_threshold(g: Any, out: np.ndarray) -> Any:
+    return ew.where(out <= 0.0, 0.0, g)
+
+
 def _graph_broadcast_to(x: Any, shape: tuple[int, ...]) -> Any:
     return sh.broadcast_to(x, shape)
 
@@ -173,6 +200,11 @@ GRAPH = SimpleNamespace(
     fit=_graph_fit,
     where=_graph_where,
     exp=_graph_exp,
+    tanh=_graph_tanh,
+    matmul=_graph_matmul,
+    rms_norm_backward=_graph_rms_norm_backward,
+    erf=_graph_erf,
+    threshold=_graph_threshold,
     log=_graph_log,
     sqrt=_graph_sqrt,
     row_sum=_graph_row_sum,
@@ -185,4 +217,13 @@ GRAPH = SimpleNamespace(
     softmax=_graph_softmax,
 )
 
-__all__ = ["ARRAY", "GRAPH"]
+
+def bind_array_functions() -> None:
+    """Put the array functions the ops modules define into ``ARRAY``:
+    called once they are loaded (they import this module's importer)."""
+    ARRAY.threshold = ew.threshold_backward
+    ARRAY.erf = ew.erf
+    ARRAY.rms_norm_backward = nn.rms_norm_backward
+
+
+__all__ = ["ARRAY", "GRAPH", "bind_array_functions"]

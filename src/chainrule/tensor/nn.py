@@ -15,15 +15,15 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterator
-from dataclasses import asdict, dataclass
 from typing import Any
 
 import numpy as np
 
-from .. import nn as _scalar_nn
 from ..graph import no_grad
+from ..module import BaseModule
+from ..transformer import GPTConfig
 from .linalg import linear
-from .nn_ops import attention, cross_entropy, layer_norm, rms_norm
+from .nn_ops import attention, cross_entropy, dropout, layer_norm, rms_norm
 from .shape import embedding
 from .tensor import FLOAT_DTYPES, Tensor
 
@@ -35,21 +35,34 @@ def _dtype(dtype: Any) -> np.dtype:
     return d
 
 
-class Module(_scalar_nn.Module):
-    """Base class: parameters are the Tensor attributes, recursively
-    through Module attributes and lists of Modules, in assignment order.
+class Module(BaseModule):
+    """Base class of the Tensor engine's layers, as PyTorch's ``nn.Module``:
+    parameters are the Tensor attributes, recursively through Module
+    attributes and lists of Modules, in assignment order.
 
-    ``zero_grad``, ``state_dict`` and ``load_state_dict`` (which accepts
-    arrays or nested lists, as from a JSON checkpoint) are those of
-    :class:`chainrule.nn.Module`, so the optimizers and checkpoints of the
-    scalar engine work unchanged.
+    ``zero_grad()`` sets every gradient to ``None`` (as ``Tensor.zero_grad``
+    and PyTorch); ``train()`` and ``eval()`` switch ``training`` here and in
+    every sub-module (dropout is active only in training). ``state_dict``
+    and ``load_state_dict`` (which accepts arrays or nested lists, as from
+    a JSON checkpoint) are shared with the scalar engine's modules
+    (:class:`chainrule.module.BaseModule`).
     """
+
+    training: bool = True
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         return self.forward(*args, **kwargs)
 
     def forward(self, *args: Any, **kwargs: Any) -> Any:
         raise NotImplementedError
+
+    def children(self) -> Iterator[Module]:
+        """The direct sub-modules, in assignment order."""
+        for value in vars(self).values():
+            if isinstance(value, Module):
+                yield value
+            elif isinstance(value, (list, tuple)):
+                yield from (item for item in value if isinstance(item, Module))
 
     def named_parameters(self, prefix: str = "") -> Iterator[tuple[str, Tensor]]:
         """``(dotted name, parameter)`` pairs, in assignment order."""
@@ -68,6 +81,23 @@ class Module(_scalar_nn.Module):
 
     def num_parameters(self) -> int:
         return sum(p.data.size for p in self.parameters())
+
+    def zero_grad(self) -> None:
+        """Forget every parameter's gradient (``grad = None``)."""
+        for p in self.parameters():
+            p.grad = None
+
+    def train(self, mode: bool = True) -> Module:
+        """Training mode (``mode=True``) or evaluation mode, here and in every
+        sub-module; returns the module."""
+        self.training = bool(mode)
+        for child in self.children():
+            child.train(mode)
+        return self
+
+    def eval(self) -> Module:
+        """Evaluation mode: ``train(False)``."""
+        return self.train(False)
 
 
 class Linear(Module):
@@ -148,6 +178,21 @@ class LayerNorm(Module):
         return layer_norm(x, self.weight, self.bias, self.eps)
 
 
+class Dropout(Module):
+    """Zeroes each entry with probability ``p`` in training and scales the
+    rest by ``1 / (1 - p)``; the identity in evaluation mode (``eval()``).
+    The draws come from ``rng``."""
+
+    def __init__(self, p: float = 0.5, *, rng: np.random.Generator | None = None) -> None:
+        if isinstance(p, bool) or not isinstance(p, (int, float)) or not 0.0 <= p <= 1.0:
+            raise ValueError(f"Dropout: p must be a probability in [0, 1], got {p!r}")
+        self.p = float(p)
+        self.rng = rng or np.random.default_rng()
+
+    def forward(self, x: Tensor) -> Tensor:
+        return dropout(x, self.p, self.training, rng=self.rng)
+
+
 class CausalSelfAttention(Module):
     """Multi-head self-attention in which position ``t`` sees positions
     ``<= t``. Separate query, key, value and output matrices, no biases,
@@ -184,8 +229,9 @@ class CausalSelfAttention(Module):
         return self.wo(y.transpose(0, 2, 1, 3).reshape(B, T, C))
 
 
-class MLP(Module):
-    """``fc2(relu(fc1(x)))``, widening by ``ratio`` in between."""
+class FeedForward(Module):
+    """A transformer's feed-forward block: ``fc2(relu(fc1(x)))``, widening
+    by ``ratio`` in between (no biases, as microgpt)."""
 
     def __init__(
         self,
@@ -205,12 +251,13 @@ class MLP(Module):
 
 class Block(Module):
     """A pre-norm transformer block: ``x + attn(norm(x))``, then
-    ``x + mlp(norm(x))``."""
+    ``x + mlp(norm(x))`` (``mlp`` a :class:`FeedForward`)."""
 
     def __init__(
         self,
         n_embd: int,
         n_head: int,
+        mlp_ratio: int = 4,
         *,
         dtype: Any = np.float64,
         rng: np.random.Generator | None = None,
@@ -218,32 +265,11 @@ class Block(Module):
         self.norm1 = RMSNorm(n_embd, elementwise_affine=False, dtype=dtype)
         self.attn = CausalSelfAttention(n_embd, n_head, dtype=dtype, rng=rng)
         self.norm2 = RMSNorm(n_embd, elementwise_affine=False, dtype=dtype)
-        self.mlp = MLP(n_embd, dtype=dtype, rng=rng)
+        self.mlp = FeedForward(n_embd, mlp_ratio, dtype=dtype, rng=rng)
 
     def forward(self, x: Tensor) -> Tensor:
         x = x + self.attn(self.norm1(x))
         return x + self.mlp(self.norm2(x))
-
-
-@dataclass(frozen=True)
-class GPTConfig:
-    """The size of a GPT. The defaults are microgpt's."""
-
-    vocab_size: int = 27
-    block_size: int = 16
-    n_embd: int = 16
-    n_head: int = 4
-    n_layer: int = 1
-    init_std: float = 0.08
-
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
-
-    def num_parameters(self) -> int:
-        """The number of weights a GPT of this size has, without building
-        it (a checkpoint's architecture is checked against its file by this)."""
-        V, T, C, L = self.vocab_size, self.block_size, self.n_embd, self.n_layer
-        return 2 * V * C + T * C + L * 12 * C * C  # wte, lm_head, wpe; q k v o + fc1 fc2
 
 
 class GPT(Module):
@@ -269,7 +295,9 @@ class GPT(Module):
         self.wte = Embedding(c.vocab_size, c.n_embd, dtype=dtype, rng=rng)
         self.wpe = Embedding(c.block_size, c.n_embd, dtype=dtype, rng=rng)
         self.norm = RMSNorm(c.n_embd, elementwise_affine=False, dtype=dtype)
-        self.blocks = [Block(c.n_embd, c.n_head, dtype=dtype, rng=rng) for _ in range(c.n_layer)]
+        self.blocks = [
+            Block(c.n_embd, c.n_head, c.mlp_ratio, dtype=dtype, rng=rng) for _ in range(c.n_layer)
+        ]
         self.lm_head = Linear(c.n_embd, c.vocab_size, bias=False, dtype=dtype, rng=rng)
         d = _dtype(dtype)
         for p in self.parameters():
@@ -335,3 +363,17 @@ class GPT(Module):
             stop = np.flatnonzero(row == bos)
             docs.append([int(t) for t in (row[: stop[0]] if stop.size else row)])
         return docs
+
+
+def __getattr__(name: str) -> Any:
+    if name == "MLP":  # the old name of FeedForward
+        import warnings
+
+        warnings.warn(
+            "chainrule.tensor.nn.MLP is now FeedForward (chainrule.nn.MLP is micrograd's "
+            "perceptron)",
+            DeprecationWarning,
+            stacklevel=2,
+        )
+        return FeedForward
+    raise AttributeError(f"module 'chainrule.tensor.nn' has no attribute {name!r}")

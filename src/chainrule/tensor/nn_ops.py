@@ -21,6 +21,7 @@ from typing import Any
 
 import numpy as np
 
+from .blas import matmul as _mm
 from .rows import row_mean, shifted_exp
 from .tensor import Tensor, make
 
@@ -31,6 +32,23 @@ from .tensor import Tensor, make
 
 def _last(axis: int, ndim: int) -> bool:
     return axis == -1 or axis == ndim - 1
+
+
+def _axis(axis: Any, ndim: int, op: str) -> int:
+    """``axis`` checked (an int within ``ndim`` axes; a 0-d tensor's one
+    axis is -1 or 0, as PyTorch's dim)."""
+    if isinstance(axis, bool) or not isinstance(axis, (int, np.integer)):
+        raise TypeError(f"{op}: axis must be an int, got {axis!r}")
+    if not -max(ndim, 1) <= axis < max(ndim, 1):
+        raise ValueError(f"{op}: axis {axis} is out of range for a {ndim}-d tensor")
+    return int(axis)
+
+
+def _on_one_element(f: Any, x: Tensor, axis: int) -> Tensor:
+    """``f`` of a 0-d tensor: along its one axis, as a 1-element vector."""
+    from .shape import reshape
+
+    return reshape(f(reshape(x, (1,)), axis), ())
 
 
 def _softmax_vjp(M: Any, g: Any, out: Tensor) -> tuple[Any]:
@@ -45,6 +63,9 @@ def _softmax_vjp(M: Any, g: Any, out: Tensor) -> tuple[Any]:
 def softmax(x: Tensor, axis: int = -1) -> Tensor:
     """``exp(x) / sum(exp(x))`` along ``axis``, computed without overflow."""
     xd = x.data
+    axis = _axis(axis, xd.ndim, "softmax")
+    if xd.ndim == 0:
+        return _on_one_element(softmax, x, axis)
     if _last(axis, xd.ndim):
         e, s, _ = shifted_exp(xd)
     else:
@@ -64,6 +85,9 @@ def _log_softmax_vjp(M: Any, g: Any, out: Tensor) -> tuple[Any]:
 def log_softmax(x: Tensor, axis: int = -1) -> Tensor:
     """``x - log(sum(exp(x)))`` along ``axis``, computed without overflow."""
     xd = x.data
+    axis = _axis(axis, xd.ndim, "log_softmax")
+    if xd.ndim == 0:
+        return _on_one_element(log_softmax, x, axis)
     if _last(axis, xd.ndim):
         _, s, shift = shifted_exp(xd)
         y = xd - shift
@@ -156,6 +180,20 @@ def cross_entropy(
 # ----------------------------------------------------------------------------
 
 
+def rms_norm_backward(g: np.ndarray, x: np.ndarray, r: np.ndarray) -> np.ndarray:
+    """The gradient of ``x * r`` (``r = 1 / sqrt(mean(x^2) + eps)`` per row)
+    for the output gradient ``g``: ``r * (g - x * r^2 * mean(g * x))``, in
+    one temporary (the same operations in the same order as written, so
+    the same bits)."""
+    t = g * x
+    m = row_mean(t)
+    np.multiply(x, r * r, out=t)
+    t *= m
+    np.subtract(g, t, out=t)
+    t *= r
+    return t
+
+
 def _rms_norm_vjp(M: Any, g: Any, out: Tensor) -> tuple[Any, ...]:
     r, eps = out._ctx
     x = M.of(out._prev[0])
@@ -164,10 +202,8 @@ def _rms_norm_vjp(M: Any, g: Any, out: Tensor) -> tuple[Any, ...]:
     if len(out._prev) == 2:
         w = M.of(out._prev[1])
         gw = (g * (x * r)).reshape(-1, w.shape[-1]).sum(axis=0).reshape(w.shape)
-        g = g * w
-        gx = r * (g - x * (r * r) * M.row_mean(g * x))
-        return gx, gw
-    return (r * (g - x * (r * r) * M.row_mean(g * x)),)
+        return M.rms_norm_backward(g * w, x, r), gw
+    return (M.rms_norm_backward(g, x, r),)
 
 
 def rms_norm(x: Tensor, weight: Tensor | None = None, eps: float = 1e-5) -> Tensor:
@@ -258,21 +294,33 @@ def masked_fill(x: Tensor, mask: Any, value: float) -> Tensor:
     return make(y, (x,), _masked_fill_vjp, m)
 
 
+def attention_backward(
+    M: Any, g: Any, q: Any, k: Any, v: Any, p: Any, scale: float
+) -> tuple[Any, Any, Any]:
+    """The gradients of ``softmax(q k^T * scale) v`` (``p`` the softmax) for
+    the output gradient ``g``: ``dv = p^T g``; the scores get softmax's
+    ``p * (dp - sum(dp * p))`` with ``dp = g v^T``, times ``scale``; then
+    ``dq = ds k`` and ``dk = ds^T q``. On arrays the score-sized arrays are
+    updated in place: one temporary of that size."""
+    gv = M.matmul(p.swapaxes(-1, -2), g)
+    gs = M.matmul(g, v.swapaxes(-1, -2))
+    gs *= p
+    gs -= p * M.row_sum(gs)
+    gs *= scale
+    gq = M.matmul(gs, k)
+    gk = M.matmul(gs.swapaxes(-1, -2), q)
+    return gq, gk, gv
+
+
 def _attention_vjp(M: Any, g: Any, out: Tensor) -> tuple[Any, ...]:
     p, scale, causal = out._ctx
     q, k, v = (M.of(t) for t in out._prev)
     if M.graph:  # the attention weights as nodes: their own derivatives count
-        s = (q @ k.swapaxes(-1, -2)) * scale
+        s = M.matmul(q, k.swapaxes(-1, -2)) * scale
         if causal:
             s = s + _additive_mask(s.shape[-2], s.shape[-1], s.dtype)
         p = M.softmax(s)
-    gv = p.swapaxes(-1, -2) @ g
-    gp = g @ v.swapaxes(-1, -2)
-    gs = gp * p
-    gs -= p * M.row_sum(gs)
-    gs *= scale
-    gq = gs @ k
-    gk = gs.swapaxes(-1, -2) @ q
+    gq, gk, gv = attention_backward(M, g, q, k, v, p, scale)
     return M.fit(gq, q), M.fit(gk, k), M.fit(gv, v)
 
 
@@ -289,19 +337,50 @@ def attention(
     qd, kd, vd = q.data, k.data, v.data
     if scale is None:
         scale = 1.0 / float(np.sqrt(qd.shape[-1]))
-    s = qd @ kd.swapaxes(-1, -2)
+    s = _mm(qd, kd.swapaxes(-1, -2))
     s *= scale
     if causal:
         s += _additive_mask(s.shape[-2], s.shape[-1], s.dtype)
     p, total, _ = shifted_exp(s)
     p /= total
-    return make(p @ vd, (q, k, v), _attention_vjp, (p, scale, causal))
+    return make(_mm(p, vd), (q, k, v), _attention_vjp, (p, scale, causal))
+
+
+# ----------------------------------------------------------------------------
+# dropout
+# ----------------------------------------------------------------------------
+
+
+def _dropout_vjp(M: Any, g: Any, out: Tensor) -> tuple[Any]:
+    return (g * out._ctx,)
+
+
+def dropout(
+    x: Tensor, p: float = 0.5, training: bool = True, *, rng: np.random.Generator | None = None
+) -> Tensor:
+    """Each entry zeroed with probability ``p`` and the rest scaled by
+    ``1 / (1 - p)``, so the expectation is unchanged, as
+    ``torch.nn.functional.dropout``; the identity when not ``training``
+    (or ``p == 0``). The draws come from ``rng`` (a fresh generator when
+    None); the gradient passes through the kept entries, scaled alike."""
+    if isinstance(p, bool) or not isinstance(p, (int, float)) or not 0.0 <= p <= 1.0:
+        raise ValueError(f"dropout: p must be a probability in [0, 1], got {p!r}")
+    if not training or p == 0.0:
+        return x
+    xd = x.data
+    if p == 1.0:
+        scale = np.zeros(xd.shape, dtype=xd.dtype)
+    else:
+        keep = (rng or np.random.default_rng()).random(xd.shape) >= p
+        scale = keep.astype(xd.dtype) * xd.dtype.type(1.0 / (1.0 - p))
+    return make(xd * scale, (x,), _dropout_vjp, scale)
 
 
 __all__ = [
     "attention",
     "causal_mask",
     "cross_entropy",
+    "dropout",
     "layer_norm",
     "log_softmax",
     "masked_fill",

@@ -13,6 +13,8 @@ import functools
 
 import numpy as np
 
+from .blas import matmul
+
 # A row whose exponentials sum below this under the shared shift lies too
 # far below the global maximum: its small entries would lose precision.
 _FLOOR = 1e-8
@@ -27,7 +29,7 @@ def _ones(n: int, dtype: np.dtype) -> np.ndarray:
 
 def row_sum(x: np.ndarray) -> np.ndarray:
     """``x.sum(axis=-1, keepdims=True)``, as one matrix-vector product."""
-    return (x @ _ones(x.shape[-1], x.dtype))[..., None]
+    return matmul(x, _ones(x.shape[-1], x.dtype))[..., None]
 
 
 def row_mean(x: np.ndarray) -> np.ndarray:

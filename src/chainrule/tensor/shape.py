@@ -1,5 +1,6 @@
-"""Operations that move numbers without changing them: ``reshape``,
-``transpose``, indexing, ``concatenate``, ``stack`` and ``embedding``.
+"""Operations that move numbers without changing them: ``reshape`` (and
+``unsqueeze``, ``squeeze``, ``flatten``), ``transpose``, indexing,
+``concatenate`` (``cat``), ``stack`` and ``embedding``.
 
 Their VJPs move the gradient back the same way: reshape it back, transpose
 it by the inverse permutation, scatter it into zeros at the indexed places
@@ -13,6 +14,7 @@ from typing import Any
 
 import numpy as np
 
+from .blas import matmul as _mm
 from .tensor import Tensor, lift, make
 
 
@@ -104,7 +106,7 @@ def _embedding_vjp(M: Any, g: Any, out: Tensor) -> tuple[Any]:
         # several times faster than the unbuffered np.add.at for small tables
         onehot = np.zeros((w.shape[0], flat.size), dtype=w.dtype)
         onehot[flat, np.arange(flat.size)] = 1.0
-        return ((onehot @ g2).reshape(w.shape),)
+        return (_mm(onehot, g2).reshape(w.shape),)
     gw = np.zeros(w.shape, dtype=w.dtype)
     np.add.at(gw, flat, g2)
     return (gw,)
@@ -121,8 +123,12 @@ def embedding(weight: Tensor, indices: Any) -> Tensor:
         else:
             raise TypeError(f"embedding: indices must be integers, got {idx.dtype}")
     n = weight.data.shape[0]
-    if idx.size and (idx.min() < -n or idx.max() >= n):
-        raise IndexError(f"embedding: index out of range for {n} rows")
+    if idx.size and (idx.min() < 0 or idx.max() >= n):
+        bad = idx.min() if idx.min() < 0 else idx.max()
+        raise IndexError(
+            f"embedding: index {bad} is out of range for a table of {n} rows, shape "
+            f"{weight.data.shape} (indices run from 0 to {n - 1}, as PyTorch's)"
+        )
     return make(weight.data.take(idx, axis=0), (weight,), _embedding_vjp, idx)
 
 
@@ -165,6 +171,59 @@ def stack(tensors: Sequence[Any], axis: int = 0) -> Tensor:
         raise ValueError("stack: need at least one tensor")
     y = np.stack([t.data for t in ts], axis=axis)
     return make(y, ts, _stack_vjp, int(axis) % y.ndim)
+
+
+#: PyTorch's name for concatenate.
+cat = concatenate
+
+
+# ----------------------------------------------------------------------------
+# Axes of size one, flattening: reshapes with PyTorch's arguments
+# ----------------------------------------------------------------------------
+
+
+def _axis(axis: Any, ndim: int, op: str) -> int:
+    if isinstance(axis, bool) or not isinstance(axis, (int, np.integer)):
+        raise TypeError(f"{op}: dim must be an int, got {axis!r}")
+    if not -ndim <= axis < ndim:
+        raise ValueError(f"{op}: dim {axis} is out of range for {ndim - (op == 'unsqueeze')} dims")
+    return int(axis) % ndim
+
+
+def unsqueeze(x: Tensor, axis: int) -> Tensor:
+    """``x`` with a new axis of size 1 at ``axis`` (``-1``: last)."""
+    shape = list(x.data.shape)
+    shape.insert(_axis(axis, x.data.ndim + 1, "unsqueeze"), 1)
+    return reshape(x, shape)
+
+
+def squeeze(x: Tensor, axis: int | Sequence[int] | None = None) -> Tensor:
+    """``x`` without axes of size 1: all of them, or those of ``axis``
+    that have size 1 (others are kept, as PyTorch)."""
+    shape = x.data.shape
+    if axis is None:
+        drop = {i for i, n in enumerate(shape) if n == 1}
+    else:
+        axes = axis if isinstance(axis, (tuple, list)) else (axis,)
+        ndim = max(len(shape), 1)
+        drop = {_axis(a, ndim, "squeeze") for a in axes}
+        drop = {i for i in drop if i < len(shape) and shape[i] == 1}
+    return reshape(x, [n for i, n in enumerate(shape) if i not in drop])
+
+
+def flatten(x: Tensor, start: int = 0, end: int = -1) -> Tensor:
+    """Axes ``start`` to ``end`` (both included) merged into one, as
+    ``torch.flatten``; a 0-d tensor becomes 1-d."""
+    shape = x.data.shape
+    if not shape:
+        return reshape(x, (1,))
+    s, e = _axis(start, len(shape), "flatten"), _axis(end, len(shape), "flatten")
+    if s > e:
+        raise ValueError(f"flatten: start dim {start} comes after end dim {end}")
+    merged = 1
+    for n in shape[s : e + 1]:
+        merged *= n
+    return reshape(x, (*shape[:s], merged, *shape[e + 1 :]))
 
 
 # ----------------------------------------------------------------------------

@@ -70,12 +70,19 @@ class Tensor(Labelled):
     Leaves accumulate: a second ``backward()`` without ``zero_grad()``
     leaves every leaf with twice the gradient, while the gradients of
     interior nodes are recomputed.
+
+    Unlike PyTorch, a new tensor requires a gradient unless made with
+    ``requires_grad=False`` (the engine is for differentiating). A result
+    computed only from tensors that do not require one, or under
+    ``no_grad()``, does not either: it records no graph, and its
+    ``backward()`` raises, as PyTorch's.
     """
 
-    __slots__ = ("data", "grad", "_prev", "_vjp", "_ctx", "_id", "_label")
+    __slots__ = ("data", "grad", "requires_grad", "_prev", "_vjp", "_ctx", "_id", "_label")
 
     data: np.ndarray
     grad: np.ndarray | None
+    requires_grad: bool
     _prev: tuple[Tensor, ...]
     _vjp: VJP
     _ctx: Any
@@ -85,9 +92,12 @@ class Tensor(Labelled):
     __array_priority__ = 1000.0
     __array_ufunc__ = None
 
-    def __init__(self, data: Any, dtype: Any = None, label: str = "") -> None:
+    def __init__(
+        self, data: Any, dtype: Any = None, label: str = "", *, requires_grad: bool = True
+    ) -> None:
         self.data = as_array(data, dtype, "Tensor")
         self.grad = None
+        self.requires_grad = bool(requires_grad)
         self._prev = ()
         self._vjp = _leaf_vjp
         self._ctx = None
@@ -169,8 +179,18 @@ class Tensor(Labelled):
     # -- graph ----------------------------------------------------------------
 
     def detach(self) -> Tensor:
-        """A new leaf sharing this tensor's data, cut off from the graph."""
-        return Tensor(self.data)
+        """A new leaf sharing this tensor's data, cut off from the graph
+        (and, as PyTorch's, not requiring a gradient)."""
+        return Tensor(self.data, requires_grad=False)
+
+    def requires_grad_(self, requires_grad: bool = True) -> Tensor:
+        """Set ``requires_grad`` of this leaf in place; returns it."""
+        if self._prev and not requires_grad:
+            raise RuntimeError(
+                "requires_grad_: only leaves can stop requiring a gradient; use detach()"
+            )
+        self.requires_grad = bool(requires_grad)
+        return self
 
     def zero_grad(self) -> None:
         """Forget the gradient (``grad = None``)."""
@@ -191,6 +211,11 @@ class Tensor(Labelled):
         PyTorch) that the cyclic garbage collector frees; in a loop prefer
         :func:`gradients`, whose results hold no cycle.
         """
+        if not self.requires_grad:
+            raise RuntimeError(
+                "backward: this tensor does not require a gradient and has no graph: it was "
+                "computed under no_grad(), or only from tensors with requires_grad=False"
+            )
         seed = _seed(self, gradient, create_graph)
         order, leaves = reverse_topological_order(self)
         if not order:
@@ -207,7 +232,7 @@ class Tensor(Labelled):
         given = {id(seed)}
         for leaf in leaves:
             g = grads.get(leaf)
-            if g is None:
+            if g is None or not leaf.requires_grad:  # a constant input keeps none
                 continue
             before = leaf.grad
             if before is not None:
@@ -318,6 +343,36 @@ class Tensor(Labelled):
     def max(self, axis: Axis = None, keepdims: bool = False) -> Tensor:
         return _rd.max(self, axis, keepdims)
 
+    def min(self, axis: Axis = None, keepdims: bool = False) -> Tensor:
+        return _rd.min(self, axis, keepdims)
+
+    def var(self, axis: Axis = None, correction: float = 1, keepdims: bool = False) -> Tensor:
+        return _rd.var(self, axis, correction, keepdims)
+
+    def std(self, axis: Axis = None, correction: float = 1, keepdims: bool = False) -> Tensor:
+        return _rd.std(self, axis, correction, keepdims)
+
+    def clamp(self, min: Any = None, max: Any = None) -> Tensor:  # noqa: A002
+        return _ew.clamp(self, min, max)
+
+    clip = clamp
+
+    def gelu(self, approximate: str = "none") -> Tensor:
+        return _ew.gelu(self, approximate)
+
+    def view(self, *shape: Any) -> Tensor:
+        """``reshape`` under PyTorch's name (the data may be copied)."""
+        return self.reshape(*shape)
+
+    def unsqueeze(self, axis: int) -> Tensor:
+        return _sh.unsqueeze(self, axis)
+
+    def squeeze(self, axis: Any = None) -> Tensor:
+        return _sh.squeeze(self, axis)
+
+    def flatten(self, start: int = 0, end: int = -1) -> Tensor:
+        return _sh.flatten(self, start, end)
+
     def reshape(self, *shape: Any) -> Tensor:
         if len(shape) == 1 and not isinstance(shape[0], (int, np.integer)):
             shape = tuple(shape[0])
@@ -416,7 +471,7 @@ def lift(x: Any, op: str) -> Tensor:
     """A Tensor as it is; anything else as a new constant leaf."""
     if isinstance(x, Tensor):
         return x
-    return Tensor(as_array(x, None, op))
+    return Tensor(as_array(x, None, op), requires_grad=False)
 
 
 # ----------------------------------------------------------------------------
@@ -430,6 +485,12 @@ def make(data: np.ndarray, prev: tuple[Tensor, ...], vjp: VJP, ctx: Any = None) 
     t = _new(Tensor)
     t.data = data
     t.grad = None
+    for p in prev:
+        if p.requires_grad:
+            break
+    else:  # nothing to differentiate: a constant
+        return _constant_result(t)
+    t.requires_grad = True
     if mode.fast:
         t._prev = prev
         t._vjp = vjp
@@ -437,17 +498,22 @@ def make(data: np.ndarray, prev: tuple[Tensor, ...], vjp: VJP, ctx: Any = None) 
         t._id = next_id()
         return t
     if not mode.grad_enabled:
-        t._prev = ()
-        t._vjp = _leaf_vjp
-        t._ctx = None
-        t._id = 0
-        return t
+        return _constant_result(t)
     t._prev = prev
     t._vjp = vjp
     t._ctx = ctx
     t._id = next_id()
     if mode.observer is not None:
         mode.observer.forward(t)
+    return t
+
+
+def _constant_result(t: Tensor) -> Tensor:
+    t.requires_grad = False
+    t._prev = ()
+    t._vjp = _leaf_vjp
+    t._ctx = None
+    t._id = 0
     return t
 
 

@@ -1,0 +1,72 @@
+"""The Tensor engine's fast kernels compute exactly what their plain
+NumPy definitions compute (speed is measured in ``chainrule bench``)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from chainrule.tensor import blas
+from chainrule.tensor.elementwise import threshold_backward
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_threshold_backward_is_a_select(dtype: type) -> None:
+    """g where out > 0, 0 where out <= 0, a nan out passing g and an inf or
+    nan g dropped where out <= 0 (PyTorch's threshold_backward)."""
+    rng = np.random.default_rng(0)
+    out = np.maximum(rng.standard_normal((64, 33)), 0.0).astype(dtype)
+    g = rng.standard_normal((64, 33)).astype(dtype)
+    out[0, :4] = [np.nan, -np.nan, 0.0, -0.0]
+    g[1, :4] = [np.inf, np.nan, -np.inf, np.nan]
+    out[1, :4] = [0.0, 0.0, 1.0, 2.0]
+    expected = np.where(out <= 0.0, dtype(0.0), g)
+    got = threshold_backward(g, out)
+    assert got.dtype == dtype
+    np.testing.assert_array_equal(got, expected)
+    # a read-only broadcast gradient (from sum's VJP) and a strided one
+    ones = np.broadcast_to(dtype(1.0), out.shape)
+    np.testing.assert_array_equal(threshold_backward(ones, out), np.where(out <= 0, 0, ones))
+    np.testing.assert_array_equal(threshold_backward(g[:, ::2], out[:, ::2]), expected[:, ::2])
+    # mixed dtypes fall back to the plain select
+    mixed = threshold_backward(g.astype(np.float64), out.astype(np.float32))
+    np.testing.assert_array_equal(mixed, np.where(out <= 0, 0.0, g.astype(np.float64)))
+
+
+@pytest.mark.parametrize(
+    "shapes",
+    [((3, 4), (4, 5)), ((600, 64), (64, 64)), ((4, 70, 32), (4, 32, 70)), ((300, 50), (50,))],
+)
+def test_blas_matmul_is_matmul_and_restores_the_threads(shapes: tuple) -> None:
+    threadpoolctl = pytest.importorskip("threadpoolctl")
+    rng = np.random.default_rng(1)
+    a, b = rng.standard_normal(shapes[0]), rng.standard_normal(shapes[1])
+    with threadpoolctl.threadpool_limits(2, user_api="blas"):
+        before = threadpoolctl.threadpool_info()
+        np.testing.assert_allclose(blas.matmul(a, b), a @ b, rtol=1e-13, atol=1e-13)
+        assert threadpoolctl.threadpool_info() == before
+
+
+@pytest.mark.parametrize("load,single", [(0.0, False), (50.0, True)])
+def test_blas_matmul_keeps_big_products_on_one_thread_on_a_busy_machine(
+    monkeypatch: pytest.MonkeyPatch, load: float, single: bool
+) -> None:
+    """A product large enough for more threads gets them only while the
+    load average leaves the other cores idle; a small one never does."""
+    calls: list[tuple[int, ...]] = []
+
+    def record(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+        calls.append(a.shape)
+        return a @ b
+
+    monkeypatch.setattr(blas, "_single_threaded", record)
+    monkeypatch.setattr(blas.os, "getloadavg", lambda: (load, load, load))
+    monkeypatch.setattr(blas.os, "cpu_count", lambda: 2)
+    monkeypatch.setattr(blas, "_idle", [True, -1.0])  # read the load afresh
+    n = 256  # 256^3 multiply-adds: blas.MULTITHREAD_WORK
+    big = np.ones((n, n))
+    np.testing.assert_array_equal(blas.matmul(big, big), np.full((n, n), float(n)))
+    assert calls == ([(n, n)] if single else [])
+    small = np.ones((100, 64))
+    blas.matmul(small, small.T)  # 640,000 multiply-adds: OpenBLAS would thread it
+    assert calls[-1] == (100, 64)
