@@ -280,12 +280,6 @@ OPS: dict[str, tuple[Callable[..., Any], Callable[..., Any], tuple[tuple[int, ..
         ((3, 4),),
         "any",
     ),
-    "cat": (
-        lambda a, b: ct.cat([a * a, b], 0) ** 2,
-        lambda t, a, b: t.cat([a * a, b], 0) ** 2,
-        ((3, 4), (1, 4)),
-        "any",
-    ),
 }
 
 
