@@ -10,6 +10,7 @@ import random
 import pytest
 
 from chainrule import Value, detect_anomaly, dot, elementary, gradients
+from chainrule.bench import microgpt
 from chainrule.engine import topological_order
 
 # --------------------------------------------------------------------------
@@ -147,22 +148,9 @@ def test_closure_node_under_anomaly_detection_is_refused_clearly() -> None:
 
 def by_hand(root: Value) -> None:
     """microgpt's backward pass, run by hand over ``_children`` and
-    ``_local_grads`` (recursive, as microgpt's; small graphs only)."""
-    topo: list[Value] = []
-    visited: set[Value] = set()
-
-    def build_topo(v: Value) -> None:
-        if v not in visited:
-            visited.add(v)
-            for child in v._children:
-                build_topo(child)
-            topo.append(v)
-
-    build_topo(root)
-    root.grad = 1.0
-    for v in reversed(topo):
-        for child, local_grad in zip(v._children, v._local_grads):
-            child.grad += local_grad * v.grad
+    ``_local_grads``: the literal engine's own ``backward`` (recursive, as
+    microgpt's; small graphs only), applied to chainrule's nodes."""
+    microgpt.Value.backward(root)  # type: ignore[arg-type]
 
 
 def graph(elementary_ops: bool) -> tuple[Value, list[Value]]:
