@@ -22,12 +22,15 @@ its dtype), ``M.where(cond, a, b)`` (``cond`` a constant mask),
 ``M.exp``, ``M.log``, ``M.sqrt``, ``M.tanh``, ``M.erf``,
 ``M.threshold(g, out)`` (relu's select), ``M.matmul`` (BLAS on arrays,
 with the thread choice of :mod:`chainrule.tensor.blas`),
-``M.rms_norm_backward(g, x, r)`` (in place on arrays), ``M.row_sum`` and ``M.row_mean`` (over
-the last axis, kept), ``M.broadcast_to(x, shape)``, ``M.scatter(shape,
-index, basic, values)`` (zeros with ``values`` added at ``index``),
-``M.add_at(x, index, value)``, ``M.fill(x, mask, value)`` and
+``M.rms_norm_backward(g, x, r)`` (in place on arrays), ``M.row_sum`` and
+``M.row_mean`` (over the last axis, kept), ``M.broadcast_to(x, shape)``,
+``M.scatter(shape, index, basic, values)`` (zeros with ``values`` added at
+``index``), ``M.add_at(x, index, value)``, ``M.fill(x, mask, value)`` and
 ``M.astype(x, dtype)``. ``GRAPH.softmax`` recomputes a softmax as a node,
-for rules whose plain form reuses the forward's arrays.
+for rules whose plain form reuses the forward's arrays. Where the plain
+pass has a faster kernel of its own (relu's bitwise select, rms_norm's
+in-place update, BLAS threads), it is ``ARRAY``'s entry and the Tensor
+formula ``GRAPH``'s: each rule still reads the same.
 """
 
 from __future__ import annotations
