@@ -32,8 +32,15 @@ from chainrule.bench import (
 from chainrule.cli import main
 
 ENGINES = {
-    "moons-step": ["micrograd", "microgpt", "chainrule-compat", "chainrule", "tensor"],
-    "backward-only": ["micrograd", "microgpt", "chainrule-compat", "chainrule", "tensor"],
+    "moons-step": ["micrograd", "microgpt", "chainrule-compat", "chainrule", "compiled", "tensor"],
+    "backward-only": [
+        "micrograd",
+        "microgpt",
+        "chainrule-compat",
+        "chainrule",
+        "compiled",
+        "tensor",
+    ],
     "deep-chain": ["micrograd", "chainrule"],
     "gpt-step": [
         "chainrule-compat",
@@ -43,7 +50,7 @@ ENGINES = {
         "torch-float64",
         "torch-float32",
     ],
-    "gpt-name-step": ["microgpt", "chainrule-compat", "chainrule"],
+    "gpt-name-step": ["microgpt", "chainrule-compat", "chainrule", "compiled"],
     "memory": ["micrograd", "chainrule"],
     "gpt-sizes": [
         f"{size} {side}-{dtype}"

@@ -5,6 +5,7 @@ from typing import TYPE_CHECKING
 
 from . import checkpoint, data, losses, nn, optim
 from .check import AnomalyError, GradcheckError, GradcheckReport, detect_anomaly, gradcheck
+from .compiler import compile  # noqa: A004 - the field's name (jax.jit, torch.compile)
 from .engine import (
     Primitive,
     Value,
@@ -61,6 +62,7 @@ __all__ = [
     "Value",
     "add_n",
     "checkpoint",
+    "compile",
     "cos",
     "data",
     "dense",

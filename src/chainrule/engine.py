@@ -83,6 +83,7 @@ from .primitives import (
     Primitive,
     pow_const,
     rpow_const,
+    where,
 )
 
 Number = Union[int, float]
@@ -1269,6 +1270,7 @@ GRAPH = SimpleNamespace(
     sigmoid=sigmoid,
     sign=_graph_sign,
     data=_graph_data,
+    where=where,
 )
 
 _ONLY_VALUES = frozenset({Value})

@@ -10,10 +10,13 @@ side as in the table every backpropagation text shows::
     tanh(x)    1 - tanh(x) ** 2
 
 A rule ``derivative(M, *inputs, out)`` is written with ordinary operators
-plus the functions of a math namespace ``M`` (``M.div``, ``M.log``, ...), so
+plus the functions of a math namespace ``M`` (``M.div``, ``M.log``, ...,
+and ``M.where`` for a choice that depends on the data), so
 the one rule runs in several places: on floats when an operation runs (the
 ordinary backward pass only multiplies the stored results), on Values for
-``backward(create_graph=True)`` (the gradient becomes a graph itself). A
+``backward(create_graph=True)`` (the gradient becomes a graph itself), and
+on NumPy arrays, for many nodes at once, when ``chainrule.compile`` replays
+a graph. A
 primitive with a constant operand (``x * 2.0``) gets the constant after
 its inputs, ``derivative(M, x, c, out)``, and is not differentiated with
 respect to it.
@@ -50,7 +53,7 @@ class Primitive:
     ``d out / d input`` per input. It is written with ordinary operators
     plus the functions of the namespace ``M`` (``M.div``, ``M.pow``,
     ``M.pow_scalar``, ``M.exp``, ``M.log``, ``M.sqrt``, ``M.sin``, ``M.cos``,
-    ``M.sigmoid``, ``M.sign`` and ``M.data``, which reads the float of an
+    ``M.sigmoid``, ``M.sign``, ``M.where`` and ``M.data``, which reads the float of an
     input), so that it runs both on floats (the ordinary backward pass) and
     on Values (``create_graph=True``, higher-order gradients).
 
@@ -111,27 +114,25 @@ def _d_pow(M: Any, a: Any, b: Any, out: Any) -> tuple[Any, Any]:
     # As PyTorch: no gradient through a zero exponent, and none to the
     # exponent when the base is 0 and the exponent non-negative.
     ad, bd = M.data(a), M.data(b)
-    d_base = 0.0 if bd == 0.0 else b * M.pow(a, b - 1.0)
-    d_exponent = 0.0 if (ad == 0.0 and bd >= 0.0) else out * M.log(a)
+    d_base = M.where(bd == 0.0, 0.0, b * M.pow(a, b - 1.0))
+    d_exponent = M.where((ad == 0.0) & (bd >= 0.0), 0.0, out * M.log(a))
     return d_base, d_exponent
 
 
 def _d_maximum(M: Any, a: Any, b: Any, out: Any) -> tuple[float, float]:
     a, b = M.data(a), M.data(b)  # ties split the gradient, as torch.maximum
-    if a == b:
-        return 0.5, 0.5
-    return (0.0 if a < b else 1.0), (0.0 if a > b else 1.0)
+    tie = a == b
+    return M.where(tie, 0.5, M.where(a < b, 0.0, 1.0)), M.where(tie, 0.5, M.where(a > b, 0.0, 1.0))
 
 
 def _d_minimum(M: Any, a: Any, b: Any, out: Any) -> tuple[float, float]:
     a, b = M.data(a), M.data(b)
-    if a == b:
-        return 0.5, 0.5
-    return (0.0 if a > b else 1.0), (0.0 if a < b else 1.0)
+    tie = a == b
+    return M.where(tie, 0.5, M.where(a > b, 0.0, 1.0)), M.where(tie, 0.5, M.where(a < b, 0.0, 1.0))
 
 
 def _d_relu(M: Any, x: Any, out: Any) -> tuple[float]:
-    return (0.0,) if out <= 0.0 else (1.0,)  # a nan output is live, as torch.relu
+    return (M.where(out <= 0.0, 0.0, 1.0),)  # a nan output is live, as torch.relu
 
 
 def _rsub(x: float, c: float) -> float:
@@ -297,7 +298,7 @@ def rpow_const(c: float) -> Primitive:
     log_c = ieee.log(c)
 
     def d(M: Any, x: Any, out: Any) -> tuple[Any]:
-        return (0.0,) if (c == 0.0 and M.data(x) >= 0.0) else (out * log_c,)
+        return (M.where((c == 0.0) & (M.data(x) >= 0.0), 0.0, out * log_c),)
 
     return Primitive(f"{c:g}**", lambda x: ieee.pow(c, x), d)
 
@@ -309,6 +310,13 @@ def rpow_const(c: float) -> Primitive:
 
 def _identity(x: Any) -> Any:
     return x
+
+
+def where(condition: Any, if_true: Any, if_false: Any) -> Any:
+    """``if_true if condition else if_false``: the rules' data-dependent
+    choice, written so that an array namespace can take it element-wise
+    (``numpy.where``) when a compiled graph replays a rule."""
+    return if_true if condition else if_false
 
 
 #: Rules on floats: the ordinary backward pass.
@@ -324,4 +332,5 @@ FLOAT = SimpleNamespace(
     sigmoid=ieee.sigmoid,
     sign=ieee.sign,
     data=_identity,
+    where=where,
 )

@@ -21,6 +21,8 @@ built from come from one of two namespaces:
   cross-entropy node per position (``chainrule``).
 
 Both compute the same loss and the same gradients (the tests check it).
+In ``gpt-name-step`` the ``compiled`` engine runs the CompatOps code with
+the loss wrapped once in ``chainrule.compile``.
 """
 
 from __future__ import annotations
@@ -31,7 +33,7 @@ from collections.abc import Callable, Sequence
 from importlib import resources
 from typing import Any
 
-from .. import Value, add_n, dot, optim
+from .. import Value, add_n, compiler, dot, optim
 from .. import fused as F
 from ..transformer import GPTConfig
 from .harness import Engine, Sizes, Workload, built
@@ -309,6 +311,15 @@ def steps(
     return make
 
 
+def _compiled(sizes: Sizes) -> GPTStep:
+    """``chainrule-compat``'s step (CompatOps, the same Adam loop) with the
+    model's loss wrapped once in ``chainrule.compile``: one trace per batch
+    of names, replayed on NumPy arrays; the first (untimed) run traces."""
+    step = GPTStep(CompatOps, compat_adam, sizes.gpt_name)
+    step.model.batch_loss = compiler.compile(step.model.batch_loss)  # type: ignore[method-assign]
+    return step
+
+
 GPT_NAME_STEP = Workload(
     "gpt-name-step",
     "the same step on one name: microgpt-style user code on microgpt's own engine and "
@@ -318,5 +329,6 @@ GPT_NAME_STEP = Workload(
         Engine("microgpt", built(steps(CompatOps, compat_adam, False, value=literal_value))),
         Engine("chainrule-compat", built(steps(CompatOps, compat_adam, batch=False))),
         Engine("chainrule", built(steps(FusedOps, chainrule_adam, batch=False))),
+        Engine("compiled", built(_compiled), requires=("numpy",)),
     ),
 )

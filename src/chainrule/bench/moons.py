@@ -6,13 +6,16 @@ max-margin loss ``relu(1 - y * score)`` plus ``1e-4`` times the sum of the
 squared parameters; then ``zero_grad``, ``backward`` and an SGD update with
 the demo's decaying learning rate ``1.0 - 0.9 * k / 100``.
 
-Three engines run it from the same data and the same initial weights:
+These engines run it from the same data and the same initial weights:
 
 * ``micrograd`` — micrograd 0.1.0's ``Value`` and its own ``nn.MLP``;
 * ``chainrule-compat`` — the same user code (binary ops, builtin ``sum``,
   inputs wrapped in Values) on ``chainrule.Value``;
 * ``chainrule`` — chainrule's own network and losses, which build one
   ``dot`` node per neuron and one ``add_n`` node per sum;
+* ``compiled`` — the ``chainrule-compat`` user code with its loss function
+  wrapped once in ``chainrule.compile``: traced on the first call, replayed
+  on NumPy arrays after that.
 * ``tensor`` — the Tensor engine, all points as one array through three
   ``linear`` layers (NumPy imported when the engine is built).
 
@@ -27,7 +30,7 @@ import random
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from .. import Value, data, dot, losses, nn, optim
+from .. import Value, compiler, data, dot, losses, nn, optim
 from .harness import Arm, Engine, Sizes, Workload, built
 from .microgpt import literal_value
 from .sgd_step import SGDStep
@@ -163,6 +166,14 @@ def _compat(sizes: Sizes) -> DemoStep:
     return DemoStep(Value, UserMLP(Value, LAYERS, initial_weights()), X, y)
 
 
+def _compiled(sizes: Sizes) -> DemoStep:
+    """The ``chainrule-compat`` step with its loss wrapped once in
+    ``chainrule.compile`` (traced on the first, untimed, run)."""
+    step = _compat(sizes)
+    step.loss = compiler.compile(step.loss)  # type: ignore[method-assign]
+    return step
+
+
 # --------------------------------------------------------------------------
 # chainrule's own: nn.MLP, its losses and SGD
 # --------------------------------------------------------------------------
@@ -264,6 +275,7 @@ def _engines(
         Engine("microgpt", wrap(_literal)),
         Engine("chainrule-compat", wrap(_compat)),
         Engine("chainrule", wrap(ChainruleStep)),
+        Engine("compiled", wrap(_compiled), requires=("numpy",)),
         Engine("tensor", wrap(TensorMoonsStep), requires=("numpy",)),
     )
 

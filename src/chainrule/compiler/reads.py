@@ -1,0 +1,315 @@
+"""What user code learns about a graph's numbers while it is traced.
+
+A replay skips the user's Python, so every number the user's code read
+from a traced node (``v.data``, ``float(v)``, ``v > 0``) would be frozen at
+its traced value. While :func:`~chainrule.compiler.trace.run_traced` runs, such a
+read returns a :class:`TracedFloat`: a float that remembers where it came
+from (its *recipe*). What happens to it decides what a replay does:
+
+* used as the constant of an operation (``v - top`` in a stable softmax,
+  ``Value(top)``), the replay recomputes it from its recipe, so it is never
+  stale (a stop-gradient input, as ``torch.Tensor.detach``);
+* arithmetic on it gives another TracedFloat (``2 * top``, ``1 / top``);
+* the builtin ``max`` or ``min`` over reads (``max(v.data for v in xs)``)
+  becomes that reduction, recomputed by the same builtin at replay;
+* any other comparison, ``bool``, ``int``, ``float(v)``, formatting, is a
+  *guard*: the replay checks that it comes out the same and traces again
+  when it does not.
+
+Functions that take the float apart without calling its methods
+(``math.exp(v.data)``) cannot be seen; use the Value's own methods.
+"""
+
+from __future__ import annotations
+
+import ast
+import builtins
+import linecache
+import operator
+import sys
+from collections.abc import Callable
+from types import CodeType, FrameType
+from typing import Any
+
+#: A recipe: ("node", Value) | ("arg", i) | ("op", f, a, b) | ("reduce", f, [recipes])
+Recipe = tuple[Any, ...]
+
+
+class TracedFloat(float):
+    """A float read from a traced graph, with the recipe that recomputes it."""
+
+    __slots__ = ("recipe",)
+    recipe: Recipe
+
+    def __repr__(self) -> str:
+        return float.__repr__(guard_whole(self))
+
+
+def traced(value: float, recipe: Recipe) -> TracedFloat:
+    t = TracedFloat(value)
+    t.recipe = recipe
+    return t
+
+
+class Record:
+    """What one trace saw: the guards to check at replay, and where each
+    read float was consumed by the engine (file:line, for messages)."""
+
+    def __init__(self) -> None:
+        self.guards: list[tuple[Callable[..., Any], Recipe, Any, Any]] = []
+        self.consumed: dict[int, tuple[TracedFloat, str]] = {}
+        self.reduction: _Reduction | None = None
+        self.problems: list[str] = []
+        self.leaf_recipes: dict[Any, Recipe] = {}
+
+
+#: The record of the trace running on this interpreter, if any (set by trace).
+current: list[Record] = []
+
+
+def recipe_of(x: Any) -> Any:
+    """The recipe of a TracedFloat, or the plain number itself."""
+    return x.recipe if type(x) is TracedFloat else x
+
+
+def where(depth: int = 2) -> str:
+    """``file:line`` of user code, ``depth`` frames up."""
+    f = sys._getframe(depth)
+    return f"{f.f_code.co_filename}:{f.f_lineno}"
+
+
+def _guard(f: Callable[..., Any], a: Any, b: Any, result: Any) -> Any:
+    if current and (type(a) is TracedFloat or type(b) is TracedFloat):
+        current[-1].guards.append((f, recipe_of(a), recipe_of(b), result))
+    return result
+
+
+def same(a: float, b: float) -> bool:
+    """Equal, nan included: the guard of a float read whole."""
+    return a == b or (a != a and b != b)
+
+
+def guard_whole(x: TracedFloat) -> float:
+    """``x`` read as a whole (``float(v)``, formatting): replay only while
+    it stays the same."""
+    value = float.__float__(x)
+    _guard(same, x, value, True)
+    return value
+
+
+# --------------------------------------------------------------------------
+# Arithmetic: another TracedFloat
+# --------------------------------------------------------------------------
+
+
+def _binary(f: Callable[[Any, Any], Any]) -> tuple[Callable[..., Any], Callable[..., Any]]:
+    def forward(self: TracedFloat, other: Any) -> Any:
+        if not isinstance(other, (int, float)):
+            return NotImplemented
+        y = f(float.__float__(self), plain(other))
+        return traced(y, ("op", f, self.recipe, recipe_of(other))) if type(y) is float else y
+
+    def reflected(self: TracedFloat, other: Any) -> Any:
+        if not isinstance(other, (int, float)):
+            return NotImplemented
+        y = f(plain(other), float.__float__(self))
+        return traced(y, ("op", f, recipe_of(other), self.recipe)) if type(y) is float else y
+
+    return forward, reflected
+
+
+def plain(x: Any) -> Any:
+    return float.__float__(x) if type(x) is TracedFloat else x
+
+
+for _name, _f in [
+    ("add", operator.add),
+    ("sub", operator.sub),
+    ("mul", operator.mul),
+    ("truediv", operator.truediv),
+    ("floordiv", operator.floordiv),
+    ("mod", operator.mod),
+    ("pow", operator.pow),
+]:
+    _fw, _rf = _binary(_f)
+    setattr(TracedFloat, f"__{_name}__", _fw)
+    setattr(TracedFloat, f"__r{_name}__", _rf)
+
+
+def _unary(f: Callable[[Any], Any]) -> Callable[[TracedFloat], Any]:
+    def method(self: TracedFloat) -> Any:
+        return traced(f(float.__float__(self)), ("op", _apply1, f, self.recipe))
+
+    return method
+
+
+def _apply1(f: Callable[[Any], Any], x: Any) -> Any:
+    return f(x)
+
+
+_UNARY: list[tuple[str, Callable[[Any], Any]]] = [
+    ("neg", operator.neg),
+    ("pos", operator.pos),
+    ("abs", abs),
+]
+for _name, _g in _UNARY:
+    setattr(TracedFloat, f"__{_name}__", _unary(_g))
+
+
+def _whole(f: Callable[[float], Any]) -> Callable[[TracedFloat], Any]:
+    def method(self: TracedFloat, *args: Any) -> Any:
+        guard_whole(self)
+        return f(float.__float__(self), *args)
+
+    return method
+
+
+for _name in ("int", "float", "round", "trunc", "floor", "ceil", "format", "str", "hash", "bool"):
+    setattr(TracedFloat, f"__{_name}__", _whole(getattr(float, f"__{_name}__")))
+
+
+# --------------------------------------------------------------------------
+# Comparisons: guards, or the builtin max/min
+# --------------------------------------------------------------------------
+
+
+class _Reduction:
+    """``max(...)``/``min(...)`` over reads, as it runs: the candidates so
+    far and the current winner."""
+
+    def __init__(self, site: tuple[Any, ...], f: Any, first: Any) -> None:
+        self.site = site
+        self.f = f
+        self.originals: list[Any] = [recipe_of(first)]
+        self.own: dict[int, Any] = {}  # the winner's recipe before it won
+        self.winner = first
+
+
+_calls: dict[tuple[CodeType, int], Callable[..., Any] | None] = {}
+
+
+def _called_builtin(frame: FrameType) -> Callable[..., Any] | None:
+    """``builtins.max`` or ``builtins.min`` when ``frame`` is in the middle
+    of calling it as ``max(...)`` (no ``key=``, the name not shadowed),
+    else None."""
+    key = (frame.f_code, frame.f_lasti)
+    if key not in _calls:
+        _calls[key] = _call_site(frame.f_code, frame.f_lasti)
+    found = _calls[key]
+    if found is None:
+        return None
+    name = found.__name__
+    resolved = frame.f_locals.get(name, frame.f_globals.get(name, getattr(builtins, name)))
+    return found if resolved is found else None
+
+
+def _call_source(code: CodeType, lasti: int) -> str | None:
+    """The source text of the instruction at ``lasti`` (a call: the whole
+    ``max(...)`` expression)."""
+    co_positions = getattr(code, "co_positions", None)  # Python 3.11+
+    if co_positions is None:
+        return None
+    positions = list(co_positions())
+    if not 0 <= lasti // 2 < len(positions):
+        return None
+    line, end_line, col, end_col = positions[lasti // 2]
+    if line is None or end_line is None or col is None or end_col is None:
+        return None
+    lines = linecache.getlines(code.co_filename)[line - 1 : end_line]
+    if not lines:
+        return None
+    if len(lines) == 1:
+        return lines[0][col:end_col]
+    return lines[0][col:] + "".join(lines[1:-1]) + lines[-1][:end_col]
+
+
+def _call_site(code: CodeType, lasti: int) -> Callable[..., Any] | None:
+    source = _call_source(code, lasti)
+    if source is None:
+        return None
+    try:
+        node = ast.parse(source.strip(), mode="eval").body
+    except SyntaxError:
+        return None
+    if (
+        isinstance(node, ast.Call)
+        and isinstance(node.func, ast.Name)
+        and node.func.id in ("max", "min")
+        and not node.keywords
+    ):
+        return builtins.max if node.func.id == "max" else builtins.min
+    return None
+
+
+def _compare(f: Callable[[Any, Any], bool], reduces: Any) -> Callable[..., Any]:
+    """A comparison method; ``reduces`` is the builtin (max for ``>``, min
+    for ``<``) that calls it as ``new_item OP current_winner``."""
+
+    def method(self: TracedFloat, other: Any) -> Any:
+        if not isinstance(other, (int, float)):
+            return NotImplemented
+        result = f(float.__float__(self), plain(other))
+        if not current:
+            return result
+        record = current[-1]
+        frame = sys._getframe(1)
+        if reduces is not None and _called_builtin(frame) is reduces:
+            _reduce_step(
+                record, (id(frame), frame.f_code, frame.f_lasti), reduces, self, other, result
+            )
+            return result
+        return _guard(f, self, other, result)
+
+    return method
+
+
+def _reduce_step(
+    record: Record, site: tuple[Any, ...], f: Any, item: Any, winner: Any, result: bool
+) -> None:
+    """One step of ``max``/``min``: ``item`` against the current winner."""
+    r = record.reduction
+    if r is None or r.site != site or r.winner is not winner:
+        r = record.reduction = _Reduction(site, f, winner)
+    r.originals.append(recipe_of(item))
+    if result:
+        if type(winner) is TracedFloat:  # no longer the reduction: its own value again
+            winner.recipe = r.own.pop(id(winner), winner.recipe)
+        r.winner = item
+    if type(r.winner) is not TracedFloat:
+        record.problems.append(
+            f"{where(3)}: {f.__name__}() mixes numbers and values read from the graph"
+        )
+        return
+    r.own.setdefault(id(r.winner), r.winner.recipe)
+    r.winner.recipe = ("reduce", f, list(r.originals))
+
+
+TracedFloat.__gt__ = _compare(operator.gt, builtins.max)  # type: ignore[method-assign]
+TracedFloat.__lt__ = _compare(operator.lt, builtins.min)  # type: ignore[method-assign]
+TracedFloat.__ge__ = _compare(operator.ge, None)  # type: ignore[method-assign]
+TracedFloat.__le__ = _compare(operator.le, None)  # type: ignore[method-assign]
+TracedFloat.__eq__ = _compare(operator.eq, None)  # type: ignore[method-assign]
+TracedFloat.__ne__ = _compare(operator.ne, None)  # type: ignore[method-assign]
+
+
+def plain_floats(outputs: list[Any]) -> None:
+    """Turn the read floats that a traced graph kept (as constants, as local
+    derivatives) into plain floats, so the graph can run eagerly without
+    growing recipes."""
+    from ..engine import CHAIN, topological_order
+
+    def fix(x: Any) -> Any:
+        if type(x) is TracedFloat:
+            return float.__float__(x)
+        if type(x) is tuple:
+            return tuple(fix(y) for y in x)
+        return x
+
+    for root in outputs:
+        for v in topological_order(root)[0]:
+            if v._b is CHAIN:
+                terms = v._a
+                terms.local[:] = [fix(d) for d in terms.local]
+                terms.start = fix(terms.start)
+            else:
+                v._da, v._db = fix(v._da), fix(v._db)

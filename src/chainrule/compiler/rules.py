@@ -1,0 +1,251 @@
+"""Replay rules: the table's primitives run on many nodes at once.
+
+Forward values must equal the eager engine's bit for bit. The primitives
+whose float forward is one IEEE-754 operation per input (``+ - * /``,
+negation, their constant forms and the fused sums and running sums, all
+built from those, left to right)
+run their own forward function on NumPy arrays, which is the same IEEE
+operation element by element (``tests/test_compile.py`` checks every one,
+specials included). ReLU and max/min are selections, written here with
+``numpy.where`` and checked the same way. Every other primitive (``exp``,
+``log``, ``tanh``, ``**``, ..., a user's own) runs its float forward on
+each element: NumPy's transcendental functions may differ from the C
+library's by an ulp, and the eager engine uses the C library.
+
+Local derivatives come from the same table: each rule runs once on arrays,
+in the namespace :data:`ARRAY` (``M.where`` is ``numpy.where``). A rule
+that cannot (a user's rule that branches on a value) runs per element on
+floats, as the eager engine runs it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from types import SimpleNamespace
+from typing import Any
+
+import numpy as np
+
+from .. import primitives as P
+from ..primitives import Primitive
+
+Array = np.ndarray
+
+
+def _sign(x: Array) -> Array:
+    return np.where(x > 0.0, 1.0, np.where(x < 0.0, -1.0, 0.0))  # 0 for nan, as ieee.sign
+
+
+def _sigmoid(x: Array) -> Array:
+    e = np.exp(-np.abs(x))
+    return np.where(x >= 0.0, 1.0 / (1.0 + e), e / (1.0 + e))
+
+
+def _sin(x: Array) -> Array:
+    return np.where(np.isfinite(x), np.sin(np.where(np.isfinite(x), x, 0.0)), np.nan)
+
+
+def _cos(x: Array) -> Array:
+    return np.where(np.isfinite(x), np.cos(np.where(np.isfinite(x), x, 0.0)), np.nan)
+
+
+def _identity(x: Any) -> Any:
+    return x
+
+
+#: The rules' namespace on arrays (IEEE results, no exceptions: call under
+#: ``numpy.errstate(all="ignore")``).
+ARRAY = SimpleNamespace(
+    div=np.divide,
+    pow=np.power,
+    pow_scalar=np.power,
+    exp=np.exp,
+    log=np.log,
+    sqrt=np.sqrt,
+    sin=_sin,
+    cos=_cos,
+    sigmoid=_sigmoid,
+    sign=_sign,
+    data=_identity,
+    where=np.where,
+)
+
+
+def _relu(x: Array) -> Array:
+    return np.where(x < 0.0, 0.0, x)  # as primitives._relu: nan and -0.0 stay
+
+
+def _select(pick_a: Callable[[Array, Array], Array]) -> Callable[[Array, Array], Array]:
+    def f(a: Array, b: Array) -> Array:
+        return np.where(np.isnan(a) | np.isnan(b), np.nan, np.where(pick_a(a, b), a, b))
+
+    return f
+
+
+def _then_relu(fn: Primitive) -> Callable[..., Array]:
+    def f(*args: Any) -> Array:
+        y: Any = fn.forward(*args)
+        return _relu(y)
+
+    return f
+
+
+#: Forward functions that run on arrays unchanged: one IEEE operation (or a
+#: left-to-right sum of them) per element.
+SAME_ON_ARRAYS = frozenset(
+    {
+        P.ADD,
+        P.SUB,
+        P.MUL,
+        P.DIV,
+        P.NEG,
+        P.ADD_CONST,
+        P.SUB_CONST,
+        P.RSUB_CONST,
+        P.MUL_CONST,
+        P.DIV_CONST,
+        P.RDIV_CONST,
+        P.ADD_N,
+        P.DOT,
+        P.AFFINE,
+        P.AFFINE_CONST,
+        P.SUM_TERMS,
+    }
+)
+
+#: Forward functions with a choice, as numpy.where.
+SELECTIONS: dict[Primitive, Callable[..., Array]] = {
+    P.RELU: _relu,
+    P.MAXIMUM: _select(np.greater_equal),
+    P.MINIMUM: _select(np.less_equal),
+    P.AFFINE_RELU: _then_relu(P.AFFINE),
+    P.AFFINE_CONST_RELU: _then_relu(P.AFFINE_CONST),
+}
+
+
+def forward_function(fn: Primitive, small: bool) -> Callable[[Array, Any], Any]:
+    """``f(X, c)``: the group's outputs from its input matrix ``X`` (one row
+    per input position, one column per node) and its constant."""
+    vector = None if small else (fn.forward if fn in SAME_ON_ARRAYS else SELECTIONS.get(fn))
+    if vector is not None:
+        if fn.const:
+            return lambda X, c: vector(*X, c)
+        return lambda X, c: vector(*X)
+    forward = fn.forward  # the table's float function on each node: exact by construction
+    if fn.const:
+        return lambda X, c: np.array(
+            [forward(*row, ci) for row, ci in zip(X.T.tolist(), _const_rows(c, X.shape[1]))],
+            dtype=float,
+        )
+    return lambda X, c: np.array([forward(*row) for row in X.T.tolist()], dtype=float)
+
+
+def _const_rows(c: Any, n: int) -> list[Any]:
+    """The per-node constants from the group's constant (an array, a tuple
+    of arrays, or a SUM_TERMS ``(kinds, start)``)."""
+    if isinstance(c, np.ndarray):
+        return c.tolist()
+    if isinstance(c, tuple) and len(c) == 2 and isinstance(c[0], tuple):  # SUM_TERMS
+        kinds, start = c
+        starts = [None] * n if start is None else start.tolist()
+        return [(kinds, s) for s in starts]
+    return list(zip(*(a.tolist() for a in c)))
+
+
+def vectorizes(fn: Primitive) -> bool:
+    """Whether ``fn``'s derivative rule is one of the table's, written to run
+    on arrays; a user's rule runs per element."""
+    d = fn.derivative
+    return d is not None and getattr(d, "__module__", None) == P.__name__
+
+
+def kernels(fn: Primitive, small: bool, kinds: tuple[int, ...] | None = None) -> tuple[Any, Any]:
+    """``(forward(X, c), local(X, c, out))`` for a group of ``fn``; ``kinds``
+    for a group of running sums (``SUM_TERMS``) of those kinds of terms."""
+    if fn is P.SUM_TERMS and not small and kinds is not None:
+        sums = RunningSums(kinds)
+        return sums.forward, sums.local
+    return forward_function(fn, small), TableRule(fn, small or not vectorizes(fn)).local
+
+
+class RunningSums:
+    """``SUM_TERMS`` nodes with the same kinds of terms, as matrix operations:
+    the terms (products of two inputs, or inputs) in one matrix, summed in
+    order down its rows by ``numpy.add.accumulate``, which adds row after row
+    as ``_sum_terms_forward`` does; the local derivatives of
+    ``_d_sum_terms`` (the other factor of a product, 1 for a plain term) by
+    one gather. ``tests/test_compile.py`` checks both against the table."""
+
+    def __init__(self, kinds: tuple[int, ...]) -> None:
+        rows, singles, firsts, partner = [], [], [], []
+        i = 0
+        for k, kind in enumerate(kinds):
+            if kind == 1:
+                singles.append(k)
+                rows.append(i)
+                partner += [i]
+            else:
+                firsts.append(k)
+                partner += [i + 1, i]
+            i += kind
+        self.singles = np.array(singles, dtype=np.intp)  # terms that are one input
+        self.single_rows = np.array(rows, dtype=np.intp)
+        self.products = np.array(firsts, dtype=np.intp)  # terms that are a product
+        pairs = np.array(
+            [j for j, kind in zip(np.cumsum((0, *kinds))[:-1], kinds) if kind == 2], dtype=np.intp
+        )
+        self.left, self.right = pairs, pairs + 1
+        self.partner = np.array(partner, dtype=np.intp)  # the row whose value is each input's local
+        self.ones = np.array(
+            [j for j, kind in zip(np.cumsum((0, *kinds))[:-1], kinds) if kind == 1], dtype=np.intp
+        )
+        self.n_terms = len(kinds)
+
+    def forward(self, X: Array, c: Any) -> Array:
+        _, start = c
+        T = np.empty((self.n_terms, X.shape[1]))
+        T[self.singles] = X[self.single_rows]
+        T[self.products] = X[self.left] * X[self.right]
+        if start is not None:
+            T[0] += start
+        return np.add.accumulate(T, axis=0)[-1]
+
+    def local(self, X: Array, c: Any, out: Array) -> Array:
+        D = X[self.partner]
+        D[self.ones] = 1.0
+        return D
+
+
+class TableRule:
+    """A primitive's derivative rule for a group: once on arrays (namespace
+    :data:`ARRAY`) or, for a few nodes or a rule that branches on a value,
+    on each node's floats (namespace ``FLOAT``, as the eager engine)."""
+
+    def __init__(self, fn: Primitive, per_element: bool) -> None:
+        assert fn.derivative is not None
+        self.fn = fn
+        self.rule = fn.derivative
+        self.per_element = per_element
+
+    def local(self, X: Array, c: Any, out: Array) -> Array:
+        """The local derivatives of a group: a matrix shaped as ``X``."""
+        fn, rule = self.fn, self.rule
+        if not self.per_element:
+            args = [*X, c] if fn.const else list(X)
+            try:
+                local = rule(ARRAY, *args, out)
+            except (TypeError, ValueError):  # a rule that branches on a value
+                self.per_element = True
+            else:
+                D = np.empty(X.shape)
+                for row, d in zip(D, local):
+                    row[:] = d
+                return D
+        rows = X.T.tolist()
+        outs = out.tolist()
+        if fn.const:
+            consts = _const_rows(c, len(outs))
+            locals_ = [rule(P.FLOAT, *row, ci, o) for row, ci, o in zip(rows, consts, outs)]
+        else:
+            locals_ = [rule(P.FLOAT, *row, o) for row, o in zip(rows, outs)]
+        return np.array(locals_, dtype=float).reshape(X.shape[::-1]).T

@@ -1,0 +1,180 @@
+"""Tracing: run the user's function once, eagerly, and watch it.
+
+While a trace runs, a few attributes of :class:`~chainrule.engine.Value`
+are swapped for watching versions (restored in ``finally``; the engine's
+hot path is untouched at every other time):
+
+* ``Value.data`` becomes a property: the engine's own reads get the float,
+  user code's reads get a :class:`~chainrule.compiler.reads.TracedFloat`
+  that remembers the node; user code that *writes* ``.data`` or ``.grad``
+  (``zero_grad`` inside the function) cannot be replayed (the write would
+  not happen again) and is refused;
+* ``Value.__init__`` notes each Value made during the trace: those are the
+  trace's constants (recomputed from a recipe when built from a read
+  float); every leaf that existed before is an input, read at each replay;
+* the comparisons and ``float()`` of Value go through the read floats;
+* ``/`` records a guard for the engine's own choice between micrograd's
+  ``a * b**-1`` and one true division, which depends on the values;
+* ``engine._as_float`` lets a read float through as an operation's
+  constant, so the node keeps the recipe.
+
+Only one thread traces at a time (a lock); another thread's Values see
+plain floats meanwhile, but run slower while the trace lasts.
+"""
+
+from __future__ import annotations
+
+import operator
+import sys
+import threading
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from typing import Any
+
+from .. import engine
+from ..engine import Value
+from . import reads
+from .reads import Record, TracedFloat, traced
+
+_lock = threading.RLock()
+
+#: Source files whose reads of ``.data`` are the engine's own bookkeeping.
+_INTERNAL = frozenset(
+    sys.modules[name].__file__
+    for name in ("chainrule.engine", "chainrule.primitives", "chainrule.ieee", "chainrule.graph")
+)
+
+
+class Unsupported(Exception):
+    """The traced function does something a replay cannot repeat."""
+
+
+@contextmanager
+def watching(record: Record, created: list[Value]) -> Iterator[None]:
+    """Swap in the watching attributes of Value for the current thread."""
+    slot = Value.__dict__["data"]
+    get, put = slot.__get__, slot.__set__
+    grad_slot = Value.__dict__["grad"]
+    get_grad, put_grad = grad_slot.__get__, grad_slot.__set__
+    init = Value.__init__
+    as_float = engine._as_float
+    saved = {
+        name: Value.__dict__[name]
+        for name in ("__lt__", "__le__", "__gt__", "__ge__", "__float__", "__format__")
+    }
+    me = threading.get_ident()
+    internal = _INTERNAL
+    getframe = sys._getframe
+
+    def read(v: Value, owner: Any = None) -> Any:
+        d = get(v, owner)
+        if v is None or getframe(1).f_code.co_filename in internal or threading.get_ident() != me:
+            return d
+        return traced(d, ("node", v))
+
+    def write(v: Value, x: Any) -> None:
+        if type(x) is TracedFloat:
+            x = float.__float__(x)
+        if getframe(1).f_code.co_filename not in internal and threading.get_ident() == me:
+            record.problems.append(
+                f"{reads.where()}: writes .data of a Value; a replay would not repeat the write"
+            )
+        put(v, x)
+
+    def write_grad(v: Value, g: Any) -> None:
+        if getframe(1).f_code.co_filename not in internal and threading.get_ident() == me:
+            record.problems.append(
+                f"{reads.where()}: writes .grad of a Value (zero_grad inside the function?); "
+                "a replay would not repeat the write: call it outside"
+            )
+        put_grad(v, g)
+
+    def new_init(self: Value, data: Any, *args: Any, **kwargs: Any) -> None:
+        init(self, data, *args, **kwargs)
+        if threading.get_ident() == me:
+            created.append(self)
+            if type(data) is TracedFloat:  # a constant recomputed at each replay
+                record.leaf_recipes[self] = data.recipe
+
+    def keep_read(x: object, op: str) -> float:
+        if type(x) is TracedFloat:
+            record.consumed[id(x)] = (x, reads.where())
+            return x
+        return as_float(x, op)
+
+    def user_read(v: Any) -> Any:
+        if not isinstance(v, Value):
+            return v
+        return traced(get(v), ("node", v)) if threading.get_ident() == me else get(v)
+
+    def compare(f: Callable[[Any, Any], bool]) -> Callable[[Value, Any], bool]:
+        def method(self: Value, other: Any) -> bool:
+            return f(user_read(self), user_read(other))
+
+        return method
+
+    truediv, rtruediv = Value.__truediv__, Value.__rtruediv__
+    saved["__truediv__"], saved["__rtruediv__"] = truediv, rtruediv
+
+    def node_recipe(x: Any) -> Any:
+        return ("node", x) if isinstance(x, Value) else reads.recipe_of(x)
+
+    def guarded_truediv(self: Value, other: Any) -> Value:
+        # the engine picks micrograd's a * b**-1 or one true division by the values
+        if isinstance(other, (Value, int, float)):
+            b = get(other) if isinstance(other, Value) else float(reads.plain(other))
+            record.guards.append(
+                (
+                    engine._reciprocal_is_exact,
+                    ("node", self),
+                    node_recipe(other),
+                    engine._reciprocal_is_exact(get(self), b),
+                )
+            )
+        return truediv(self, other)
+
+    def guarded_rtruediv(self: Value, other: Any) -> Value:
+        if isinstance(other, (int, float)):
+            record.guards.append(
+                (
+                    engine._reciprocal_is_exact,
+                    reads.recipe_of(other),
+                    ("node", self),
+                    engine._reciprocal_is_exact(float(reads.plain(other)), get(self)),
+                )
+            )
+        return rtruediv(self, other)
+
+    Value.__truediv__ = guarded_truediv  # type: ignore[method-assign]
+    Value.__rtruediv__ = guarded_rtruediv  # type: ignore[method-assign]
+    Value.data = property(read, write)  # type: ignore[misc,assignment]
+    Value.grad = property(get_grad, write_grad)  # type: ignore[misc,assignment]
+    Value.__init__ = new_init  # type: ignore[method-assign]
+    Value.__lt__ = compare(operator.lt)  # type: ignore[method-assign]
+    Value.__le__ = compare(operator.le)  # type: ignore[method-assign]
+    Value.__gt__ = compare(operator.gt)  # type: ignore[method-assign]
+    Value.__ge__ = compare(operator.ge)  # type: ignore[method-assign]
+    Value.__float__ = lambda self: reads.guard_whole(user_read(self))  # type: ignore[method-assign]
+    Value.__format__ = lambda self, spec: format(user_read(self), spec)  # type: ignore[method-assign]
+    engine._as_float = keep_read
+    reads.current.append(record)
+    try:
+        yield
+    finally:
+        reads.current.pop()
+        engine._as_float = as_float
+        for name, attr in saved.items():
+            setattr(Value, name, attr)
+        Value.__init__ = init  # type: ignore[method-assign]
+        Value.data = slot  # type: ignore[misc]
+        Value.grad = grad_slot  # type: ignore[misc]
+
+
+def run_traced(
+    fn: Callable[..., Any], args: tuple[Any, ...], record: Record
+) -> tuple[Any, list[Value]]:
+    """``fn(*args)`` under watch: its result and the Values it made."""
+    created: list[Value] = []
+    with _lock, watching(record, created):
+        out = fn(*args)
+    return out, created

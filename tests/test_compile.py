@@ -1,0 +1,533 @@
+"""chainrule.compile: replayed graphs against the eager engine.
+
+Forward values bit for bit, gradients to 1e-12 relative, on random graphs
+of every op of the scalar engine; retracing on a new structure; reads of
+``.data`` while tracing; what falls back to eager, and says so.
+"""
+
+from __future__ import annotations
+
+import math
+import operator
+import random
+import warnings
+from typing import Any
+
+import numpy as np
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+import chainrule
+from chainrule import Primitive, Value, add_n, dot, fused, primitives
+from chainrule.compiler import CompileWarning, rules
+from conftest import close
+
+# --------------------------------------------------------------------------
+# The rules on arrays are the table's, bit for bit
+# --------------------------------------------------------------------------
+
+SPECIALS = [0.0, -0.0, 1.0, -1.0, 0.5, 1e-300, -1e-300, 1e300, -1e300, math.inf, -math.inf]
+SPECIALS += [math.nan, 2.0**-1074, 3.7, -2.25]
+
+
+def same(a: float, b: float) -> bool:
+    """Bit for bit, as far as Python can tell: equal with the same sign, or both nan."""
+    if math.isnan(a) or math.isnan(b):
+        return math.isnan(a) and math.isnan(b)
+    return a == b and math.copysign(1.0, a) == math.copysign(1.0, b)
+
+
+def _columns(k: int, n: int = 400, seed: int = 0) -> np.ndarray:
+    rng = random.Random(seed)
+    pool = SPECIALS + [rng.uniform(-5, 5) for _ in range(40)]
+    return np.array([[rng.choice(pool) for _ in range(n)] for _ in range(k)])
+
+
+ARRAY_FORWARDS = sorted(
+    [*rules.SAME_ON_ARRAYS - {primitives.SUM_TERMS}, *rules.SELECTIONS], key=lambda p: p.name
+)
+
+
+@pytest.mark.parametrize("fn", ARRAY_FORWARDS, ids=lambda p: p.name)
+def test_array_forward_is_the_float_forward_bit_for_bit(fn: Primitive) -> None:
+    k = {"neg": 1, "ReLU": 1, "+": 2, "-": 2, "*": 2, "/": 2, "max": 2, "min": 2}.get(fn.name, 7)
+    if fn in (primitives.DOT,):
+        k = 6
+    if fn in (primitives.AFFINE_CONST, primitives.AFFINE_CONST_RELU):
+        k = 4  # three weights and the bias
+    if fn.const and k == 2:
+        k = 1
+    X = _columns(k)
+    if fn in (primitives.AFFINE_CONST, primitives.AFFINE_CONST_RELU):
+        c: Any = tuple(_columns(3, seed=1))
+    elif fn.const:
+        c = _columns(1, seed=1)[0]
+    else:
+        c = None
+    with np.errstate(all="ignore"):
+        ours = rules.forward_function(fn, small=False)(X, c)
+    floats = rules.forward_function(fn, small=True)(X, c)  # the table's function per node
+    assert all(same(a, b) for a, b in zip(ours.tolist(), floats.tolist()))
+
+
+@pytest.mark.parametrize("kinds", [(1,), (2,), (1, 2, 2), (2, 1, 2, 1, 1), (2,) * 9])
+@pytest.mark.parametrize("start", [None, 0.0, -2.5])
+def test_running_sums_match_the_table(kinds: tuple[int, ...], start: float | None) -> None:
+    X = _columns(sum(kinds), n=300, seed=len(kinds))
+    n = X.shape[1]
+    starts = None if start is None else np.full(n, start)
+    sums = rules.RunningSums(kinds)
+    with np.errstate(all="ignore"):
+        out = sums.forward(X, (kinds, starts))
+        local = sums.local(X, (kinds, starts), out)
+    for j in range(n):
+        col = X[:, j].tolist()
+        expected = primitives.SUM_TERMS.forward(*col, (kinds, start))
+        assert same(out[j], expected)
+        d = primitives.SUM_TERMS.derivative(primitives.FLOAT, *col, (kinds, start), expected)  # type: ignore[misc]
+        assert all(same(a, b) for a, b in zip(local[:, j].tolist(), d))
+
+
+# --------------------------------------------------------------------------
+# Random graphs of every op: compiled against eager
+# --------------------------------------------------------------------------
+
+CUBE = Primitive("cube", lambda x: x**3, lambda M, x, out: (3 * x * x,))
+
+UNARY = {
+    "exp": lambda x: (x * 0.1).exp(),
+    "log": lambda x: x.log(),
+    "sqrt": lambda x: x.sqrt(),
+    "tanh": lambda x: x.tanh(),
+    "sigmoid": lambda x: x.sigmoid(),
+    "softplus": lambda x: x.softplus(),
+    "relu": lambda x: x.relu(),
+    "abs": lambda x: abs(x),
+    "sin": lambda x: x.sin(),
+    "cos": lambda x: x.cos(),
+    "neg": lambda x: -x,
+    "square": lambda x: x**2,
+    "pow_half": lambda x: x**0.5,
+    "rpow": lambda x: 2.0**x,
+    "add_c": lambda x: x + 1.5,
+    "sub_c": lambda x: x - 0.25,
+    "rsub_c": lambda x: 3.0 - x,
+    "mul_c": lambda x: x * -1.25,
+    "div_c": lambda x: x / 3.0,
+    "rdiv_c": lambda x: 2.0 / x,
+    "cube": lambda x: CUBE(x),
+}
+BINARY = {
+    "add": operator.add,
+    "sub": operator.sub,
+    "mul": operator.mul,
+    "div": operator.truediv,
+    "pow": lambda a, b: abs(a) ** b,
+    "max": lambda a, b: a.max(b),
+    "min": lambda a, b: a.min(b),
+}
+NARY = [
+    "dot",
+    "affine",
+    "affine_relu",
+    "affine_const",
+    "affine_const_relu",
+    "add_n",
+    "sum_products",
+]
+NARY += ["sum_values", "softmax", "cross_entropy", "rmsnorm", "stable_softmax"]
+
+instruction = st.one_of(
+    st.tuples(st.just("u"), st.sampled_from(sorted(UNARY)), st.integers(0, 10**6)),
+    st.tuples(
+        st.just("b"), st.sampled_from(sorted(BINARY)), st.integers(0, 10**6), st.integers(0, 10**6)
+    ),
+    st.tuples(st.just("n"), st.sampled_from(NARY), st.integers(0, 10**6), st.integers(1, 4)),
+)
+floats = st.floats(-3, 3, allow_nan=False)
+
+
+def build(program: list[tuple[Any, ...]], params: list[Value]) -> Value:
+    nodes: list[Any] = list(params)
+    for ins in program:
+        pick = lambda k: nodes[k % len(nodes)]  # noqa: E731
+        if ins[0] == "u":
+            nodes.append(UNARY[ins[1]](pick(ins[2])))
+        elif ins[0] == "b":
+            nodes.append(BINARY[ins[1]](pick(ins[2]), pick(ins[3])))
+        else:
+            nodes.append(_nary(ins[1], [pick(ins[2] + 7 * i) for i in range(ins[3] + 1)]))
+    tail = nodes[len(params) :] or nodes
+    return sum(v * (0.5 + 0.1 * i) for i, v in enumerate(tail[-4:]))  # type: ignore[no-any-return]
+
+
+def _nary(name: str, xs: list[Value]) -> Value:
+    n = len(xs)
+    consts = [0.5 - 0.3 * i for i in range(n)]
+    if name == "dot":
+        return dot(xs, xs[::-1])
+    if name == "affine":
+        return dot(xs, xs[::-1], xs[0])
+    if name == "affine_relu":
+        return dot(xs, xs[::-1], xs[-1], activation="relu")
+    if name == "affine_const":
+        return dot(xs, consts, xs[0])
+    if name == "affine_const_relu":
+        return dot(xs, consts, xs[-1], activation="relu")
+    if name == "add_n":
+        return add_n(xs)
+    if name == "sum_products":  # one running sum (SUM_TERMS)
+        return sum(a * b for a, b in zip(xs, xs[1:] + xs[:1]))  # type: ignore[no-any-return]
+    if name == "sum_values":  # a chain of +, one running sum when compiled
+        return sum(xs)  # type: ignore[no-any-return]
+    if name == "softmax":
+        return fused.softmax(xs)[0]
+    if name == "cross_entropy":
+        return fused.cross_entropy(xs, n - 1)
+    if name == "rmsnorm":
+        return fused.rmsnorm(xs)[-1]
+    top = max(v.data for v in xs)  # microgpt's stable softmax
+    exps = [(v - top).exp() for v in xs]
+    total = sum(exps)
+    return exps[0] / total
+
+
+def check(fn: Any, params: list[Value], compiled: Any) -> None:
+    """compiled() against fn(): values bit for bit, leaf gradients to 1e-12
+    (relative to the largest one)."""
+    eager = fn()
+    for p in params:
+        p.grad = 0.0
+    eager.backward()
+    expected = [p.grad for p in params]
+    sizes = _magnitudes(eager, params)
+    out = compiled()
+    assert same(out.data, eager.data), (out.data, eager.data)
+    for p in params:
+        p.grad = 0.0
+    out.backward()
+    # The replay adds a node's contributions in another order than the eager
+    # pass: where they cancel, the difference is relative to their size.
+    for p, g, size in zip(params, expected, sizes):
+        assert close(p.grad, g, atol=1e-12 * size), (p.grad, g, size)
+
+
+def _magnitudes(root: Value, params: list[Value]) -> list[float]:
+    """For each param, the sum over all paths of |product of local
+    derivatives|: the size of the terms its gradient is the sum of."""
+    order, _ = chainrule.engine.topological_order(root)
+    size: dict[Value, float] = {root: 1.0}
+    for v in order:
+        g = size.get(v, 0.0)
+        for child, d in zip(v._children, v._local_grads):
+            term = abs(d) * g
+            size[child] = size.get(child, 0.0) + (term if math.isfinite(term) else 0.0)
+    return [size.get(p, 0.0) for p in params]
+
+
+@given(
+    st.lists(instruction, min_size=1, max_size=14),
+    st.lists(floats, min_size=1, max_size=5),
+    st.randoms(use_true_random=False),
+)
+def test_random_graphs_replay_as_eager(program: Any, xs: list[float], rng: random.Random) -> None:
+    params = [Value(x) for x in xs]
+    fn = lambda: build(program, params)  # noqa: E731
+    compiled = chainrule.compile(fn)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", CompileWarning)
+        check(fn, params, compiled)  # the trace
+        for _ in range(3):  # replays on new values
+            for p in params:
+                p.data = rng.uniform(-3, 3)
+            check(fn, params, compiled)
+    assert compiled.eager_reason is None
+
+
+def test_every_op_is_in_the_random_graphs() -> None:
+    """The random graphs reach every primitive of the table (fused ones,
+    the running sum, a user's own included)."""
+    seen: set[str] = set()
+    params = [Value(0.3 * i - 0.4) for i in range(4)]
+    for name in UNARY:
+        seen.add(UNARY[name](params[1])._op)
+    for name in BINARY:
+        seen.add(BINARY[name](params[1], params[2])._op)
+    for name in NARY:
+        seen.add(_nary(name, params)._op)
+    table = {p.name for p in vars(primitives).values() if isinstance(p, Primitive) and p.name}
+    assert table <= seen | {"/"}, table - seen  # true division: outside micrograd's range only
+
+
+def test_true_division_outside_the_reciprocal_range_retraces() -> None:
+    a, b = Value(1.0), Value(4.0)
+    compiled = chainrule.compile(lambda: a / b)
+    assert compiled().data == 0.25
+    b.data = 1e-310  # a * b**-1 would overflow: the engine divides once
+    out = compiled()
+    assert same(out.data, (a / b).data) and compiled.retraces == 1
+
+
+# --------------------------------------------------------------------------
+# Keys, retracing, arguments
+# --------------------------------------------------------------------------
+
+
+def test_structure_change_retraces_and_keys_are_visible() -> None:
+    w = Value(2.0)
+    compiled = chainrule.compile(lambda xs: sum(w * x for x in xs), max_traces=2)
+    assert compiled([1.0, 2.0]).data == 6.0
+    assert compiled([3.0, 4.0]).data == 14.0  # floats are inputs: a replay
+    assert compiled.traces == 1
+    assert compiled([1.0, 2.0, 3.0]).data == 12.0  # a longer list: a new trace
+    assert compiled.traces == 2
+    assert compiled.keys() == [
+        ((list, 2, (float, float)),),
+        ((list, 3, (float, float, float)),),
+    ] or (len(compiled.keys()) == 2)
+    compiled([1.0])
+    assert compiled.traces == 3 and len(compiled.keys()) == 2  # bounded by max_traces
+
+
+@given(st.lists(st.lists(floats, min_size=1, max_size=6), min_size=1, max_size=8))
+def test_new_lengths_retrace_and_replays_match_eager(batches: list[list[float]]) -> None:
+    w = [Value(0.3), Value(-0.7)]
+
+    def f(xs: list[float]) -> Value:
+        return sum((w[i % 2] * x).tanh() for i, x in enumerate(xs)) + w[0] * w[1]
+
+    compiled = chainrule.compile(f, max_traces=16)
+    for xs in batches:
+        out, expected = compiled(xs), f(xs)
+        assert same(out.data, expected.data)
+    assert compiled.traces == len({len(xs) for xs in batches})
+
+
+@given(
+    st.lists(floats, min_size=2, max_size=5),
+    st.lists(st.lists(floats, min_size=5, max_size=5), min_size=1, max_size=6),
+    st.floats(-1, 1),
+)
+def test_reads_of_data_never_go_stale(
+    start: list[float], updates: list[list[float]], threshold: float
+) -> None:
+    """Branches on reads, max over reads, reads used as constants and as
+    leaves: after any change of the leaves, the replay is the eager result."""
+    xs = [Value(x) for x in start]
+
+    def f() -> Value:
+        top = max(v.data for v in xs)
+        out = sum((v - top).exp() for v in xs)
+        for v in xs:
+            out = out * v if v.data > threshold else out + v  # a guard per node
+        return out + Value(min(v.data for v in xs)) * xs[0]
+
+    compiled = chainrule.compile(f)
+    check(f, xs, compiled)
+    for new in updates:
+        for v, x in zip(xs, new):
+            v.data = x
+        check(f, xs, compiled)
+
+
+def test_ints_are_part_of_the_key() -> None:
+    table = [Value(1.0), Value(10.0), Value(100.0)]
+    compiled = chainrule.compile(lambda i: table[i] * 2.0)
+    assert [compiled(i).data for i in (0, 1, 2, 1)] == [2.0, 20.0, 200.0, 20.0]
+    assert compiled.traces == 3
+
+
+def test_value_arguments_are_bound_by_position() -> None:
+    w = Value(3.0)
+    compiled = chainrule.compile(lambda x: (w * x).tanh())
+    x1, x2 = Value(0.1), Value(-0.2)
+    compiled(x1)
+    out = compiled(x2)
+    assert compiled.traces == 1 and same(out.data, math.tanh(3.0 * -0.2))
+    out.backward()
+    assert close(x2.grad, 3.0 * (1 - math.tanh(-0.6) ** 2)) and x1.grad == 0.0
+    assert close(w.grad, -0.2 * (1 - math.tanh(-0.6) ** 2))
+
+
+def test_outputs_keep_their_structure_and_backward_accumulates() -> None:
+    a, b = Value(1.5), Value(-2.0)
+    compiled = chainrule.compile(lambda: {"sum": a + b, "parts": [a * b, (a - b).relu()], "n": 2})
+    compiled()
+    out = compiled()
+    assert out["n"] == 2 and out["sum"].data == -0.5 and out["parts"][0].data == -3.0
+    out["parts"][1].backward()
+    out["parts"][1].backward()  # twice without zero_grad: twice the gradient
+    assert (a.grad, b.grad) == (2.0, -2.0)
+
+
+# --------------------------------------------------------------------------
+# Reads of .data while tracing
+# --------------------------------------------------------------------------
+
+
+def stable_softmax_loss(logits: list[Value]) -> Value:
+    top = max(v.data for v in logits)  # microgpt's stable softmax
+    exps = [(v - top).exp() for v in logits]
+    total = sum(exps)
+    return -(exps[1] / total).log()
+
+
+def test_stable_softmax_max_is_recomputed_not_frozen() -> None:
+    logits = [Value(x) for x in (0.5, 2.0, -1.0)]
+    compiled = chainrule.compile(lambda: stable_softmax_loss(logits))
+    compiled()
+    for new in ([3.0, 0.1, 0.2], [0.0, 0.0, 5.0], [-1.0, -1.0, -1.0]):  # another max each time
+        for v, x in zip(logits, new):
+            v.data = x
+        check(lambda: stable_softmax_loss(logits), logits, compiled)
+    assert compiled.traces == 1  # the max is replayed, no guard needed
+
+
+def test_a_branch_on_data_is_a_guard() -> None:
+    x = Value(1.0)
+
+    def f() -> Value:
+        return x * 2.0 if x.data > 0 else x * -3.0
+
+    compiled = chainrule.compile(f)
+    assert compiled().data == 2.0
+    x.data = 4.0
+    assert compiled().data == 8.0 and compiled.traces == 1
+    x.data = -1.0  # the branch goes the other way: traced again
+    out = compiled()
+    assert out.data == 3.0 and compiled.traces == 2 and compiled.retraces == 1
+    out.backward()
+    assert x.grad == -3.0
+
+
+def test_accuracy_inside_the_function_is_never_stale() -> None:
+    scores = [Value(0.5), Value(-0.5)]
+    labels = [1, -1]
+
+    def f() -> tuple[Value, float]:
+        loss = sum((1 + -y * s).relu() for y, s in zip(labels, scores))
+        accuracy = sum((s.data > 0) == (y > 0) for s, y in zip(scores, labels)) / len(labels)
+        return loss, accuracy
+
+    compiled = chainrule.compile(f)
+    assert compiled()[1] == 1.0
+    scores[0].data = -0.25
+    loss, accuracy = compiled()
+    assert accuracy == 0.5 and same(loss.data, f()[0].data)
+
+
+def test_a_read_used_as_an_exponent_is_guarded_whole() -> None:
+    x = Value(2.0)
+    compiled = chainrule.compile(lambda: x**x.data)  # the exponent picks a primitive
+    assert compiled().data == 4.0
+    x.data = 3.0
+    assert compiled().data == 27.0 and compiled.retraces == 1
+
+
+def test_writing_data_inside_the_function_runs_eagerly() -> None:
+    x = Value(2.0)
+
+    def f() -> Value:
+        x.data = x.data + 1.0
+        return x * 2.0
+
+    compiled = chainrule.compile(f)
+    with pytest.warns(CompileWarning, match="writes .data"):
+        assert compiled().data == 6.0
+    assert compiled().data == 8.0 and "writes .data" in str(compiled.eager_reason)
+
+
+def test_zero_grad_inside_the_function_runs_eagerly() -> None:
+    x = Value(2.0)
+
+    def f() -> Value:
+        x.grad = 0.0  # a replay would not repeat it
+        return x * x
+
+    compiled = chainrule.compile(f)
+    with pytest.warns(CompileWarning, match=r"writes \.grad"):
+        compiled().backward()
+    compiled().backward()
+    assert x.grad == 4.0  # zeroed by each (eager) call
+
+
+def test_read_floats_in_arithmetic_and_as_leaves() -> None:
+    x = Value(2.0)
+
+    def f() -> Value:
+        c = 2.0 * x.data + 1.0  # arithmetic on a read: followed
+        return x * c + Value(x.data) * x  # a detached copy: a recomputed constant
+
+    compiled = chainrule.compile(f)
+    compiled()
+    x.data = -1.5
+    check(f, [x], compiled)
+    assert compiled.traces == 1
+
+
+def test_float_of_a_value_is_a_guard() -> None:
+    x = Value(2.0)
+    compiled = chainrule.compile(lambda: x * float(x))
+    assert compiled().data == 4.0
+    x.data = 3.0
+    assert compiled().data == 9.0 and compiled.retraces == 1
+
+
+# --------------------------------------------------------------------------
+# What cannot be replayed
+# --------------------------------------------------------------------------
+
+
+def test_micrograd_closure_nodes_run_eagerly_with_a_warning() -> None:
+    x = Value(3.0)
+
+    def f() -> Value:
+        out = Value(x.data * 2, (x,), "double")
+
+        def _backward() -> None:
+            x.grad += 2 * out.grad
+
+        out._backward = _backward
+        return out
+
+    compiled = chainrule.compile(f)
+    with pytest.warns(CompileWarning, match="_backward closure"):
+        out = compiled()
+    out.backward()
+    assert x.grad == 2.0
+
+
+def test_microgpt_local_grads_nodes_run_eagerly_with_a_warning() -> None:
+    x = Value(3.0)
+    compiled = chainrule.compile(lambda: Value(x.data**2, (x,), (2 * x.data,)))
+    with pytest.warns(CompileWarning, match="local_grads"):
+        compiled().backward()
+    assert x.grad == 6.0
+
+
+def test_compile_checks_its_arguments() -> None:
+    with pytest.raises(TypeError, match="compile: expected a function"):
+        chainrule.compile(3)  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="max_traces"):
+        chainrule.compile(lambda: None, max_traces=0)
+
+
+def test_compiled_graph_is_smaller_than_eager() -> None:
+    """Index arrays and one buffer: fewer bytes per node than eager Values."""
+    import tracemalloc
+
+    from chainrule.bench.moons import LAYERS, DemoStep, UserMLP, initial_weights, make_moons
+
+    X, y = make_moons(20)
+    step = DemoStep(Value, UserMLP(Value, LAYERS, initial_weights()), X, y)
+    tracemalloc.start()
+    before = tracemalloc.get_traced_memory()[0]
+    loss = step.loss()
+    eager_bytes = tracemalloc.get_traced_memory()[0] - before
+    tracemalloc.stop()
+    compiled = chainrule.compile(step.loss)
+    compiled()
+    memory = compiled.memory()
+    nodes = len(chainrule.engine.topological_order(loss)[0])
+    assert memory["bytes"] / memory["nodes"] < eager_bytes / nodes
