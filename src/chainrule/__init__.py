@@ -15,7 +15,6 @@ from .engine import (
     dense,
     dot,
     exp,
-    gradients,
     log,
     maximum,
     minimum,
@@ -27,7 +26,7 @@ from .engine import (
     tanh,
 )
 from .explain import explain
-from .functional import grad, hessian, value_and_grad
+from .functional import grad, gradients, hessian, hvp, jvp, value_and_grad, vjp
 from .graph import elementary, enable_grad, is_elementary, is_grad_enabled, no_grad
 from .nn import MLP, Layer, Module, Neuron
 from .optim import SGD, Adam, LinearDecay
@@ -77,8 +76,10 @@ __all__ = [
     "gradcheck",
     "gradients",
     "hessian",
+    "hvp",
     "is_elementary",
     "is_grad_enabled",
+    "jvp",
     "log",
     "losses",
     "maximum",
@@ -94,4 +95,5 @@ __all__ = [
     "tanh",
     "to_dot",
     "value_and_grad",
+    "vjp",
 ]

@@ -34,19 +34,23 @@ class Mismatch:
     """One derivative where the engine and finite differences disagree.
 
     ``index`` is ``(i,)`` for ``df/dx_i`` and ``(i, j)`` for
-    ``d²f/dx_i dx_j``.
+    ``d²f/dx_i dx_j``. For Tensor inputs ``element`` holds the element of
+    each of those inputs (``((1, 2),)``: ``df/dx0[1, 2]``).
     """
 
     order: int
     index: tuple[int, ...]
     analytic: float
     numeric: float
+    element: tuple[tuple[int, ...], ...] = ()
 
     @property
     def name(self) -> str:
-        if self.order == 1:
-            return f"df/dx{self.index[0]}"
-        return "d²f/" + "".join(f"dx{i}" for i in self.index)
+        parts = [
+            f"dx{i}" + (f"[{', '.join(map(str, self.element[n]))}]" if self.element else "")
+            for n, i in enumerate(self.index)
+        ]
+        return ("df/" if self.order == 1 else "d²f/") + "".join(parts)
 
     def __str__(self) -> str:
         return f"{self.name}: analytic {self.analytic!r}, numeric {self.numeric!r}"
@@ -62,10 +66,26 @@ class GradcheckReport:
     (True, 2, [])
     """
 
-    def __init__(self, mismatches: list[Mismatch], checked: int, order: int) -> None:
+    def __init__(
+        self,
+        mismatches: list[Mismatch],
+        checked: int,
+        order: int,
+        op: str | None = None,
+        culprit: str = "",
+    ) -> None:
         self.mismatches = mismatches
         self.checked = checked
         self.order = order
+        #: Tensor functions: the first op whose VJP disagrees with finite
+        #: differences on its own (None when none was singled out), and why.
+        self.op = op
+        self.culprit = culprit
+
+    @property
+    def worst(self) -> Mismatch | None:
+        """The mismatch with the largest error, if any."""
+        return max(self.mismatches, key=_error, default=None)
 
     @property
     def ok(self) -> bool:
@@ -83,7 +103,11 @@ class GradcheckReport:
         count = len(self.mismatches)
         verb = "disagrees" if count == 1 else "disagree"
         lines = [head + f"{count} {verb} with finite differences:"]
-        lines.extend(f"  {m}" for m in self.mismatches)
+        lines.extend(f"  {m}" for m in self.mismatches[:_SHOWN])
+        if count > _SHOWN:
+            lines.append(f"  ... and {count - _SHOWN} more; worst: {self.worst}")
+        if self.culprit:
+            lines.append(self.culprit)
         return "\n".join(lines)
 
     def __repr__(self) -> str:
@@ -91,6 +115,14 @@ class GradcheckReport:
             f"<GradcheckReport order={self.order} checked={self.checked} "
             f"mismatches={self.mismatches!r}>"
         )
+
+
+_SHOWN = 10  # mismatches a report prints
+
+
+def _error(m: Mismatch) -> float:
+    error = abs(m.analytic - m.numeric)
+    return error if error == error else float("inf")  # nan: the worst
 
 
 class GradcheckError(RuntimeError):
@@ -152,7 +184,10 @@ def gradcheck(
 ) -> GradcheckReport:
     """Compare the derivatives of ``f`` at ``inputs`` with central differences.
 
-    ``f`` takes one Value per input and returns a scalar. With ``order=1``
+    ``f`` takes one Value per input and returns a scalar; or, when the
+    inputs are Tensors or NumPy arrays, one Tensor per input, returning a
+    Tensor of any shape (and the report names the op whose VJP is wrong:
+    :mod:`chainrule.tensor.gradcheck`). With ``order=1``
     each ``df/dx_i`` from the backward pass is compared with
     ``(f(x + eps e_i) - f(x - eps e_i)) / 2 eps``. With ``order=2`` the
     second derivatives are checked too: the derivatives of the
@@ -174,6 +209,13 @@ def gradcheck(
         raise ValueError(f"gradcheck: order must be 1 or 2, got {order!r}")
     if not eps > 0.0:
         raise ValueError(f"gradcheck: eps must be positive, got {eps!r}")
+    if any(map(_is_tensor_like, inputs)):
+        from .tensor.gradcheck import gradcheck_tensors
+
+        report = gradcheck_tensors(f, inputs, eps, atol, rtol, order)
+        if raise_exception and report.mismatches:
+            raise GradcheckError(report)
+        return report
     point = [x.data if isinstance(x, Value) else _number(x) for x in inputs]
     n = len(point)
     mismatches: list[Mismatch] = []
@@ -200,6 +242,15 @@ def gradcheck(
     if raise_exception and mismatches:
         raise GradcheckError(report)
     return report
+
+
+def _is_tensor_like(x: object) -> bool:
+    """A Tensor or a NumPy array (whose modules are loaded if it is one)."""
+    tensor = sys.modules.get("chainrule.tensor.tensor")
+    np = sys.modules.get("numpy")
+    return (tensor is not None and isinstance(x, tensor.Tensor)) or (
+        np is not None and isinstance(x, np.ndarray)
+    )
 
 
 def _number(x: object) -> float:
@@ -246,8 +297,9 @@ class AnomalyError(RuntimeError):
     nan or inf, as found by :func:`detect_anomaly`.
 
     ``phase`` is ``"forward"`` or ``"backward"``, ``op`` the op's name,
-    ``inputs`` the data of its inputs, ``value`` the non-finite output (or
-    gradient contribution) and ``location`` ``(file, line, function)`` of
+    ``inputs`` the data of its inputs (for a Tensor op, their shapes),
+    ``value`` the non-finite output (or gradient contribution; for Tensors,
+    its first non-finite element) and ``location`` ``(file, line, function)`` of
     the user code that created the op, when known.
     """
 
@@ -257,7 +309,7 @@ class AnomalyError(RuntimeError):
         *,
         phase: str,
         op: str,
-        inputs: tuple[float, ...],
+        inputs: tuple[Any, ...],
         value: float,
         location: Location | None,
     ) -> None:
@@ -267,6 +319,15 @@ class AnomalyError(RuntimeError):
         self.inputs = inputs
         self.value = value
         self.location = location
+
+
+def _anomaly(
+    phase: str, node: Any, what: str, inputs: tuple[Any, ...], value: float, location: Any
+) -> AnomalyError:
+    message = f"detect_anomaly: {what}\n  {_describe(location)}"
+    return AnomalyError(
+        message, phase=phase, op=node._op, inputs=inputs, value=value, location=location
+    )
 
 
 class AnomalyDetector(ContextDecorator):
@@ -302,21 +363,21 @@ class AnomalyDetector(ContextDecorator):
         location = self._interned.setdefault(location, location)
         self._where[id(node)] = (node._id, location)
         y = node.data
+        if type(y) is not float:  # a Tensor
+            _check_tensor_forward(node, location)
+            return
         if isfinite(y):
             return
         inputs = tuple(child.data for child in node._prev)
         if all(map(isfinite, inputs)):
-            raise AnomalyError(
-                f"detect_anomaly: {node._op} returned {y!r} from finite inputs {inputs!r}\n"
-                f"  {_describe(location)}",
-                phase="forward",
-                op=node._op,
-                inputs=inputs,
-                value=y,
-                location=location,
-            )
+            what = f"{node._op} returned {y!r} from finite inputs {inputs!r}"
+            raise _anomaly("forward", node, what, inputs, y, location)
 
     def backward(self, node: Any, child: Any, contribution: Any, incoming: Any) -> None:
+        if type(node.data) is not float:  # a Tensor
+            if _finite_array(contribution) or not _finite_array(incoming):
+                return  # fine, or already non-finite further down: not the first
+            _tensor_backward_error(node, child, contribution, self._location(node))
         c = _float(contribution)
         if isfinite(c):
             return
@@ -325,19 +386,71 @@ class AnomalyDetector(ContextDecorator):
             return  # already non-finite further down: not the first
         inputs = tuple(x.data for x in node._prev)
         position = next(i for i, x in enumerate(node._prev) if x is child)
+        location = self._location(node)
+        what = (
+            f"the backward of {node._op} (inputs {inputs!r}, output {node.data!r}) gave the "
+            f"gradient {c!r} to input {position} from the finite incoming gradient {g!r}"
+        )
+        raise _anomaly("backward", node, what, inputs, c, location)
+
+    def _location(self, node: Any) -> Location | None:
+        """Where ``node`` was created, if this detector saw it happen."""
         known = self._where.get(id(node))
         same_node = known is not None and known[0] == getattr(node, "_id", None)
-        location = known[1] if known is not None and same_node else None
-        raise AnomalyError(
-            f"detect_anomaly: the backward of {node._op} (inputs {inputs!r}, "
-            f"output {node.data!r}) gave the gradient {c!r} to input {position} "
-            f"from the finite incoming gradient {g!r}\n  {_describe(location)}",
-            phase="backward",
-            op=node._op,
-            inputs=inputs,
-            value=c,
-            location=location,
-        )
+        return known[1] if known is not None and same_node else None
+
+
+# Tensors: the same checks on whole arrays; the error gives the input shapes
+# and the first non-finite element instead of the numbers.
+
+
+def _array(x: Any) -> Any:
+    """The array of a Tensor; an array as it is."""
+    tensor = sys.modules["chainrule.tensor.tensor"].Tensor  # loaded: a Tensor exists
+    return x.data if isinstance(x, tensor) else x
+
+
+def _finite_array(x: Any) -> bool:
+    np = sys.modules["numpy"]  # loaded: a Tensor exists
+    return bool(np.isfinite(_array(x)).all())
+
+
+def _first_bad(x: Any) -> tuple[tuple[int, ...], float]:
+    """The index and value of the first nan or inf in ``x``."""
+    np = sys.modules["numpy"]
+    data = np.asarray(_array(x))
+    index = tuple(int(i) for i in np.argwhere(~np.isfinite(data))[0])
+    return index, float(data[index])
+
+
+def _shapes(node: Any) -> tuple[tuple[int, ...], ...]:
+    return tuple(tuple(child.data.shape) for child in node._prev)
+
+
+def _check_tensor_forward(node: Any, location: Location | None) -> None:
+    if _finite_array(node.data) or not all(_finite_array(c.data) for c in node._prev):
+        return
+    index, value = _first_bad(node.data)
+    shapes = _shapes(node)
+    what = (
+        f"{node._op} returned {value!r} at index {list(index)} of its output "
+        f"{tuple(node.data.shape)} from finite inputs of shapes {shapes}"
+    )
+    raise _anomaly("forward", node, what, shapes, value, location)
+
+
+def _tensor_backward_error(
+    node: Any, child: Any, contribution: Any, location: Location | None
+) -> None:
+    position = next(i for i, x in enumerate(node._prev) if x is child)
+    index, value = _first_bad(contribution)
+    shapes = _shapes(node)
+    what = (
+        f"the backward of {node._op} (inputs of shapes {shapes}, output "
+        f"{tuple(node.data.shape)}) gave {value!r} at index {list(index)} of the gradient of "
+        f"input {position} from a finite incoming gradient"
+    )
+    raise _anomaly("backward", node, what, shapes, value, location)
 
 
 def detect_anomaly() -> AnomalyDetector:

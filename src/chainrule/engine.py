@@ -182,13 +182,16 @@ class _Terms:
     derivatives ``x`` and ``w``), a plain term as itself (entry 1, local 1).
     """
 
-    __slots__ = ("inputs", "local", "kinds", "start")
+    __slots__ = ("inputs", "local", "kinds", "start", "first_plain")
 
     def __init__(self, start: float | None) -> None:
         self.inputs: list[Value] = []
         self.local: list[float] = []
         self.kinds: list[int] = []
         self.start = start  # the number a sum() starts from, added to the first term
+        # The chain's first node is t1 + t2 with t1 a plain input: t1's
+        # contribution comes just before t2's (set by _sum_step).
+        self.first_plain = False
 
 
 _refs = sys.getrefcount
@@ -395,6 +398,7 @@ def _sum_step(a: Value, b: Value, a_temporary: bool, b_temporary: bool) -> Value
     else:
         terms = _Terms(None)
         _add_term(terms, a, a_temporary and a._fn is MUL)
+        terms.first_plain = terms.kinds[0] == 1
     _add_term(terms, b, b_temporary)
     return _sum_node(y, terms)
 
@@ -760,7 +764,7 @@ class Value(Labelled):
                     node.grad = node.grad + g
             return
         seed = _as_float(gradient, "backward")
-        order, nodes, leaves = _backward_order(self)
+        order, nodes, leaves, split = _backward_order(self)
         if not order:
             self.grad += seed
             return
@@ -774,21 +778,8 @@ class Value(Labelled):
         self.grad = seed
         for v in order:
             if v.__class__ is list:  # a span of a running sum's terms
-                node, lo, hi = v
-                terms = node._a
-                g = node.grad
-                if lo == 0 and _first_before_second(node):
-                    for child, contribution in _emit_span(v, g):
-                        child.grad += contribution
-                elif lo == 0 and hi == len(terms.inputs):
-                    for child, local in zip(reversed(terms.inputs), reversed(terms.local)):
-                        child.grad += local * g
-                else:
-                    stop = lo - 1 if lo else None
-                    for child, local in zip(
-                        terms.inputs[hi - 1 : stop : -1], terms.local[hi - 1 : stop : -1]
-                    ):
-                        child.grad += local * g
+                for child, contribution in _emit_span(v, v[0].grad):
+                    child.grad += contribution
                 continue
             g = v.grad
             if g - g != 0.0 and v._fn.masked:  # inf or nan into a selecting op
@@ -801,8 +792,21 @@ class Value(Labelled):
             elif b.__class__ is not _Tag:
                 v._a.grad += v._da * g
                 b.grad += v._db * g
-            elif b is CHAIN:  # its terms' marks add the contributions
-                pass
+            elif b is CHAIN:  # a running sum, last term first, as the binary chain
+                if v in split:
+                    continue  # its spans add the contributions
+                terms = v._a
+                inputs, local = terms.inputs, terms.local
+                n = v._da
+                if terms.first_plain and _first_before_second(v):
+                    for child, contribution in _emit_span([v, 0, n], g):
+                        child.grad += contribution
+                elif n == len(inputs):
+                    for child, d in zip(reversed(inputs), reversed(local)):
+                        child.grad += d * g
+                else:
+                    for child, d in zip(inputs[n - 1 :: -1], local[n - 1 :: -1]):
+                        child.grad += d * g
             elif b is NARY:
                 for child, local in zip(v._a, v._da):
                     child.grad += local * g
@@ -880,16 +884,18 @@ def topological_order(root: Value) -> tuple[list[Value], list[Value]]:
     gradients agree bit for bit; but the search is iterative, with its own
     stack, so depth is bounded by memory only, not by the recursion limit.
     """
-    _, nodes, leaves = _backward_order(root)
+    _, nodes, leaves, _ = _backward_order(root)
     return nodes, leaves
 
 
-def _backward_order(root: Value) -> tuple[list[Any], list[Value], list[Value]]:
+def _backward_order(root: Value) -> tuple[list[Any], list[Value], list[Value], set[Value]]:
     """:func:`topological_order` with the marks of running sums' term spans
     (see :func:`_push_terms`) among the nodes: the order the backward pass
-    walks, the interior nodes alone, and the leaves."""
+    walks, the interior nodes alone, the leaves, and the running sums split
+    into spans (the others add all their terms where they stand)."""
+    split: set[Value] = set()
     if root._a is None:
-        return [], [], [root]
+        return [], [], [root], split
     done = False
     state: dict[Value, bool] = {}  # entered: False, finished: True
     get = state.get
@@ -917,18 +923,17 @@ def _backward_order(root: Value) -> tuple[list[Any], list[Value], list[Value]]:
             if b is None:
                 if a not in state:
                     push(a)
-            elif b is CHAIN:  # a running sum: one span of its terms, usually
-                n = v._da
-                push([v, 0, n])
+            elif b is CHAIN:  # a running sum: one span of all its terms, usually
                 base = len(stack)
                 new = False
-                for child in a.inputs[n - 1 :: -1]:
+                for child in a.inputs[v._da - 1 :: -1]:
                     if child not in state:
                         push(child)
                         if child._a is not None:
                             new = True
                 if new:  # some term reaches new nodes: push again, span by span
-                    del stack[base - 1 :]
+                    del stack[base:]
+                    split.add(v)
                     _push_terms(v, push, state)
             elif b.__class__ is _Tag:
                 for child in reversed(a):
@@ -945,7 +950,7 @@ def _backward_order(root: Value) -> tuple[list[Any], list[Value], list[Value]]:
             nodes.append(v)
     topo.reverse()
     nodes.reverse()
-    return topo, nodes, leaves
+    return topo, nodes, leaves, split
 
 
 #: A span of a running sum's terms in the backward order: ``[node, lo, hi]``,
@@ -998,10 +1003,10 @@ def _first_before_second(v: Value) -> bool:
     term first: only when ``t1`` is a plain input and also one of ``t2``'s
     (a node's contributions are the only ones whose order matters)."""
     terms: _Terms = v._a
-    if terms.start is not None or v._db < 2 or terms.kinds[0] != 1:
+    if not terms.first_plain:
         return False
-    inputs = terms.inputs
-    return inputs[0] is inputs[1] or (terms.kinds[1] == 2 and inputs[0] is inputs[2])
+    inputs = terms.inputs  # (an input of t3 too: harmless, the chain's order either way)
+    return inputs[0] is inputs[1] or (len(inputs) > 2 and inputs[0] is inputs[2])
 
 
 def _emit_span(
@@ -1112,7 +1117,8 @@ def backpropagate(
     get = grads.get
     hook = on_edge
     sum_local: dict[Value, Sequence[Any]] = {}  # a running sum's local derivatives
-    for v in _backward_order(root)[0]:
+    order, _, _, split = _backward_order(root)
+    for v in order:
         if v.__class__ is list:  # a span of a running sum's terms
             node = v[0]
             g = get(node)
@@ -1128,7 +1134,14 @@ def backpropagate(
         if g is None:
             continue
         if v._b is CHAIN:
-            sum_local[v] = _rule(v) if create_graph else v._a.local
+            local = sum_local[v] = _rule(v) if create_graph else v._a.local
+            if v in split:
+                continue  # its spans add the contributions
+            for child, contribution in _emit_span([v, 0, v._da], g, local):
+                if hook is not None:
+                    hook(v, child, contribution, g)
+                acc = get(child)
+                grads[child] = contribution if acc is None else acc + contribution
             continue
         for child, contribution in _contributions(v, g, create_graph):
             if hook is not None:

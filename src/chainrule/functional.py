@@ -1,31 +1,42 @@
-"""Function transforms: ``grad``, ``value_and_grad`` and ``hessian``.
+"""Function transforms: ``grad``, ``value_and_grad``, ``hessian``, ``vjp``,
+``jvp`` and ``hvp``.
 
-As in JAX and ``torch.func``, they turn a Python function of numbers into
-the function that computes its derivatives, and they compose:
-``grad(grad(f))`` is the second derivative. All three are built on one
-engine call, :func:`chainrule.gradients`.
+As in JAX and ``torch.func``, they turn a Python function into the function
+that computes its derivatives, and they compose: ``grad(grad(f))`` is the
+second derivative. They work on both engines: the arguments may be numbers
+and Values (the scalar engine) or Tensors and NumPy arrays (the Tensor
+engine), alone or in lists, tuples and dicts. All of them are built on one
+engine call, ``gradients`` (``torch.autograd.grad``).
 
-How nesting works. A transformed function called with plain numbers makes
-a fresh leaf per number and returns floats. Called inside another
-transform, or with Values, it differentiates with ``create_graph=True`` and
-returns Values, so the outer transform can differentiate the result again.
-A Value argument is not differentiated in place: it is first passed
-through a one-input node (``arg``) and the derivative is taken with respect
-to that node. The inner derivative then stays a function of the outer
-variable, yet does not mix up the inner variable with other uses of the same
-Value (JAX's "perturbation confusion")::
+How nesting works. A transformed function called with plain numbers (or
+arrays) makes a fresh leaf per number and returns floats (arrays). Called
+inside another transform, or with Values (Tensors), it differentiates with
+``create_graph=True`` and returns Values (Tensors), so the outer transform
+can differentiate the result again. A Value argument is not differentiated
+in place: it is first passed through a one-input identity node (``arg``) and
+the derivative is taken with respect to that node. The inner derivative then
+stays a function of the outer variable, yet does not mix up the inner
+variable with other uses of the same Value (JAX's "perturbation
+confusion")::
 
     grad(lambda x: grad(lambda y: x * y)(x))(3.0)  # d/dx x = 1.0, not 2.0
+
+``jvp`` is forward-over-reverse: the VJP is linear in its cotangent ``u``,
+so the derivative of ``<vjp(u), tangent>`` with respect to ``u`` is the
+Jacobian-vector product. ``hvp`` is reverse-over-reverse: the gradient of
+``<grad f, v>``, never forming the Hessian.
 """
 
 from __future__ import annotations
 
 import numbers
+import sys
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any, Union
 
-from .engine import Primitive, Value, gradients
+from .engine import Primitive, Value
+from .engine import gradients as _value_gradients
 from .graph import enable_grad
 
 ArgNums = Union[int, Sequence[int]]
@@ -43,24 +54,77 @@ class _Depth(threading.local):
 
 _depth = _Depth()
 
+# ----------------------------------------------------------------------------
+# Leaves and containers
+# ----------------------------------------------------------------------------
 
-def _is_scalar(x: object) -> bool:
-    return isinstance(x, (Value, numbers.Real))
+# What a leaf was given as, which decides how its result is returned.
+NUMBER, VALUE, ARRAY, TENSOR = "number", "value", "array", "tensor"
 
 
-def _has_value(x: object) -> bool:
+def _tensor_module() -> Any:
+    """``chainrule.tensor`` (imported on first use: it needs NumPy)."""
+    from . import tensor
+
+    return tensor
+
+
+def _loaded_tensor_class() -> Any:
+    """``Tensor`` if its module is loaded, else None: no argument can be a
+    Tensor before that, and the scalar engine never imports NumPy."""
+    module = sys.modules.get("chainrule.tensor.tensor")
+    return None if module is None else module.Tensor
+
+
+def _kind(x: object) -> str | None:
     if isinstance(x, Value):
-        return True
-    return isinstance(x, (list, tuple)) and any(isinstance(item, Value) for item in x)
-
-
-def _variable(x: object, where: str) -> Value:
-    """The node to differentiate with respect to, for one scalar argument."""
-    if isinstance(x, Value):
-        return ARG(x)
+        return VALUE
     if isinstance(x, numbers.Real):
-        return Value(float(x))
-    raise TypeError(f"{where}: expected a number or a Value, got {type(x).__name__} {x!r}")
+        return NUMBER
+    tensor = _loaded_tensor_class()
+    if tensor is not None and isinstance(x, tensor):
+        return TENSOR
+    np = sys.modules.get("numpy")
+    if np is not None and isinstance(x, np.ndarray) and x.dtype.kind in "biuf":
+        return ARRAY
+    return None
+
+
+_LEAVES = "a number, a Value, a Tensor, an array or a list, tuple or dict of them"
+
+
+def _flatten(x: Any, where: str, leaves: list[Any]) -> Any:
+    """Append the leaves of ``x`` to ``leaves``; return its structure, for
+    :func:`_build`: None for a leaf, else (container type, parts)."""
+    if isinstance(x, (list, tuple)):
+        container = type(x) if type(x) in (list, tuple) else tuple
+        return container, [_flatten(item, where, leaves) for item in x]
+    if isinstance(x, dict):
+        return dict, [(k, _flatten(v, where, leaves)) for k, v in x.items()]
+    if _kind(x) is None:
+        raise TypeError(f"{where} must be {_LEAVES}, got {type(x).__name__} {x!r}")
+    leaves.append(x)
+    return None
+
+
+def _build(structure: Any, leaves: Iterator[Any]) -> Any:
+    """The structure :func:`_flatten` returned, filled with new leaves."""
+    if structure is None:
+        return next(leaves)
+    container, parts = structure
+    if container is dict:
+        return {k: _build(part, leaves) for k, part in parts}
+    return container([_build(part, leaves) for part in parts])
+
+
+def _any_graph(x: Any) -> bool:
+    """A Value or a Tensor anywhere in ``x``: the caller may differentiate
+    the result again."""
+    if isinstance(x, (list, tuple)):
+        return any(map(_any_graph, x))
+    if isinstance(x, dict):
+        return any(map(_any_graph, x.values()))
+    return _kind(x) in (VALUE, TENSOR)
 
 
 def _positions(argnums: ArgNums | None, nargs: int, name: str) -> tuple[int, ...]:
@@ -83,6 +147,11 @@ def _positions(argnums: ArgNums | None, nargs: int, name: str) -> tuple[int, ...
     return tuple(positions)
 
 
+# ----------------------------------------------------------------------------
+# One call of a transformed function
+# ----------------------------------------------------------------------------
+
+
 class _Call:
     """One call of a transformed function: its variables, and ``f`` run on them."""
 
@@ -93,64 +162,152 @@ class _Call:
         kwargs: dict[str, Any],
         positions: tuple[int, ...],
     ) -> None:
-        # Values among the arguments, or an outer transform, may want to
-        # differentiate the result again: then it is a graph, else floats.
-        self.create_graph = (
-            _depth.level > 0 or any(map(_has_value, args)) or any(map(_has_value, kwargs.values()))
-        )
-        self.variables: list[Value] = []
-        # per differentiated argument: how many variables, and list, tuple or None (a scalar)
-        self.shapes: list[tuple[int, type | None]] = []
-        call_args = list(args)
-        for i in positions:
-            arg = args[i]
-            where = f"{name}: argument {i}"
-            if isinstance(arg, (list, tuple)):
-                container = tuple if isinstance(arg, tuple) else list
-                made = [_variable(item, where) for item in arg]
-                call_args[i] = container(made)
-                self.shapes.append((len(made), container))
-                self.variables.extend(made)
-            else:
-                if not _is_scalar(arg):
-                    raise TypeError(
-                        f"{where} must be a number, a Value or a list of them, "
-                        f"got {type(arg).__name__} {arg!r}"
-                    )
-                self.variables.append(_variable(arg, where))
-                call_args[i] = self.variables[-1]
-                self.shapes.append((1, None))
-        self.call_args = call_args
         self.name = name
+        # Values or Tensors among the arguments, or an outer transform, may
+        # want to differentiate the result again: then it is a graph.
+        self.create_graph = (
+            _depth.level > 0 or any(map(_any_graph, args)) or any(map(_any_graph, kwargs.values()))
+        )
+        found: list[list[Any]] = []
+        structures = []
+        for i in positions:
+            leaves: list[Any] = []
+            structures.append(_flatten(args[i], f"{name}: argument {i}", leaves))
+            found.append(leaves)
+        kinds = [_kind(x) for leaves in found for x in leaves]
+        tensor = any(k in (TENSOR, ARRAY) for k in kinds)
+        if tensor and VALUE in kinds:
+            raise TypeError(f"{name}: Values and Tensors cannot be differentiated together")
+        # the Tensor engine's module when the variables are Tensors, else None
+        self.ct = _tensor_module() if tensor else None
+        self.kinds = kinds
+        self.variables = [self._variable(x) for leaves in found for x in leaves]
+        self.structures = structures
+        call_args = list(args)
+        it = iter(self.variables)
+        for i, structure in zip(positions, structures):
+            call_args[i] = _build(structure, it)
+        self.call_args = call_args
 
-    def run(self, f: Callable[..., Any], kwargs: dict[str, Any]) -> Value:
+    def _variable(self, x: Any) -> Any:
+        """The node to differentiate with respect to, for one leaf."""
+        if isinstance(x, Value):
+            return ARG(x)
+        if self.ct is None:
+            return Value(float(x))
+        if isinstance(x, self.ct.Tensor):
+            return _tensor_arg(self.ct)(x)
+        return self.ct.Tensor(x)  # a number or an array: a fresh leaf
+
+    def run(self, f: Callable[..., Any], kwargs: dict[str, Any], scalar: bool = True) -> Any:
         _depth.level += 1
         try:
             out = f(*self.call_args, **kwargs)
         finally:
             _depth.level -= 1
+        if self.ct is not None:
+            if isinstance(out, numbers.Real):
+                return self.ct.Tensor(float(out))  # a constant: every derivative is 0
+            if isinstance(out, self.ct.Tensor) and (out.data.size == 1 or not scalar):
+                return out
+            if isinstance(out, self.ct.Tensor):
+                what = f"a Tensor of shape {out.data.shape}"
+            else:
+                what = f"{type(out).__name__} {out!r}"
+            raise TypeError(
+                f"{self.name}: the function must return a scalar (a one-element Tensor or "
+                f"a number), got {what}"
+            )
         if isinstance(out, Value):
             return out
         if isinstance(out, numbers.Real):
-            return Value(float(out))  # a constant: every derivative is 0
+            return Value(float(out))
         raise TypeError(
             f"{self.name}: the function must return a scalar (a Value or a number), "
             f"got {type(out).__name__} {out!r}"
         )
 
-    def result(self, x: Any) -> Any:
-        """A Value as the caller should see it: a float at the outermost level."""
-        return x if self.create_graph else x.data if isinstance(x, Value) else float(x)
+    def gradients(
+        self, out: Any, xs: Sequence[Any], seed: Any = None, graph: bool = False
+    ) -> list[Any]:
+        """d out / d x for each of ``xs`` (``seed`` weighting a non-scalar
+        ``out``); a graph when ``graph`` or the caller wants one."""
+        create_graph = graph or self.create_graph
+        if self.ct is not None:
+            return self.ct.gradients(out, xs, seed, create_graph=create_graph)
+        return _value_gradients(out, xs, 1.0 if seed is None else seed, create_graph=create_graph)
+
+    def value(self, x: Any) -> Any:
+        """The function's value as the caller should see it."""
+        if self.create_graph:
+            return x
+        if self.ct is not None:
+            return float(x.data.reshape(())) if x.data.size == 1 else x.data
+        return x.data
+
+    def result(self, x: Any, kind: str) -> Any:
+        """A gradient as the caller should see it: a graph when wanted,
+        else a float for a number or Value and an array for an array."""
+        if self.create_graph:
+            return x
+        data = self.data(x)
+        if kind in (NUMBER, VALUE):
+            return float(data)
+        return data
+
+    def data(self, x: Any) -> Any:
+        """The number or array inside a Value or Tensor; others as they are."""
+        if isinstance(x, Value) or (self.ct is not None and isinstance(x, self.ct.Tensor)):
+            return x.data
+        return x
 
     def unflatten(self, flat: list[Any], single: bool) -> Any:
-        """Gradients shaped like the differentiated arguments."""
-        grouped: list[Any] = []
-        start = 0
-        for count, container in self.shapes:
-            part = [self.result(g) for g in flat[start : start + count]]
-            start += count
-            grouped.append(part[0] if container is None else container(part))
-        return grouped[0] if single else tuple(grouped)
+        """Results shaped like the differentiated arguments."""
+        it = iter([self.result(g, k or NUMBER) for g, k in zip(flat, self.kinds)])
+        grouped = tuple([_build(structure, it) for structure in self.structures])
+        return grouped[0] if single else grouped
+
+    def dot(self, xs: list[Any], tangents: list[Any]) -> Any:
+        """``sum_i <xs_i, tangents_i>``: a scalar node."""
+        if self.ct is not None:
+            terms = [(x * self.ct.Tensor(t)).sum() for x, t in zip(xs, tangents)]
+            return self.ct.sum(self.ct.stack(terms)) if terms else self.ct.Tensor(0.0)
+        total: Any = Value(0.0)
+        for x, t in zip(xs, tangents):
+            total = total + x * float(t)
+        return total
+
+    def tangents(self, tangents: Any, name: str) -> list[Any]:
+        """The tangent leaves (numbers or arrays), checked against the variables."""
+        leaves: list[Any] = []
+        _flatten(tangents, f"{name}: tangent", leaves)
+        if len(leaves) != len(self.variables):
+            raise ValueError(
+                f"{name}: {len(leaves)} tangent(s) for {len(self.variables)} primal(s)"
+            )
+        out = []
+        for t, x in zip(leaves, self.variables):
+            t = self.data(t)
+            if self.ct is not None:
+                t = self.ct.tensor.as_array(t, x.data.dtype, name)
+                if t.shape != x.data.shape:
+                    raise ValueError(
+                        f"{name}: tangent of shape {t.shape} for a primal of shape {x.data.shape}"
+                    )
+            else:
+                t = float(t)
+            out.append(t)
+        return out
+
+
+_TENSOR_ARG: list[Any] = []
+
+
+def _tensor_arg(ct: Any) -> Any:
+    """The Tensor engine's ``arg``: the identity, as a custom op."""
+    if not _TENSOR_ARG:
+        _TENSOR_ARG.append(ct.Primitive("arg", lambda x: x, lambda M, g, x, out: (g,)))
+    return _TENSOR_ARG[0]
 
 
 def _named(transform: str, f: Callable[..., Any], wrapper: Callable[..., Any]) -> None:
@@ -170,8 +327,13 @@ def _evaluate(
     call = _Call(name, args, kwargs, positions)
     with enable_grad():  # a transform, like torch.func: an outer no_grad does not apply
         out = call.run(f, kwargs)
-        flat = gradients(out, call.variables, create_graph=call.create_graph)
-    return call.result(out), call.unflatten(flat, isinstance(argnums, int))
+        flat = call.gradients(out, call.variables)
+    return call.value(out), call.unflatten(flat, isinstance(argnums, int))
+
+
+# ----------------------------------------------------------------------------
+# The transforms
+# ----------------------------------------------------------------------------
 
 
 def value_and_grad(f: Callable[..., Any], argnums: ArgNums = 0) -> Callable[..., Any]:
@@ -179,8 +341,9 @@ def value_and_grad(f: Callable[..., Any], argnums: ArgNums = 0) -> Callable[...,
 
     ``argnums`` says which positional arguments to differentiate: an int
     gives one gradient, a tuple of ints a tuple of gradients. An argument may
-    be a number, a Value, or a list or tuple of them (its gradient is then a
-    list or tuple). ``f`` must return a scalar.
+    be a number, a Value, a Tensor, a NumPy array, or a list, tuple or dict
+    of them (its gradient has the same structure). ``f`` must return a
+    scalar: a number, a Value or a one-element Tensor.
 
     >>> from chainrule import value_and_grad
     >>> value_and_grad(lambda x, y: x * y + y, argnums=(0, 1))(2.0, 3.0)
@@ -198,13 +361,17 @@ def grad(f: Callable[..., Any], argnums: ArgNums = 0) -> Callable[..., Any]:
     """The function that returns the gradient of ``f``, a scalar function.
 
     Composable to any order: ``grad(grad(f))`` is the second derivative.
-    Called with numbers it returns floats; called with Values, or inside
-    another transform, it returns Values that can be differentiated again.
+    Called with numbers (arrays) it returns floats (arrays); called with
+    Values (Tensors), or inside another transform, it returns Values
+    (Tensors) that can be differentiated again.
 
     >>> from chainrule import grad
     >>> f = lambda x: x**3
     >>> grad(f)(2.0), grad(grad(f))(2.0), grad(grad(grad(f)))(2.0)
     (12.0, 12.0, 6.0)
+    >>> import numpy as np
+    >>> grad(lambda t: (t * t * t).sum())(np.array([1.0, 2.0, 3.0]))
+    array([ 3., 12., 27.])
     """
 
     def transformed(*args: Any, **kwargs: Any) -> Any:
@@ -217,10 +384,14 @@ def grad(f: Callable[..., Any], argnums: ArgNums = 0) -> Callable[..., Any]:
 def hessian(f: Callable[..., Any], argnums: ArgNums | None = None) -> Callable[..., Any]:
     """The function that returns the matrix of second derivatives of ``f``.
 
-    The variables are the scalars of the arguments named by ``argnums``
-    (default: every positional argument), in order, a list argument
-    contributing each of its items. The result is a list of rows:
+    Scalar arguments: the variables are the numbers of the arguments named
+    by ``argnums`` (default: every positional argument), in order, a list
+    argument contributing each of its items; the result is a list of rows,
     ``H[i][j] = d²f / dx_i dx_j``.
+
+    Tensor arguments: ``H[i][j]`` is the block of shape ``x_i.shape +
+    x_j.shape`` for the i-th and j-th Tensor (or array) among them; with a
+    single one, the block itself (as ``torch.func.hessian``).
 
     >>> from chainrule import hessian
     >>> hessian(lambda x, y: x * x * y)(3.0, 2.0)
@@ -229,14 +400,123 @@ def hessian(f: Callable[..., Any], argnums: ArgNums | None = None) -> Callable[.
     [[0.0, 1.0], [1.0, 0.0]]
     """
 
-    def transformed(*args: Any, **kwargs: Any) -> list[list[Any]]:
+    def transformed(*args: Any, **kwargs: Any) -> Any:
         positions = _positions(argnums, len(args), "hessian")
         call = _Call("hessian", args, kwargs, positions)
         with enable_grad():
             out = call.run(f, kwargs)
-            first = gradients(out, call.variables, create_graph=True)
-            rows = [gradients(g, call.variables, create_graph=call.create_graph) for g in first]
-        return [[call.result(h) for h in row] for row in rows]
+            first = call.gradients(out, call.variables, graph=True)
+            if call.ct is not None:
+                return _tensor_hessian(call, first)
+            rows = [call.gradients(g, call.variables) for g in first]
+        return [[call.result(h, NUMBER) for h in row] for row in rows]
 
     _named("hessian", f, transformed)
     return transformed
+
+
+def _tensor_hessian(call: _Call, first: list[Any]) -> Any:
+    ct = _tensor_module()
+    xs = call.variables
+    blocks: list[list[Any]] = [[] for _ in xs]
+    for i, g in enumerate(first):
+        flat = g.reshape(-1)
+        rows = [call.gradients(flat[k], xs) for k in range(flat.data.size)]
+        for j, x in enumerate(xs):
+            column = [row[j] for row in rows]
+            if call.create_graph:
+                block = ct.stack(column) if column else ct.Tensor(x.data.reshape(0, *x.data.shape))
+            else:
+                np = sys.modules["numpy"]
+                block = np.stack(column) if column else np.zeros((0, *x.data.shape))
+            blocks[i].append(block.reshape(*xs[i].data.shape, *x.data.shape))
+    return blocks[0][0] if len(xs) == 1 else blocks
+
+
+def _primals(primals: Any) -> tuple[Any, ...]:
+    return tuple(primals) if isinstance(primals, tuple) else (primals,)
+
+
+def vjp(f: Callable[..., Any], *primals: Any) -> tuple[Any, Callable[[Any], Any]]:
+    """``(f(*primals), vjp_fn)``: ``vjp_fn(cotangent)`` returns, for each
+    primal, the cotangent pulled back through ``f`` (``jax.vjp``). ``f``
+    may return any Value or Tensor; ``vjp_fn`` can be called many times.
+
+    >>> import numpy as np
+    >>> from chainrule import vjp
+    >>> y, pull = vjp(lambda x: x * x, np.array([1.0, 2.0]))
+    >>> pull(np.array([1.0, 10.0]))
+    (array([ 2., 40.]),)
+    """
+    call = _Call("vjp", primals, {}, tuple(range(len(primals))))
+    with enable_grad():
+        out = call.run(f, {}, scalar=False)
+
+    def vjp_fn(cotangent: Any) -> tuple[Any, ...]:
+        with enable_grad():
+            flat = call.gradients(out, call.variables, cotangent)
+        return call.unflatten(flat, False)
+
+    return call.value(out), vjp_fn
+
+
+def jvp(f: Callable[..., Any], primals: Any, tangents: Any) -> tuple[Any, Any]:
+    """``(f(*primals), J @ tangents)``: the directional derivative of ``f``
+    along ``tangents`` (``jax.jvp``), forward-over-reverse. ``primals`` is
+    a tuple of arguments (or one argument) and ``tangents`` matches it.
+
+    >>> from chainrule import jvp
+    >>> jvp(lambda x, y: x * y, (2.0, 3.0), (1.0, 0.0))
+    (6.0, 3.0)
+    """
+    args = _primals(primals)
+    call = _Call("jvp", args, {}, tuple(range(len(args))))
+    ts = call.tangents(_primals(tangents) if isinstance(primals, tuple) else tangents, "jvp")
+    with enable_grad():
+        out = call.run(f, {}, scalar=False)
+        # The VJP is linear in its cotangent u; d<vjp(u), t>/du = J t.
+        if call.ct is not None:
+            u = call.ct.Tensor(sys.modules["numpy"].zeros_like(out.data))
+        else:
+            u = Value(0.0)
+        pulled = call.gradients(out, call.variables, u, graph=True)
+        (tangent_out,) = call.gradients(call.dot(pulled, ts), [u])
+    kind = TENSOR if call.ct is not None else NUMBER
+    return call.value(out), call.result(tangent_out, kind)
+
+
+def hvp(f: Callable[..., Any], primals: Any, tangents: Any) -> tuple[Any, Any]:
+    """``(f(*primals), H @ tangents)``: the Hessian of the scalar function
+    ``f`` times a vector, without forming the Hessian (reverse-over-reverse:
+    the gradient of ``<grad f, tangents>``), as
+    ``torch.autograd.functional.hvp``. The product has the structure of
+    ``primals`` (a tuple of arguments, or one argument).
+
+    >>> from chainrule import hvp
+    >>> hvp(lambda x, y: x * x * y, (3.0, 2.0), (1.0, 0.0))
+    (18.0, (4.0, 6.0))
+    """
+    args = _primals(primals)
+    call = _Call("hvp", args, {}, tuple(range(len(args))))
+    ts = call.tangents(_primals(tangents) if isinstance(primals, tuple) else tangents, "hvp")
+    with enable_grad():
+        out = call.run(f, kwargs={})
+        first = call.gradients(out, call.variables, graph=True)
+        product = call.gradients(call.dot(first, ts), call.variables)
+    return call.value(out), call.unflatten(product, not isinstance(primals, tuple))
+
+
+def gradients(
+    output: Any, inputs: Sequence[Any], gradient: Any = None, *, create_graph: bool = False
+) -> list[Any]:
+    """d output / d input for each of ``inputs``, without touching ``.grad``
+    (``torch.autograd.grad``), for Values (floats, or Values with
+    ``create_graph=True``) and Tensors (arrays, or Tensors with
+    ``create_graph=True``). ``gradient`` weights the output (1 by default;
+    required for a non-scalar Tensor)."""
+    tensor = _loaded_tensor_class()
+    if tensor is not None and isinstance(output, tensor):
+        return _tensor_module().gradients(output, inputs, gradient, create_graph=create_graph)
+    return _value_gradients(
+        output, inputs, 1.0 if gradient is None else gradient, create_graph=create_graph
+    )

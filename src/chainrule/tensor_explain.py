@@ -27,19 +27,13 @@ def tensor_grads(root: Any) -> tuple[list[Any], dict[Any, np.ndarray]]:
             f"explain: the root has shape {root.data.shape}; explain a scalar, "
             "such as a loss (or its .sum())"
         )
+    from .tensor.tensor import propagate
+
     nodes = forward_order(root)
-    grads: dict[Any, np.ndarray] = {root: np.ones_like(root.data)}
     # Reversed, the forward order processes interior tensors newest first,
-    # as backward() does, so the sums are the same.
-    for node in reversed(nodes):
-        g = grads.get(node)
-        if g is None or not node._prev:
-            continue
-        for child, cg in zip(node._prev, node._vjp(g, node)):
-            if cg is not None:
-                acc = grads.get(child)
-                grads[child] = cg if acc is None else acc + cg
-    return nodes, grads
+    # as backward() does; backward()'s own walk, so the sums are the same.
+    interior = [node for node in reversed(nodes) if node._prev]
+    return nodes, propagate(interior, root, np.ones_like(root.data), create_graph=False)
 
 
 def grad_summary(g: np.ndarray | None, digits: int = 6) -> str:

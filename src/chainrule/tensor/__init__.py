@@ -17,9 +17,11 @@ except ImportError as e:  # pragma: no cover - exercised without numpy only
     ) from e
 
 # abs, pow, max, min and sum shadow the builtins on purpose, as NumPy's do.
+from . import namespaces as _namespaces
 from .elementwise import (
     abs,  # noqa: A004
     add,
+    astype,
     clamp,
     clip,
     div,
@@ -48,27 +50,35 @@ from .nn_ops import (
     rms_norm,
     softmax,
 )
+from .primitive import Primitive
 from .reduce import max, mean, min, std, sum, var  # noqa: A004
 from .shape import (
+    broadcast_to,
     cat,
     concatenate,
     embedding,
     flatten,
     getitem,
     reshape,
+    scatter,
     squeeze,
     stack,
     swapaxes,
     transpose,
     unsqueeze,
 )
-from .tensor import Tensor, unbroadcast  # first: the ops modules build on it
+from .tensor import Tensor, gradients, unbroadcast  # first: the ops modules build on it
+
+_namespaces.bind_array_functions()
 
 __all__ = [
+    "Primitive",
     "Tensor",
     "abs",
     "add",
+    "astype",
     "attention",
+    "broadcast_to",
     "cat",
     "causal_mask",
     "clamp",
@@ -82,6 +92,7 @@ __all__ = [
     "flatten",
     "gelu",
     "getitem",
+    "gradients",
     "layer_norm",
     "linear",
     "log",
@@ -97,6 +108,7 @@ __all__ = [
     "relu",
     "reshape",
     "rms_norm",
+    "scatter",
     "sigmoid",
     "softmax",
     "sqrt",

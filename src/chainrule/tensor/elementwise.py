@@ -20,7 +20,7 @@ from typing import Any
 
 import numpy as np
 
-from .tensor import Tensor, constant, fit, make
+from .tensor import Tensor, constant, make
 
 # ----------------------------------------------------------------------------
 # Helpers
@@ -47,13 +47,13 @@ def broadcast_error(op: str, *operands: Any) -> ValueError:
 # ----------------------------------------------------------------------------
 
 
-def _add_vjp(g: np.ndarray, out: Tensor) -> tuple[np.ndarray, np.ndarray]:
+def _add_vjp(M: Any, g: Any, out: Tensor) -> tuple[Any, Any]:
     a, b = out._prev
-    return fit(g, a.data), fit(g, b.data)
+    return M.fit(g, a.data), M.fit(g, b.data)
 
 
-def _add_const_vjp(g: np.ndarray, out: Tensor) -> tuple[np.ndarray]:
-    return (fit(g, out._prev[0].data),)
+def _add_const_vjp(M: Any, g: Any, out: Tensor) -> tuple[Any]:
+    return (M.fit(g, out._prev[0].data),)
 
 
 def add(a: Any, b: Any) -> Tensor:
@@ -70,13 +70,13 @@ def add(a: Any, b: Any) -> Tensor:
         raise broadcast_error("+", a, b) from None
 
 
-def _sub_vjp(g: np.ndarray, out: Tensor) -> tuple[np.ndarray, np.ndarray]:
+def _sub_vjp(M: Any, g: Any, out: Tensor) -> tuple[Any, Any]:
     a, b = out._prev
-    return fit(g, a.data), fit(-g, b.data)
+    return M.fit(g, a.data), M.fit(-g, b.data)
 
 
-def _rsub_const_vjp(g: np.ndarray, out: Tensor) -> tuple[np.ndarray]:
-    return (fit(-g, out._prev[0].data),)
+def _rsub_const_vjp(M: Any, g: Any, out: Tensor) -> tuple[Any]:
+    return (M.fit(-g, out._prev[0].data),)
 
 
 def sub(a: Any, b: Any) -> Tensor:
@@ -93,13 +93,13 @@ def sub(a: Any, b: Any) -> Tensor:
         raise broadcast_error("-", a, b) from None
 
 
-def _mul_vjp(g: np.ndarray, out: Tensor) -> tuple[np.ndarray, np.ndarray]:
+def _mul_vjp(M: Any, g: Any, out: Tensor) -> tuple[Any, Any]:
     a, b = out._prev
-    return fit(g * b.data, a.data), fit(g * a.data, b.data)
+    return M.fit(g * M.of(b), a.data), M.fit(g * M.of(a), b.data)
 
 
-def _mul_const_vjp(g: np.ndarray, out: Tensor) -> tuple[np.ndarray]:
-    return (fit(g * out._ctx, out._prev[0].data),)
+def _mul_const_vjp(M: Any, g: Any, out: Tensor) -> tuple[Any]:
+    return (M.fit(g * out._ctx, out._prev[0].data),)
 
 
 def mul(a: Any, b: Any) -> Tensor:
@@ -118,20 +118,24 @@ def mul(a: Any, b: Any) -> Tensor:
         raise broadcast_error("*", a, b) from None
 
 
-def _div_vjp(g: np.ndarray, out: Tensor) -> tuple[np.ndarray, np.ndarray]:
+def _div_vjp(M: Any, g: Any, out: Tensor) -> tuple[Any, Any]:
     a, b = out._prev
-    bd = b.data
-    # PyTorch: d/db (a / b) = -(a / b) / b
-    return fit(g / bd, a.data), fit(-g * ((a.data / bd) / bd), bd)
+    bv = M.of(b)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        # PyTorch: d/db (a / b) = -(a / b) / b
+        return M.fit(g / bv, a.data), M.fit(-g * ((M.of(a) / bv) / bv), b.data)
 
 
-def _div_const_vjp(g: np.ndarray, out: Tensor) -> tuple[np.ndarray]:
-    return (fit(g / out._ctx, out._prev[0].data),)
+def _div_const_vjp(M: Any, g: Any, out: Tensor) -> tuple[Any]:
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return (M.fit(g / out._ctx, out._prev[0].data),)
 
 
-def _rdiv_const_vjp(g: np.ndarray, out: Tensor) -> tuple[np.ndarray]:
-    xd = out._prev[0].data
-    return (fit(-g * ((out._ctx / xd) / xd), xd),)
+def _rdiv_const_vjp(M: Any, g: Any, out: Tensor) -> tuple[Any]:
+    x = out._prev[0]
+    xv = M.of(x)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return (M.fit(-g * ((out._ctx / xv) / xv), x.data),)
 
 
 def div(a: Any, b: Any) -> Tensor:
@@ -151,37 +155,39 @@ def div(a: Any, b: Any) -> Tensor:
         raise broadcast_error("/", a, b) from None
 
 
-def _pow_vjp(g: np.ndarray, out: Tensor) -> tuple[np.ndarray, np.ndarray]:
+def _pow_vjp(M: Any, g: Any, out: Tensor) -> tuple[Any, Any]:
     a, b = out._prev
-    ad, bd = a.data, b.data
+    av, bv = M.of(a), M.of(b)
     with np.errstate(all="ignore"):
         # As PyTorch: no gradient through a zero exponent, and none to the
         # exponent where the base is 0 and the exponent non-negative.
-        d_base = np.where(bd == 0.0, 0.0, g * (bd * ad ** (bd - 1.0)))
-        d_exp = g * np.where((ad == 0.0) & (bd >= 0.0), 0.0, out.data * np.log(ad))
-    return fit(d_base, ad), fit(d_exp, bd)
+        d_base = M.where(b.data == 0.0, 0.0, g * (bv * av ** (bv - 1.0)))
+        zero_base = (a.data == 0.0) & (b.data >= 0.0)
+        d_exp = g * M.where(zero_base, 0.0, M.of(out) * M.log(M.where(zero_base, 1.0, av)))
+    return M.fit(d_base, a.data), M.fit(d_exp, b.data)
 
 
-def _pow_const_vjp(g: np.ndarray, out: Tensor) -> tuple[np.ndarray]:
+def _pow_const_vjp(M: Any, g: Any, out: Tensor) -> tuple[Any]:
     c = out._ctx
-    xd = out._prev[0].data
+    x = out._prev[0]
+    xv = M.of(x)
     if isinstance(c, float):
-        if c == 0.0:
-            return (np.zeros_like(xd),)
+        if c == 0.0:  # zeros, even where g is inf or nan (as PyTorch)
+            return (M.fit(M.where(True, 0.0, g), x.data),)
         if c == 2.0:
-            return (fit(g * (2.0 * xd), xd),)
+            return (M.fit(g * (2.0 * xv), x.data),)
         with np.errstate(all="ignore"):
-            return (fit(g * (c * xd ** (c - 1.0)), xd),)
+            return (M.fit(g * (c * xv ** (c - 1.0)), x.data),)
     with np.errstate(all="ignore"):
-        return (fit(np.where(c == 0.0, 0.0, g * (c * xd ** (c - 1.0))), xd),)
+        return (M.fit(M.where(c == 0.0, 0.0, g * (c * xv ** (c - 1.0))), x.data),)
 
 
-def _rpow_const_vjp(g: np.ndarray, out: Tensor) -> tuple[np.ndarray]:
+def _rpow_const_vjp(M: Any, g: Any, out: Tensor) -> tuple[Any]:
     c = out._ctx
-    xd = out._prev[0].data
+    x = out._prev[0]
     with np.errstate(all="ignore"):
-        local = np.where((c == 0.0) & (xd >= 0.0), 0.0, out.data * np.log(c))
-    return (fit(g * local, xd),)
+        local = M.where((c == 0.0) & (x.data >= 0.0), 0.0, M.of(out) * np.log(c))
+    return (M.fit(g * local, x.data),)
 
 
 def pow(a: Any, b: Any) -> Tensor:  # noqa: A001 - the field's name for it
@@ -203,7 +209,7 @@ def pow(a: Any, b: Any) -> Tensor:  # noqa: A001 - the field's name for it
         raise broadcast_error("**", a, b) from None
 
 
-def _neg_vjp(g: np.ndarray, out: Tensor) -> tuple[np.ndarray]:
+def _neg_vjp(M: Any, g: Any, out: Tensor) -> tuple[Any]:
     return (-g,)
 
 
@@ -217,8 +223,8 @@ def neg(x: Tensor) -> Tensor:
 # ----------------------------------------------------------------------------
 
 
-def _exp_vjp(g: np.ndarray, out: Tensor) -> tuple[np.ndarray]:
-    return (g * out.data,)
+def _exp_vjp(M: Any, g: Any, out: Tensor) -> tuple[Any]:
+    return (g * M.of(out),)
 
 
 def exp(x: Tensor) -> Tensor:
@@ -227,9 +233,9 @@ def exp(x: Tensor) -> Tensor:
         return make(np.exp(x.data), (x,), _exp_vjp)
 
 
-def _log_vjp(g: np.ndarray, out: Tensor) -> tuple[np.ndarray]:
+def _log_vjp(M: Any, g: Any, out: Tensor) -> tuple[Any]:
     with np.errstate(divide="ignore", invalid="ignore"):
-        return (g / out._prev[0].data,)
+        return (g / M.of(out._prev[0]),)
 
 
 def log(x: Tensor) -> Tensor:
@@ -238,9 +244,9 @@ def log(x: Tensor) -> Tensor:
         return make(np.log(x.data), (x,), _log_vjp)
 
 
-def _sqrt_vjp(g: np.ndarray, out: Tensor) -> tuple[np.ndarray]:
+def _sqrt_vjp(M: Any, g: Any, out: Tensor) -> tuple[Any]:
     with np.errstate(divide="ignore", invalid="ignore"):
-        return (g / (2.0 * out.data),)
+        return (g / (2.0 * M.of(out)),)
 
 
 def sqrt(x: Tensor) -> Tensor:
@@ -249,8 +255,8 @@ def sqrt(x: Tensor) -> Tensor:
         return make(np.sqrt(x.data), (x,), _sqrt_vjp)
 
 
-def _tanh_vjp(g: np.ndarray, out: Tensor) -> tuple[np.ndarray]:
-    y = out.data
+def _tanh_vjp(M: Any, g: Any, out: Tensor) -> tuple[Any]:
+    y = M.of(out)
     return (g * (1.0 - y * y),)
 
 
@@ -259,8 +265,8 @@ def tanh(x: Tensor) -> Tensor:
     return make(np.tanh(x.data), (x,), _tanh_vjp)
 
 
-def _sigmoid_vjp(g: np.ndarray, out: Tensor) -> tuple[np.ndarray]:
-    y = out.data
+def _sigmoid_vjp(M: Any, g: Any, out: Tensor) -> tuple[Any]:
+    y = M.of(out)
     return (g * (1.0 - y) * y,)
 
 
@@ -290,8 +296,8 @@ def threshold_backward(g: np.ndarray, out: np.ndarray) -> np.ndarray:
     return keep.view(g.dtype)
 
 
-def _relu_vjp(g: np.ndarray, out: Tensor) -> tuple[np.ndarray]:
-    return (threshold_backward(g, out.data),)
+def _relu_vjp(M: Any, g: Any, out: Tensor) -> tuple[Any]:
+    return (M.threshold(g, out.data),)
 
 
 def relu(x: Tensor) -> Tensor:
@@ -299,7 +305,7 @@ def relu(x: Tensor) -> Tensor:
     return make(np.maximum(x.data, 0.0), (x,), _relu_vjp)  # keeps nan, as PyTorch
 
 
-def _abs_vjp(g: np.ndarray, out: Tensor) -> tuple[np.ndarray]:
+def _abs_vjp(M: Any, g: Any, out: Tensor) -> tuple[Any]:
     xd = out._prev[0].data
     # sign(x), with 0 (not nan) at nan, as PyTorch
     sign = (xd > 0.0).astype(xd.dtype)
@@ -313,7 +319,8 @@ def abs(x: Tensor) -> Tensor:  # noqa: A001 - the field's name for it
 
 
 # ----------------------------------------------------------------------------
-# where, clamp, gelu
+# where, clamp, gelu, erf (where is also what the VJPs above become under
+# create_graph), and casts
 # ----------------------------------------------------------------------------
 
 
@@ -324,15 +331,14 @@ def _condition(condition: Any) -> np.ndarray:
     return c
 
 
-def _where_vjp(g: np.ndarray, out: Tensor) -> tuple[np.ndarray | None, ...]:
+def _where_vjp(M: Any, g: Any, out: Tensor) -> tuple[Any, ...]:
     c, a_is_tensor = out._ctx
-    zero = np.zeros((), dtype=g.dtype)
-    grads: list[np.ndarray | None] = []
+    grads: list[Any] = []
     prev = iter(out._prev)
     if a_is_tensor:
-        grads.append(fit(np.where(c, g, zero), next(prev).data))
+        grads.append(M.fit(M.where(c, g, 0.0), next(prev).data))
     if len(out._prev) > len(grads):
-        grads.append(fit(np.where(c, zero, g), next(prev).data))
+        grads.append(M.fit(M.where(c, 0.0, g), next(prev).data))
     return tuple(grads)
 
 
@@ -361,7 +367,7 @@ def _clamp_bound(value: Any, name: str) -> float | None:
     return float(value)
 
 
-def _clamp_vjp(g: np.ndarray, out: Tensor) -> tuple[np.ndarray]:
+def _clamp_vjp(M: Any, g: Any, out: Tensor) -> tuple[Any]:
     lo, hi = out._ctx
     x = out._prev[0].data
     # PyTorch's clamp_backward: the gradient passes where lo <= x <= hi
@@ -369,7 +375,7 @@ def _clamp_vjp(g: np.ndarray, out: Tensor) -> tuple[np.ndarray]:
     inside = np.ones(x.shape, dtype=bool) if lo is None else x >= lo
     if hi is not None:
         inside &= x <= hi
-    return (np.where(inside, g, np.zeros((), dtype=g.dtype)),)
+    return (M.where(inside, g, 0.0),)
 
 
 def clamp(x: Tensor, min: Any = None, max: Any = None) -> Tensor:  # noqa: A002
@@ -402,17 +408,17 @@ def erf(x: np.ndarray) -> np.ndarray:
     return np.asarray(_erf(x.astype(np.float64)), dtype=np.float64).astype(x.dtype, copy=False)
 
 
-def _gelu_vjp(g: np.ndarray, out: Tensor) -> tuple[np.ndarray]:
-    x = out._prev[0].data
+def _gelu_vjp(M: Any, g: Any, out: Tensor) -> tuple[Any]:
+    x = M.of(out._prev[0])
     if out._ctx == "tanh":
         # PyTorch's GeluBackward with approximate='tanh'
         inner = _SQRT_2_OVER_PI * (x + 0.044715 * (x * x * x))
-        t = np.tanh(inner)
+        t = M.tanh(inner)
         d_inner = _SQRT_2_OVER_PI * (1.0 + 3.0 * 0.044715 * x * x)
         local = 0.5 * (1.0 + t) + 0.5 * x * (1.0 - t * t) * d_inner
     else:
-        cdf = 0.5 * (1.0 + erf(x * _SQRT_HALF))
-        local = cdf + x * (_INV_SQRT_2PI * np.exp(-0.5 * x * x))
+        cdf = 0.5 * (1.0 + M.erf(x * _SQRT_HALF))
+        local = cdf + x * (_INV_SQRT_2PI * M.exp(-0.5 * x * x))
     return (g * local,)
 
 
@@ -428,3 +434,29 @@ def gelu(x: Tensor, approximate: str = "none") -> Tensor:
     else:
         raise ValueError(f"gelu: approximate must be 'none' or 'tanh', got {approximate!r}")
     return make(np.asarray(y, dtype=xd.dtype), (x,), _gelu_vjp, approximate)
+
+
+def _erf_vjp(M: Any, g: Any, out: Tensor) -> tuple[Any]:
+    x = M.of(out._prev[0])
+    return (g * (_TWO_OVER_SQRT_PI * M.exp(-(x * x))),)
+
+
+_TWO_OVER_SQRT_PI = 1.1283791670955126  # 2 / sqrt(pi)
+
+
+def erf_op(x: Tensor) -> Tensor:
+    """The error function of a Tensor (``torch.erf``); derivative
+    ``2 / sqrt(pi) exp(-x^2)``. (gelu's VJP under create_graph.)"""
+    return make(erf(x.data), (x,), _erf_vjp)
+
+
+def _astype_vjp(M: Any, g: Any, out: Tensor) -> tuple[Any]:
+    return (M.astype(g, out._prev[0].data.dtype),)
+
+
+def astype(x: Tensor, dtype: Any) -> Tensor:
+    """``x`` cast to float32 or float64; the gradient is cast back."""
+    d = np.dtype(dtype)
+    if d not in (np.dtype(np.float32), np.dtype(np.float64)):
+        raise TypeError(f"astype: dtype must be float32 or float64, got {d}")
+    return make(x.data.astype(d), (x,), _astype_vjp)

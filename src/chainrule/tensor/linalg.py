@@ -13,57 +13,52 @@ from typing import Any
 import numpy as np
 
 from .blas import matmul as _mm
-from .tensor import Tensor, constant, fit, make
+from .tensor import Tensor, constant, make
 
 
-def _swap(x: np.ndarray) -> np.ndarray:
-    return x.swapaxes(-1, -2)
-
-
-def _matmul_grads(
-    g: np.ndarray, a: np.ndarray, b: np.ndarray, need_a: bool, need_b: bool
-) -> tuple[np.ndarray | None, np.ndarray | None]:
+def _matmul_grads(M: Any, g: Any, a: Any, b: Any, need_a: bool, need_b: bool) -> tuple[Any, Any]:
     # Vectors act as a 1-row (left) or 1-column (right) matrix; the gradient
     # lacks that axis, so it is put back first and taken out at the end.
-    a2 = a[None, :] if a.ndim == 1 else a
-    b2 = b[:, None] if b.ndim == 1 else b
+    a_shape, b_shape = a.shape, b.shape
+    a2 = a.reshape(1, -1) if a.ndim == 1 else a
+    b2 = b.reshape(-1, 1) if b.ndim == 1 else b
     if a.ndim == 1 and b.ndim == 1:
-        g = np.reshape(g, (1, 1))
+        g = g.reshape(1, 1)
     elif a.ndim == 1:
-        g = g[..., None, :]
+        g = g.reshape(*g.shape[:-1], 1, g.shape[-1])
     elif b.ndim == 1:
-        g = g[..., None]
+        g = g.reshape(*g.shape, 1)
     ga = gb = None
     if need_a:
         if a2.ndim > 2 and b2.ndim == 2:
             m = g.shape[-1]
-            ga = _mm(g.reshape(-1, m), b2.T).reshape(*g.shape[:-1], b2.shape[0])
+            ga = M.matmul(g.reshape(-1, m), b2.T).reshape(*g.shape[:-1], b2.shape[0])
         else:
-            ga = _mm(g, _swap(b2))
-        ga = fit(ga, a2).reshape(a.shape)
+            ga = M.matmul(g, b2.swapaxes(-1, -2))
+        ga = M.fit(ga, a2).reshape(a_shape)
     if need_b:
         if b2.ndim == 2 and a2.ndim > 2:
             # the batch summed inside one product: (k, N) @ (N, m)
             k, m = b2.shape
-            gb = _mm(a2.reshape(-1, k).T, g.reshape(-1, m))
+            gb = M.matmul(a2.reshape(-1, k).T, g.reshape(-1, m))
         else:
-            gb = _mm(_swap(a2), g)
-        gb = fit(gb, b2).reshape(b.shape)
+            gb = M.matmul(a2.swapaxes(-1, -2), g)
+        gb = M.fit(gb, b2).reshape(b_shape)
     return ga, gb
 
 
-def _matmul_vjp(g: np.ndarray, out: Tensor) -> tuple[np.ndarray | None, ...]:
+def _matmul_vjp(M: Any, g: Any, out: Tensor) -> tuple[Any, ...]:
     a, b = out._prev
-    return _matmul_grads(g, a.data, b.data, True, True)
+    return _matmul_grads(M, g, M.of(a), M.of(b), True, True)
 
 
-def _matmul_left_vjp(g: np.ndarray, out: Tensor) -> tuple[np.ndarray | None]:
+def _matmul_left_vjp(M: Any, g: Any, out: Tensor) -> tuple[Any]:
     # the Tensor is on the left, a constant on the right
-    return (_matmul_grads(g, out._prev[0].data, out._ctx, True, False)[0],)
+    return (_matmul_grads(M, g, M.of(out._prev[0]), out._ctx, True, False)[0],)
 
 
-def _matmul_right_vjp(g: np.ndarray, out: Tensor) -> tuple[np.ndarray | None]:
-    return (_matmul_grads(g, out._ctx, out._prev[0].data, False, True)[1],)
+def _matmul_right_vjp(M: Any, g: Any, out: Tensor) -> tuple[Any]:
+    return (_matmul_grads(M, g, out._ctx, M.of(out._prev[0]), False, True)[1],)
 
 
 def _check(a: np.ndarray, b: np.ndarray) -> None:
@@ -106,16 +101,16 @@ def matmul(a: Any, b: Any) -> Tensor:
     raise TypeError("@: at least one operand must be a Tensor")
 
 
-def _linear_vjp(g: np.ndarray, out: Tensor) -> tuple[np.ndarray, ...]:
+def _linear_vjp(M: Any, g: Any, out: Tensor) -> tuple[Any, ...]:
     prev = out._prev
     constant_input = out._ctx is not None
-    x = out._ctx if constant_input else prev[0].data
-    w = prev[0 if constant_input else 1].data
+    x = out._ctx if constant_input else M.of(prev[0])
+    w = M.of(prev[0 if constant_input else 1])
     n_out, n_in = w.shape
     # Flattened to one matrix product each, not one per batch row.
     g2 = g.reshape(-1, n_out)
-    grads = [] if constant_input else [_mm(g2, w).reshape(x.shape)]
-    grads.append(_mm(g2.T, x.reshape(-1, n_in)))
+    grads = [] if constant_input else [M.matmul(g2, w).reshape(x.shape)]
+    grads.append(M.matmul(g2.T, x.reshape(-1, n_in)))
     if len(prev) == (2 if constant_input else 3):  # a bias
         grads.append(g2.sum(axis=0))
     return tuple(grads)

@@ -22,8 +22,8 @@ from typing import Any
 import numpy as np
 
 from .blas import matmul as _mm
-from .rows import row_mean, row_sum, shifted_exp
-from .tensor import Tensor, fit, make
+from .rows import row_mean, shifted_exp
+from .tensor import Tensor, make
 
 # ----------------------------------------------------------------------------
 # softmax and log-softmax
@@ -51,11 +51,11 @@ def _on_one_element(f: Any, x: Tensor, axis: int) -> Tensor:
     return reshape(f(reshape(x, (1,)), axis), ())
 
 
-def _softmax_vjp(g: np.ndarray, out: Tensor) -> tuple[np.ndarray]:
-    p = out.data
+def _softmax_vjp(M: Any, g: Any, out: Tensor) -> tuple[Any]:
+    p = M.of(out)
     gp = g * p
     if _last(out._ctx, p.ndim):
-        gp -= p * row_sum(gp)
+        gp -= p * M.row_sum(gp)  # in place on arrays; a new node on Tensors
         return (gp,)
     return (gp - p * gp.sum(axis=out._ctx, keepdims=True),)
 
@@ -75,11 +75,11 @@ def softmax(x: Tensor, axis: int = -1) -> Tensor:
     return make(e, (x,), _softmax_vjp, axis)
 
 
-def _log_softmax_vjp(g: np.ndarray, out: Tensor) -> tuple[np.ndarray]:
-    y = out.data
+def _log_softmax_vjp(M: Any, g: Any, out: Tensor) -> tuple[Any]:
+    y = M.of(out)
     if _last(out._ctx, y.ndim):
-        return (g - np.exp(y) * row_sum(g),)
-    return (g - np.exp(y) * g.sum(axis=out._ctx, keepdims=True),)
+        return (g - M.exp(y) * M.row_sum(g),)
+    return (g - M.exp(y) * g.sum(axis=out._ctx, keepdims=True),)
 
 
 def log_softmax(x: Tensor, axis: int = -1) -> Tensor:
@@ -103,12 +103,13 @@ def log_softmax(x: Tensor, axis: int = -1) -> Tensor:
 # ----------------------------------------------------------------------------
 
 
-def _cross_entropy_vjp(g: np.ndarray, out: Tensor) -> tuple[np.ndarray]:
+def _cross_entropy_vjp(M: Any, g: Any, out: Tensor) -> tuple[Any]:
     e, s, picked, valid, n, reduction = out._ctx
-    x = out._prev[0].data
-    dx = e / s
-    rows = np.arange(dx.shape[0])
-    dx[rows, picked] -= 1.0
+    x = out._prev[0]
+    # softmax(x) - onehot(target): from the forward's exponentials on
+    # arrays, recomputed as a node on Tensors (its own derivative counts)
+    dx = M.softmax(x.reshape(-1, x.data.shape[-1])) if M.graph else e / s
+    dx = M.add_at(dx, (np.arange(len(picked)), picked), -1.0)
     if reduction == "mean":
         # nothing counted: a nan loss but a zero gradient, as PyTorch
         dx *= g / n if n else 0.0
@@ -117,8 +118,8 @@ def _cross_entropy_vjp(g: np.ndarray, out: Tensor) -> tuple[np.ndarray]:
     else:
         dx *= g.reshape(-1, 1)
     if valid is not None:  # after g: an ignored row gets 0 even from a nan g
-        dx[~valid] = 0.0
-    return (dx.reshape(x.shape),)
+        dx = M.fill(dx, ~valid, 0.0)
+    return (dx.reshape(x.data.shape),)
 
 
 def cross_entropy(
@@ -193,14 +194,16 @@ def rms_norm_backward(g: np.ndarray, x: np.ndarray, r: np.ndarray) -> np.ndarray
     return t
 
 
-def _rms_norm_vjp(g: np.ndarray, out: Tensor) -> tuple[np.ndarray | None, ...]:
-    r = out._ctx
-    x = out._prev[0].data
+def _rms_norm_vjp(M: Any, g: Any, out: Tensor) -> tuple[Any, ...]:
+    r, eps = out._ctx
+    x = M.of(out._prev[0])
+    if M.graph:  # r as a node: its own derivative counts
+        r = 1.0 / M.sqrt(M.row_mean(x * x) + eps)
     if len(out._prev) == 2:
-        w = out._prev[1].data
+        w = M.of(out._prev[1])
         gw = (g * (x * r)).reshape(-1, w.shape[-1]).sum(axis=0).reshape(w.shape)
-        return rms_norm_backward(g * w, x, r), gw
-    return (rms_norm_backward(g, x, r),)
+        return M.rms_norm_backward(g * w, x, r), gw
+    return (M.rms_norm_backward(g, x, r),)
 
 
 def rms_norm(x: Tensor, weight: Tensor | None = None, eps: float = 1e-5) -> Tensor:
@@ -210,23 +213,28 @@ def rms_norm(x: Tensor, weight: Tensor | None = None, eps: float = 1e-5) -> Tens
     r = 1.0 / np.sqrt(row_mean(xd * xd) + eps)
     y = xd * r
     if weight is None:
-        return make(y, (x,), _rms_norm_vjp, r)
+        return make(y, (x,), _rms_norm_vjp, (r, eps))
     y *= weight.data
-    return make(y, (x, weight), _rms_norm_vjp, r)
+    return make(y, (x, weight), _rms_norm_vjp, (r, eps))
 
 
-def _layer_norm_vjp(g: np.ndarray, out: Tensor) -> tuple[np.ndarray | None, ...]:
-    xhat, r = out._ctx
-    grads: list[np.ndarray | None] = [None]
+def _layer_norm_vjp(M: Any, g: Any, out: Tensor) -> tuple[Any, ...]:
+    xhat, r, eps = out._ctx
+    if M.graph:  # xhat and r as nodes: their own derivatives count
+        x = M.of(out._prev[0])
+        xc = x - M.row_mean(x)
+        r = 1.0 / M.sqrt(M.row_mean(xc * xc) + eps)
+        xhat = xc * r
+    grads: list[Any] = [None]
     gh = g
     if len(out._prev) > 1:
-        w = out._prev[1].data
+        w = M.of(out._prev[1])
         rows = (-1, w.shape[-1])
         grads.append((g * xhat).reshape(rows).sum(axis=0).reshape(w.shape))
         if len(out._prev) > 2:
             grads.append(g.reshape(rows).sum(axis=0))
         gh = g * w
-    grads[0] = r * (gh - row_mean(gh) - xhat * row_mean(gh * xhat))
+    grads[0] = r * (gh - M.row_mean(gh) - xhat * M.row_mean(gh * xhat))
     return tuple(grads)
 
 
@@ -242,12 +250,12 @@ def layer_norm(
     if weight is None:
         if bias is not None:
             raise ValueError("layer_norm: a bias needs a weight")
-        return make(xhat, (x,), _layer_norm_vjp, (xhat, r))
+        return make(xhat, (x,), _layer_norm_vjp, (xhat, r, eps))
     y = xhat * weight.data
     if bias is None:
-        return make(y, (x, weight), _layer_norm_vjp, (xhat, r))
+        return make(y, (x, weight), _layer_norm_vjp, (xhat, r, eps))
     y += bias.data
-    return make(y, (x, weight, bias), _layer_norm_vjp, (xhat, r))
+    return make(y, (x, weight, bias), _layer_norm_vjp, (xhat, r, eps))
 
 
 # ----------------------------------------------------------------------------
@@ -271,8 +279,8 @@ def _additive_mask(n_queries: int, n_keys: int, dtype: np.dtype) -> np.ndarray:
     return mask
 
 
-def _masked_fill_vjp(g: np.ndarray, out: Tensor) -> tuple[np.ndarray]:
-    return (np.where(out._ctx, 0.0, g).astype(g.dtype, copy=False),)
+def _masked_fill_vjp(M: Any, g: Any, out: Tensor) -> tuple[Any]:
+    return (M.astype(M.where(out._ctx, 0.0, g), g.dtype),)
 
 
 def masked_fill(x: Tensor, mask: Any, value: float) -> Tensor:
@@ -287,28 +295,33 @@ def masked_fill(x: Tensor, mask: Any, value: float) -> Tensor:
 
 
 def attention_backward(
-    g: np.ndarray, q: np.ndarray, k: np.ndarray, v: np.ndarray, p: np.ndarray, scale: float
-) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    M: Any, g: Any, q: Any, k: Any, v: Any, p: Any, scale: float
+) -> tuple[Any, Any, Any]:
     """The gradients of ``softmax(q k^T * scale) v`` (``p`` the softmax) for
     the output gradient ``g``: ``dv = p^T g``; the scores get softmax's
     ``p * (dp - sum(dp * p))`` with ``dp = g v^T``, times ``scale``; then
-    ``dq = ds k`` and ``dk = ds^T q``. The score-sized arrays are updated
-    in place: one temporary of that size."""
-    gv = _mm(p.swapaxes(-1, -2), g)
-    gs = _mm(g, v.swapaxes(-1, -2))
+    ``dq = ds k`` and ``dk = ds^T q``. On arrays the score-sized arrays are
+    updated in place: one temporary of that size."""
+    gv = M.matmul(p.swapaxes(-1, -2), g)
+    gs = M.matmul(g, v.swapaxes(-1, -2))
     gs *= p
-    gs -= p * row_sum(gs)
+    gs -= p * M.row_sum(gs)
     gs *= scale
-    gq = _mm(gs, k)
-    gk = _mm(gs.swapaxes(-1, -2), q)
+    gq = M.matmul(gs, k)
+    gk = M.matmul(gs.swapaxes(-1, -2), q)
     return gq, gk, gv
 
 
-def _attention_vjp(g: np.ndarray, out: Tensor) -> tuple[np.ndarray, ...]:
-    p, scale = out._ctx
-    q, k, v = (t.data for t in out._prev)
-    gq, gk, gv = attention_backward(g, q, k, v, p, scale)
-    return fit(gq, q), fit(gk, k), fit(gv, v)
+def _attention_vjp(M: Any, g: Any, out: Tensor) -> tuple[Any, ...]:
+    p, scale, causal = out._ctx
+    q, k, v = (M.of(t) for t in out._prev)
+    if M.graph:  # the attention weights as nodes: their own derivatives count
+        s = M.matmul(q, k.swapaxes(-1, -2)) * scale
+        if causal:
+            s = s + _additive_mask(s.shape[-2], s.shape[-1], s.dtype)
+        p = M.softmax(s)
+    gq, gk, gv = attention_backward(M, g, q, k, v, p, scale)
+    return M.fit(gq, q), M.fit(gk, k), M.fit(gv, v)
 
 
 def attention(
@@ -330,7 +343,7 @@ def attention(
         s += _additive_mask(s.shape[-2], s.shape[-1], s.dtype)
     p, total, _ = shifted_exp(s)
     p /= total
-    return make(_mm(p, vd), (q, k, v), _attention_vjp, (p, scale))
+    return make(_mm(p, vd), (q, k, v), _attention_vjp, (p, scale, causal))
 
 
 # ----------------------------------------------------------------------------
@@ -338,7 +351,7 @@ def attention(
 # ----------------------------------------------------------------------------
 
 
-def _dropout_vjp(g: np.ndarray, out: Tensor) -> tuple[np.ndarray]:
+def _dropout_vjp(M: Any, g: Any, out: Tensor) -> tuple[Any]:
     return (g * out._ctx,)
 
 

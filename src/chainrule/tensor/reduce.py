@@ -10,7 +10,7 @@ from the mean: ``2 (x - mean) / (n - correction)``.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Union
+from typing import Any, Union
 
 import numpy as np
 
@@ -43,17 +43,20 @@ def _axes(axis: Axis, ndim: int, op: str) -> tuple[int, ...]:
     return tuple(sorted(out))
 
 
-def _expand(g: np.ndarray, x: Tensor, out: Tensor) -> np.ndarray:
+def _expand(g: Any, out: Tensor) -> Any:
     """The output gradient with the reduced axes put back (size 1)."""
     axes, keepdims = out._ctx[:2]
     if keepdims or not axes:
         return g
-    return np.expand_dims(g, axes)
+    return g.reshape(_kept_shape(out._prev[0].data.shape, axes))
 
 
-def _sum_vjp(g: np.ndarray, out: Tensor) -> tuple[np.ndarray]:
-    x = out._prev[0]
-    return (np.broadcast_to(_expand(g, x, out), x.data.shape),)
+def _kept_shape(shape: tuple[int, ...], axes: tuple[int, ...]) -> tuple[int, ...]:
+    return tuple(1 if i in axes else n for i, n in enumerate(shape))
+
+
+def _sum_vjp(M: Any, g: Any, out: Tensor) -> tuple[Any]:
+    return (M.broadcast_to(_expand(g, out), out._prev[0].data.shape),)
 
 
 def sum(x: Tensor, axis: Axis = None, keepdims: bool = False) -> Tensor:  # noqa: A001
@@ -64,13 +67,13 @@ def sum(x: Tensor, axis: Axis = None, keepdims: bool = False) -> Tensor:  # noqa
     )
 
 
-def _mean_vjp(g: np.ndarray, out: Tensor) -> tuple[np.ndarray]:
-    x = out._prev[0]
-    axes = out._ctx[0]
+def _mean_vjp(M: Any, g: Any, out: Tensor) -> tuple[Any]:
+    shape = out._prev[0].data.shape
     n = 1
-    for a in axes:
-        n *= x.data.shape[a]
-    return (np.broadcast_to(_expand(g, x, out) / n, x.data.shape),)
+    for a in out._ctx[0]:
+        n *= shape[a]
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return (M.broadcast_to(_expand(g, out) / n, shape),)
 
 
 def mean(x: Tensor, axis: Axis = None, keepdims: bool = False) -> Tensor:
@@ -81,24 +84,24 @@ def mean(x: Tensor, axis: Axis = None, keepdims: bool = False) -> Tensor:
     return make(y, (x,), _mean_vjp, (axes, keepdims))
 
 
-def _extremum_vjp(g: np.ndarray, out: Tensor) -> tuple[np.ndarray]:
+def _extremum_vjp(M: Any, g: Any, out: Tensor) -> tuple[Any]:
     """``max``'s and ``min``'s: the entries equal to the output share it."""
     x = out._prev[0]
     axes, _, whole = out._ctx
-    y = _expand(out.data, x, out)
-    g = _expand(g, x, out)
+    y = _expand(out.data, out)
+    g = _expand(g, out)
     hit = x.data == y
     if whole:
         # torch.max(x): the nan entries are the max of a nan maximum, and
         # the other entries get 0 whatever g is (masked_fill)
         if np.isnan(y).any():
             hit |= np.isnan(x.data)
-        return (np.where(hit, g / hit.sum(), 0.0).astype(x.data.dtype, copy=False),)
+        return (M.astype(M.where(hit, g / hit.sum(), 0.0), x.data.dtype),)
     # torch.amax(x, dim): hit * g / count, so a nan or inf g reaches every
     # entry of its slice, and a slice whose maximum is nan gets nan (0 / 0)
     with np.errstate(invalid="ignore", divide="ignore"):
         gx = hit * (g / hit.sum(axis=axes, keepdims=True))
-    return (gx.astype(x.data.dtype, copy=False),)
+    return (M.astype(gx, x.data.dtype),)
 
 
 def max(x: Tensor, axis: Axis = None, keepdims: bool = False) -> Tensor:  # noqa: A001
@@ -109,12 +112,12 @@ def max(x: Tensor, axis: Axis = None, keepdims: bool = False) -> Tensor:  # noqa
     return _extremum(x, axis, keepdims, "max")
 
 
-def _max_vjp(g: np.ndarray, out: Tensor) -> tuple[np.ndarray]:
-    return _extremum_vjp(g, out)
+def _max_vjp(M: Any, g: Any, out: Tensor) -> tuple[Any]:
+    return _extremum_vjp(M, g, out)
 
 
-def _min_vjp(g: np.ndarray, out: Tensor) -> tuple[np.ndarray]:
-    return _extremum_vjp(g, out)
+def _min_vjp(M: Any, g: Any, out: Tensor) -> tuple[Any]:
+    return _extremum_vjp(M, g, out)
 
 
 def min(x: Tensor, axis: Axis = None, keepdims: bool = False) -> Tensor:  # noqa: A001
@@ -155,25 +158,27 @@ def _two_over(n: float) -> float:
     return 2.0 / n if n else float("inf")
 
 
-def _var_vjp(g: np.ndarray, out: Tensor) -> tuple[np.ndarray]:
+def _var_vjp(M: Any, g: Any, out: Tensor) -> tuple[Any]:
     x = out._prev[0]
     axes, _, correction = out._ctx
-    xc = _centered(x.data, axes)
+    xv = M.of(x)
     with np.errstate(invalid="ignore", divide="ignore"):
         # PyTorch's var_backward: (2 / (n - correction)) * g * (x - mean)
+        xc = xv - xv.mean(axis=axes, keepdims=True)
         scale = _two_over(_count(x.data, axes) - correction)
-        return ((scale * _expand(g, x, out)) * xc,)
+        return ((scale * _expand(g, out)) * xc,)
 
 
-def _std_vjp(g: np.ndarray, out: Tensor) -> tuple[np.ndarray]:
+def _std_vjp(M: Any, g: Any, out: Tensor) -> tuple[Any]:
     x = out._prev[0]
     axes, _, correction = out._ctx
-    xc = _centered(x.data, axes)
+    xv = M.of(x)
     with np.errstate(invalid="ignore", divide="ignore"):
+        xc = xv - xv.mean(axis=axes, keepdims=True)
         # PyTorch's std_backward: var_backward(g / (2 std)), with 0 where std
         # is 0 (a constant slice gets no gradient rather than nan)
-        y = _expand(out.data, x, out)
-        g = np.where(y == 0.0, 0.0, _expand(g, x, out) / (2.0 * y))
+        y = _expand(M.of(out), out)
+        g = M.where(_expand(out.data, out) == 0.0, 0.0, _expand(g, out) / (2.0 * y))
         scale = _two_over(_count(x.data, axes) - correction)
         return ((scale * g) * xc,)
 

@@ -15,10 +15,10 @@ from typing import Any
 import numpy as np
 
 from .blas import matmul as _mm
-from .tensor import Tensor, fit, lift, make
+from .tensor import Tensor, lift, make
 
 
-def _reshape_vjp(g: np.ndarray, out: Tensor) -> tuple[np.ndarray]:
+def _reshape_vjp(M: Any, g: Any, out: Tensor) -> tuple[Any]:
     return (g.reshape(out._prev[0].data.shape),)
 
 
@@ -31,7 +31,7 @@ def reshape(x: Tensor, shape: Sequence[int]) -> Tensor:
     return make(y, (x,), _reshape_vjp)
 
 
-def _transpose_vjp(g: np.ndarray, out: Tensor) -> tuple[np.ndarray]:
+def _transpose_vjp(M: Any, g: Any, out: Tensor) -> tuple[Any]:
     axes = out._ctx
     if axes is None:
         return (g.transpose(),)
@@ -82,15 +82,10 @@ def _normalize_index(index: Any) -> tuple[Any, bool]:
     return (tuple(out) if isinstance(index, tuple) else out[0]), basic
 
 
-def _getitem_vjp(g: np.ndarray, out: Tensor) -> tuple[np.ndarray]:
+def _getitem_vjp(M: Any, g: Any, out: Tensor) -> tuple[Any]:
     index, basic = out._ctx
     x = out._prev[0].data
-    gx = np.zeros(x.shape, dtype=x.dtype)
-    if basic:
-        gx[index] = g
-    else:  # repeated indices must add up: unbuffered add
-        np.add.at(gx, index, g)
-    return (gx,)
+    return (M.scatter(x.shape, index, basic, M.astype(g, x.dtype)),)
 
 
 def getitem(x: Tensor, index: Any) -> Tensor:
@@ -100,10 +95,12 @@ def getitem(x: Tensor, index: Any) -> Tensor:
     return make(np.asarray(x.data[index]), (x,), _getitem_vjp, (index, basic))
 
 
-def _embedding_vjp(g: np.ndarray, out: Tensor) -> tuple[np.ndarray]:
+def _embedding_vjp(M: Any, g: Any, out: Tensor) -> tuple[Any]:
     w = out._prev[0].data
     flat = out._ctx.reshape(-1)
     g2 = g.reshape(flat.size, -1)
+    if M.graph:
+        return (M.scatter(w.shape, flat, False, g2.reshape(flat.size, *w.shape[1:])),)
     if w.shape[0] * flat.size <= 1 << 20:
         # onehot(indices)^T @ g sums each row's picks in one matrix product,
         # several times faster than the unbuffered np.add.at for small tables
@@ -140,9 +137,15 @@ def embedding(weight: Tensor, indices: Any) -> Tensor:
 # ----------------------------------------------------------------------------
 
 
-def _concatenate_vjp(g: np.ndarray, out: Tensor) -> tuple[np.ndarray, ...]:
+def _concatenate_vjp(M: Any, g: Any, out: Tensor) -> tuple[Any, ...]:
     axis, bounds = out._ctx
-    return tuple(fit(p, t.data) for p, t in zip(np.split(g, bounds, axis=axis), out._prev))
+    starts = (0, *bounds)
+    ends = (*bounds, g.shape[axis])
+    lead = (slice(None),) * axis
+    return tuple(
+        M.fit(g[lead + (slice(int(a), int(b)),)], t.data)
+        for a, b, t in zip(starts, ends, out._prev)
+    )
 
 
 def concatenate(tensors: Sequence[Any], axis: int = 0) -> Tensor:
@@ -156,8 +159,9 @@ def concatenate(tensors: Sequence[Any], axis: int = 0) -> Tensor:
     return make(y, ts, _concatenate_vjp, (axis, bounds))
 
 
-def _stack_vjp(g: np.ndarray, out: Tensor) -> tuple[np.ndarray, ...]:
-    return tuple(fit(p, t.data) for p, t in zip(np.moveaxis(g, out._ctx, 0), out._prev))
+def _stack_vjp(M: Any, g: Any, out: Tensor) -> tuple[Any, ...]:
+    lead = (slice(None),) * out._ctx
+    return tuple(M.fit(g[lead + (i,)], t.data) for i, t in enumerate(out._prev))
 
 
 def stack(tensors: Sequence[Any], axis: int = 0) -> Tensor:
@@ -220,3 +224,39 @@ def flatten(x: Tensor, start: int = 0, end: int = -1) -> Tensor:
     for n in shape[s : e + 1]:
         merged *= n
     return reshape(x, (*shape[:s], merged, *shape[e + 1 :]))
+
+
+# ----------------------------------------------------------------------------
+# Broadcasting and scattering (the VJPs of sum and indexing, as ops)
+# ----------------------------------------------------------------------------
+
+
+def _broadcast_to_vjp(M: Any, g: Any, out: Tensor) -> tuple[Any]:
+    return (M.fit(g, out._prev[0].data),)
+
+
+def broadcast_to(x: Tensor, shape: Sequence[int]) -> Tensor:
+    """``x`` repeated along new or size-1 axes to ``shape`` (NumPy's rules);
+    the gradient is summed back."""
+    try:
+        y = np.broadcast_to(x.data, tuple(shape))
+    except ValueError as e:
+        raise ValueError(f"broadcast_to: cannot broadcast {x.data.shape} to {tuple(shape)}") from e
+    return make(y, (x,), _broadcast_to_vjp)
+
+
+def _scatter_vjp(M: Any, g: Any, out: Tensor) -> tuple[Any]:
+    index, _ = out._ctx
+    return (g[index],)
+
+
+def scatter(shape: Sequence[int], index: Any, basic: bool, values: Tensor) -> Tensor:
+    """Zeros of ``shape`` with ``values`` added at ``index`` (an index as
+    :func:`getitem` takes it, already normalized; ``basic`` when it has only
+    slices and ints). The VJP of indexing, and its VJP is indexing."""
+    y = np.zeros(tuple(shape), dtype=values.data.dtype)
+    if basic:
+        y[index] = values.data
+    else:
+        np.add.at(y, index, values.data)
+    return make(y, (values,), _scatter_vjp, (index, basic))

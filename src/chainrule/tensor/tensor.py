@@ -6,12 +6,19 @@ the product needs beyond the inputs' and its own data (``_ctx``). The
 backward pass is the seeds' loop, unchanged::
 
     for node in reverse topological order:
-        for child, contribution in zip(node._prev, node._vjp(node.grad, node)):
+        for child, contribution in zip(node._prev, node._vjp(M, node.grad, node)):
             child.grad += contribution
 
 The VJP turns the gradient of the output into one gradient per input, each
 of its input's shape: where an input was broadcast, the VJP sums the
 gradient back over the broadcast axes (:func:`unbroadcast`).
+
+Each VJP is written once, against a math namespace ``M``
+(:mod:`chainrule.tensor.namespaces`), as the scalar engine's derivative
+rules are: with ``M = ARRAY`` it runs on NumPy arrays (the ordinary
+backward pass), with ``M = GRAPH`` on Tensors, so the gradient is itself a
+graph that can be differentiated again (``create_graph=True``). Both passes
+go through one walk, :func:`propagate`.
 
 Constants (Python numbers, NumPy arrays) never become nodes: an op keeps
 them in ``_ctx``, so the graph holds only what can receive a gradient.
@@ -21,15 +28,16 @@ from __future__ import annotations
 
 import numbers
 from collections.abc import Callable, Sequence
+from contextlib import nullcontext
 from typing import Any, Union
 
 import numpy as np
 
-from ..graph import Labelled, mode, next_id, reverse_topological_order
+from ..graph import Labelled, enable_grad, mode, next_id, observing, reverse_topological_order
 
-#: A gradient rule: (gradient of the output, the output node) -> one
-#: gradient per input (None where an input gets nothing).
-VJP = Callable[[np.ndarray, "Tensor"], Sequence[Union[np.ndarray, None]]]
+#: A gradient rule: (math namespace, gradient of the output, the output
+#: node) -> one gradient per input (None where an input gets nothing).
+VJP = Callable[[Any, Any, "Tensor"], Sequence[Any]]
 
 #: What ops accept where a Tensor belongs: constants are kept as they are.
 Operand = Union["Tensor", np.ndarray, int, float]
@@ -39,7 +47,7 @@ FLOAT_DTYPES = (np.dtype(np.float64), np.dtype(np.float32))
 _new = object.__new__
 
 
-def _leaf_vjp(g: np.ndarray, out: Tensor) -> tuple[()]:  # pragma: no cover - never called
+def _leaf_vjp(M: Any, g: Any, out: Tensor) -> tuple[()]:  # pragma: no cover - never called
     return ()
 
 
@@ -192,7 +200,7 @@ class Tensor(Labelled):
         """Forget the gradient (``grad = None``)."""
         self.grad = None
 
-    def backward(self, gradient: Any = None) -> None:
+    def backward(self, gradient: Any = None, *, create_graph: bool = False) -> None:
         """Fill ``.grad`` of every tensor this one was computed from.
 
         The seeds' algorithm: order the graph topologically, seed this
@@ -200,53 +208,46 @@ class Tensor(Labelled):
         the order in reverse and let every node add its vector-Jacobian
         product into each input's ``.grad``. Leaves accumulate across calls;
         interior nodes are recomputed on every call.
+
+        With ``create_graph=True`` every ``.grad`` is a Tensor with a graph
+        of its own, which can be differentiated again (to any order). It
+        refers back to the graph it came from, a reference cycle (as in
+        PyTorch) that the cyclic garbage collector frees; in a loop prefer
+        :func:`gradients`, whose results hold no cycle.
         """
         if not self.requires_grad:
             raise RuntimeError(
                 "backward: this tensor does not require a gradient and has no graph: it was "
                 "computed under no_grad(), or only from tensors with requires_grad=False"
             )
-        seed = _seed(self, gradient)
+        seed = _seed(self, gradient, create_graph)
         order, leaves = reverse_topological_order(self)
         if not order:
             self.grad = seed if self.grad is None else self.grad + seed
             return
+        grads = propagate(order, self, seed, create_graph)
         for v in order:
-            v.grad = None
-        # Leaves collect this pass from nothing and add what they held at the
-        # end: two passes give exactly twice one pass.
-        held = [(leaf, leaf.grad) for leaf in leaves]
-        for leaf in leaves:
-            leaf.grad = None
-        self.grad = seed
-        if mode.observer is not None:
-            _walk_observed(order, mode.observer)
-        else:
-            for v in order:
-                g = v.grad
-                if g is None:  # nothing flowed here (e.g. only through argmax)
-                    continue
-                for child, cg in zip(v._prev, v._vjp(g, v)):
-                    if cg is not None:
-                        acc = child.grad
-                        # New arrays, never in place: a contribution may be a
-                        # view of another node's gradient.
-                        child.grad = cg if acc is None else acc + cg
-        # Every leaf gets an array of its own: a broadcast view (from sum) is
-        # read-only, and one array may reach several leaves (both inputs of
-        # an add get the same one), so an in-place update of one leaf's
-        # gradient must not change another's.
+            v.grad = grads.get(v)
+        # Leaves add this pass's gradient to what they held in one step: two
+        # passes give exactly twice one pass. Every leaf gets an array of its
+        # own: a broadcast view (from sum) is read-only, and one array may
+        # reach several leaves (both inputs of an add get the same one), so
+        # an in-place update of one leaf's gradient must not change another's.
         given = {id(seed)}
-        for leaf, before in held:
-            g = leaf.grad
+        for leaf in leaves:
+            g = grads.get(leaf)
             if g is None or not leaf.requires_grad:  # a constant input keeps none
-                leaf.grad = before
-            elif before is not None:
+                continue
+            before = leaf.grad
+            if before is not None:
                 leaf.grad = before + g
+            elif create_graph:
+                leaf.grad = g if isinstance(g, Tensor) else Tensor(g)
             elif id(g) in given or not g.flags.writeable:
                 leaf.grad = g.copy()
             else:
                 given.add(id(g))
+                leaf.grad = g
 
     # -- arithmetic (the rules live in elementwise.py and friends) ------------
 
@@ -406,6 +407,10 @@ class Tensor(Labelled):
             axes = tuple(axes[0])
         return _sh.transpose(self, axes or None)
 
+    def swapaxes(self, axis1: int, axis2: int) -> Tensor:
+        """The two axes exchanged, as ``numpy.swapaxes``."""
+        return _sh.swapaxes(self, axis1, axis2)
+
     @property
     def T(self) -> Tensor:
         """The axes reversed: ``x.transpose()``."""
@@ -564,35 +569,125 @@ def fit(g: np.ndarray, x: np.ndarray) -> np.ndarray:
     return g
 
 
-def _seed(root: Tensor, gradient: Any) -> np.ndarray:
+def _seed(root: Tensor, gradient: Any, create_graph: bool, op: str = "backward") -> Any:
+    """The root's gradient: ones for a scalar root, else ``gradient``. A
+    Tensor ``gradient`` stays a node in a ``create_graph`` pass (the result
+    is differentiable with respect to it too)."""
     if gradient is None:
         if root.data.size != 1:
             raise ValueError(
-                f"backward: the root has shape {root.data.shape}; pass gradient= "
-                "for a non-scalar root"
+                f"{op}: the root has shape {root.data.shape}; pass gradient= for a non-scalar root"
             )
-        return np.ones_like(root.data)
-    # a copy: the caller's array must not become (and later change) a grad
-    seed = np.array(data_of(gradient), dtype=root.data.dtype)
-    if seed.shape != root.data.shape:
-        raise ValueError(f"backward: gradient has shape {seed.shape}, the root {root.data.shape}")
-    return seed
+        seed = np.ones_like(root.data)
+    elif create_graph and isinstance(gradient, Tensor):
+        if gradient.data.shape != root.data.shape:
+            raise ValueError(
+                f"{op}: gradient has shape {gradient.data.shape}, the root {root.data.shape}"
+            )
+        return gradient
+    else:
+        # a copy: the caller's array must not become (and later change) a grad
+        seed = np.array(as_array(gradient, root.data.dtype, op))
+        if seed.shape != root.data.shape:
+            raise ValueError(f"{op}: gradient has shape {seed.shape}, the root {root.data.shape}")
+    return Tensor(seed) if create_graph else seed
 
 
-def _walk_observed(order: list[Tensor], observer: Any) -> None:
+def propagate(
+    order: list[Tensor], root: Tensor, seed: Any, create_graph: bool
+) -> dict[Tensor, Any]:
+    """The backward walk, the one loop both passes share: the gradient of
+    ``root`` for every node in ``order`` (reverse topological, from
+    :func:`~chainrule.graph.reverse_topological_order`) and every leaf it
+    reaches, in a dict; no ``.grad`` is touched.
+
+    Plain pass: the VJPs run on arrays (``ARRAY``). ``create_graph``: on
+    Tensors (``GRAPH``), recording a graph, so each gradient can be
+    differentiated again. Under ``detect_anomaly`` every contribution is
+    shown to the observer.
+    """
+    observer = mode.observer
+    if not create_graph:
+        return _walk(order, root, seed, _ns.ARRAY, observer)
+    # The gradient graph is recorded even under no_grad. detect_anomaly
+    # judges its nodes as contributions of the op being differentiated,
+    # not as forward ops of their own.
+    with enable_grad(), observing(_BackwardOnly(observer)) if observer else nullcontext():
+        return _walk(order, root, seed, _ns.GRAPH, observer)
+
+
+class _BackwardOnly:
+    """An observer that passes on the backward checks only."""
+
+    def __init__(self, observer: Any) -> None:
+        self.backward = observer.backward
+
+    def forward(self, node: Any) -> None:
+        pass
+
+
+def _walk(order: list[Tensor], root: Tensor, seed: Any, M: Any, observer: Any) -> dict[Tensor, Any]:
+    grads: dict[Tensor, Any] = {root: seed}
+    get = grads.get
     for v in order:
-        g = v.grad
-        if g is None:
+        g = get(v)
+        if g is None:  # nothing flowed here (e.g. only through argmax)
             continue
-        for child, cg in zip(v._prev, v._vjp(g, v)):
+        for child, cg in zip(v._prev, v._vjp(M, g, v)):
             if cg is not None:
-                observer.backward(v, child, cg, g)
-                child.grad = cg if child.grad is None else child.grad + cg
+                if observer is not None:
+                    observer.backward(v, child, cg, g)
+                acc = get(child)
+                # New arrays, never in place: a contribution may be a view
+                # of another node's gradient.
+                grads[child] = cg if acc is None else acc + cg
+    return grads
+
+
+def gradients(
+    output: Tensor,
+    inputs: Sequence[Tensor],
+    gradient: Any = None,
+    *,
+    create_graph: bool = False,
+) -> list[Any]:
+    """d output / d input for each of ``inputs``, without touching ``.grad``
+    (``torch.autograd.grad``): NumPy arrays, or with ``create_graph=True``
+    Tensors that can be differentiated again. An input the output does not
+    depend on gets zeros. ``gradient`` seeds a non-scalar output.
+
+    >>> from chainrule import Tensor
+    >>> from chainrule.tensor import gradients
+    >>> x = Tensor([1.0, 2.0])
+    >>> (dx,) = gradients((x * x * x).sum(), [x], create_graph=True)
+    >>> gradients(dx.sum(), [x])[0]
+    array([ 6., 12.])
+    """
+    if not isinstance(output, Tensor):
+        raise TypeError(f"gradients: output must be a Tensor, got {type(output).__name__}")
+    for i, x in enumerate(inputs):
+        if not isinstance(x, Tensor):
+            raise TypeError(f"gradients: input {i} must be a Tensor, got {type(x).__name__}")
+    seed = _seed(output, gradient, create_graph, "gradients")
+    order = reverse_topological_order(output)[0]
+    grads = propagate(order, output, seed, create_graph) if order else {output: seed}
+    out = []
+    for x in inputs:
+        g = grads.get(x)
+        if g is None:
+            g = np.zeros_like(x.data)
+        if create_graph and not isinstance(g, Tensor):
+            g = Tensor(g)
+        elif not create_graph and not g.flags.writeable:
+            g = g.copy()
+        out.append(g)
+    return out
 
 
 # The ops modules import this one; bound here, after Tensor exists.
 from . import elementwise as _ew  # noqa: E402
 from . import linalg as _la  # noqa: E402
+from . import namespaces as _ns  # noqa: E402
 from . import nn_ops as _nn  # noqa: E402
 from . import reduce as _rd  # noqa: E402
 from . import shape as _sh  # noqa: E402
