@@ -230,8 +230,9 @@ _TEMPORARY = _temporary_refcount()
 
 _new = object.__new__
 
-# True while no thread records under no_grad or an observer: the one check
-# every operation makes (a module global, cheaper than the thread-local).
+# True while every thread records normally (no no_grad, observer or
+# elementary() anywhere): the one check every operation makes, a module
+# global, cheaper than reading the thread-local mode on every op.
 _all_fast = True
 
 
