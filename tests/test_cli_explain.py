@@ -1,4 +1,4 @@
-"""``chainrule explain``: the seeds' worked examples as commands, the
+"""``chainrule explain``: micrograd's and microgpt's worked examples as commands, the
 drawing options, and one-line errors (never a traceback) for bad input."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The scalar engine: the seeds' worked examples, the backward algorithm's
+"""The scalar engine: micrograd's and microgpt's worked examples, the backward algorithm's
 guarantees, and the errors a user sees."""
 
 from __future__ import annotations

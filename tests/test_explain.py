@@ -1,4 +1,4 @@
-"""The backward-pass table: the seeds' walkthroughs row by row, sums for
+"""The backward-pass table: the micrograd and microgpt walkthroughs row by row, sums for
 shared nodes, Markdown, and that explaining changes no gradient."""
 
 from __future__ import annotations
@@ -98,7 +98,7 @@ def test_meaning_in_words(grad: float, words: str) -> None:
 
 
 def test_seed_003_markdown_sums_the_two_paths_into_a() -> None:
-    # seed 003: a.grad = 16 + 48 = 64, b.grad = 32
+    # micrograd's walkthrough: a.grad = 16 + 48 = 64, b.grad = 32
     f = evaluate("(a*b + a)**2", {"a": 2, "b": 3})
     assert explain(f, format="markdown") == SEED_003_MARKDOWN
 

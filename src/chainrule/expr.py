@@ -19,7 +19,7 @@ names -- is refused with an :class:`ExprError` that carries the position.
 Numbers in the formula are constants, as in Python code: ``a*b + 10`` gives
 the same graph as ``a * b + 10.0`` (no node for ``10``). Each intermediate
 node is labelled with the text it came from, so a table of the backward pass
-reads like the seeds' walkthroughs:
+reads like the micrograd and microgpt walkthroughs:
 
 >>> f = evaluate("relu(a*b + d)", {"a": 2.0, "b": -3.0, "d": 10.0})
 >>> f.label, f.data, f._prev[0].label

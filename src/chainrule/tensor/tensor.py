@@ -3,7 +3,7 @@
 The same backward pass as the scalar ``Value``, with arrays. A node records
 its inputs (``_prev``), a *vector-Jacobian product* (``_vjp``) and whatever
 the product needs beyond the inputs' and its own data (``_ctx``). The
-backward pass is the seeds' loop, unchanged::
+backward pass is micrograd's and microgpt's loop, unchanged::
 
     for node in reverse topological order:
         for child, contribution in zip(node._prev, node._vjp(M, node.grad, node)):
@@ -203,7 +203,7 @@ class Tensor(Labelled):
     def backward(self, gradient: Any = None, *, create_graph: bool = False) -> None:
         """Fill ``.grad`` of every tensor this one was computed from.
 
-        The seeds' algorithm: order the graph topologically, seed this
+        The textbook algorithm: order the graph topologically, seed this
         tensor's gradient (ones; ``gradient`` for a non-scalar root), walk
         the order in reverse and let every node add its vector-Jacobian
         product into each input's ``.grad``. Leaves accumulate across calls;
