@@ -54,12 +54,16 @@ from __future__ import annotations
 
 import collections
 import functools
+import threading
+import time
 import warnings
 from collections.abc import Callable, Sequence
 from typing import Any
 
 from ..engine import LEAF, Value, _new
 from ..graph import mode
+from .budget import Budget
+from .keys import Call, NotReplayable, classify, describe, flatten
 
 __all__ = ["CompileWarning", "Compiled", "compile"]
 
@@ -89,8 +93,11 @@ class CompiledValue(Value):
         from ..engine import _as_float
 
         seed = _as_float(gradient, "backward")
+        start = time.perf_counter()
         self._program.backward(self._buffer, self._slot, seed, self._arg_values)
         self.grad = seed
+        if self._program.budget is not None:
+            self._program.budget.backward(time.perf_counter() - start)
 
 
 def _output(value: float, program: Any, slot: int, buffer: Any, args: Sequence[Value]) -> Value:
@@ -104,19 +111,31 @@ def _output(value: float, program: Any, slot: int, buffer: Any, args: Sequence[V
 
 
 class _Entry:
-    __slots__ = ("program", "rebuild", "outputs")
+    __slots__ = ("program", "rebuild", "outputs", "pins", "eager_seconds")
 
     def __init__(
-        self, program: Any, rebuild: Callable[[list[Any]], Any], outputs: list[Any]
+        self,
+        program: Any,
+        rebuild: Callable[[list[Any]], Any],
+        outputs: list[Any],
+        pins: tuple[tuple[int, int], ...],
+        eager_seconds: float,
     ) -> None:
         self.program = program
         self.rebuild = rebuild
         # per output item: ("slot", i), ("arg", i), ("leaf", Value), ("recipe", f), ("as is", x)
         self.outputs = outputs
+        self.pins = pins  # (position among the int arguments, the value it holds for)
+        self.eager_seconds = eager_seconds  # the traced run of fn: an eager call's time
 
 
 class Compiled:
-    """A function wrapped by :func:`compile`: call it as the function."""
+    """A function wrapped by :func:`compile`: call it as the function.
+
+    ``traces``, ``retraces`` (traces because a guard went the other way),
+    ``hits`` (replays) and :meth:`stats` (with the time spent tracing and
+    replaying) say how it went; ``eager_reason`` is set once it runs
+    eagerly for good."""
 
     def __init__(self, fn: Callable[..., Any], max_traces: int = 8) -> None:
         if not callable(fn):
@@ -128,18 +147,38 @@ class Compiled:
         self.max_traces = max_traces
         self.traces = 0  # how many times fn was traced
         self.retraces = 0  # of those, how many because a guard went the other way
+        self.hits = 0  # replays
         self.eager_reason: str | None = None
-        self._cache: collections.OrderedDict[Any, _Entry] = collections.OrderedDict()
+        self.budget = Budget()
+        # key -> the traces kept for it (several when int values pin them), LRU order
+        self._cache: collections.OrderedDict[Any, list[_Entry]] = collections.OrderedDict()
+        self._lock = threading.Lock()  # the cache, the counters and the budget
+        self._last_key: Any = None
 
     def keys(self) -> list[Any]:
         """The keys of the traces kept, least recently used first."""
-        return list(self._cache)
+        with self._lock:
+            return [key for key, entries in self._cache.items() for _ in entries]
+
+    def stats(self) -> dict[str, Any]:
+        """Traces, retraces, hits, and the seconds spent tracing and
+        replaying (forward and backward)."""
+        with self._lock:
+            return {
+                "traces": self.traces,
+                "retraces": self.retraces,
+                "hits": self.hits,
+                "trace_seconds": self.budget.trace_seconds,
+                "replay_seconds": self.budget.replay_seconds,
+                "eager": self.eager_reason,
+            }
 
     def memory(self) -> dict[str, int]:
         """Nodes and bytes of the most recent trace's captured graph."""
-        if not self._cache:
-            return {"nodes": 0, "bytes": 0}
-        program = next(reversed(self._cache.values())).program
+        with self._lock:
+            if not self._cache:
+                return {"nodes": 0, "bytes": 0}
+            program = next(reversed(self._cache.values()))[-1].program
         return {"nodes": program.n, "bytes": program.nbytes()}
 
     def __call__(self, *args: Any) -> Any:
@@ -152,47 +191,90 @@ class Compiled:
                 "chainrule.compile replays graphs with NumPy: pip install numpy"
             ) from None
 
-        from .capture import flatten
-
-        items, rebuild_args = flatten(list(args))
+        items, rebuild_args, shape = flatten(list(args))
         try:
-            key, arg_values, arg_floats = _key(items)
-        except _Eager as e:
+            call = classify(items, shape)
+        except NotReplayable as e:
             return self._eager(str(e), args)
-        entry = self._cache.get(key)
-        if entry is not None:
-            self._cache.move_to_end(key)
-            buffer = entry.program.forward(arg_values, arg_floats)
+        while True:
+            with self._lock:
+                entry = self._lookup(call)
+            if entry is None:
+                break
+            start = time.perf_counter()
+            buffer = entry.program.forward(call.values, call.floats)
             if buffer is not None:
-                return _outputs(entry, buffer, arg_values, arg_floats)
-            self.retraces += 1
-            del self._cache[key]
-        return self._trace(key, items, rebuild_args, arg_values, arg_floats)
+                out = _outputs(entry, buffer, call.values, call.floats)
+                with self._lock:
+                    self.hits += 1
+                    self.budget.replayed(time.perf_counter() - start, entry.eager_seconds)
+                return out
+            with self._lock:  # a guard went the other way: this trace no longer holds
+                self.retraces += 1
+                self._drop(call.key, entry)
+        with self._lock:
+            refused = self.budget.refuse()
+            if refused is None:
+                self.traces += 1
+            elif self._last_key is not None:
+                refused += f" ({describe(self._last_key, call.key)})"
+            self._last_key = call.key
+        if refused is not None:
+            return self._eager(
+                f"{refused}; the arguments give a new graph on most calls: pass what changes "
+                "as floats or Values (inputs), or call the function without chainrule.compile",
+                rebuild_args(items),
+            )
+        return self._trace(call, items, rebuild_args)
 
-    def _trace(
-        self,
-        key: Any,
-        items: list[Any],
-        rebuild_args: Callable[[list[Any]], Any],
-        arg_values: list[Value],
-        arg_floats: list[Any],
-    ) -> Any:
+    def _lookup(self, call: Call) -> _Entry | None:
+        """The kept trace for this call (under the lock)."""
+        entries = self._cache.get(call.key)
+        if not entries:
+            return None
+        ints = call.ints
+        for entry in entries:
+            if all(ints[i] == v for i, v in entry.pins):
+                self._cache.move_to_end(call.key)
+                return entry
+        return None
+
+    def _drop(self, key: Any, entry: _Entry) -> None:
+        entries = self._cache.get(key)
+        if entries is not None and entry in entries:
+            entries.remove(entry)
+            if not entries:
+                del self._cache[key]
+
+    def _keep(self, key: Any, entry: _Entry) -> None:
+        self._cache.setdefault(key, []).append(entry)
+        self._cache.move_to_end(key)
+        kept = sum(len(e) for e in self._cache.values())
+        while kept > self.max_traces:
+            oldest = next(iter(self._cache))
+            self._cache[oldest].pop(0)
+            if not self._cache[oldest]:
+                del self._cache[oldest]
+            kept -= 1
+
+    def _trace(self, call: Call, items: list[Any], rebuild_args: Callable[[list[Any]], Any]) -> Any:
         from . import capture as P
         from .reads import Record, plain_floats, traced
         from .trace import Unsupported, run_traced
 
+        start = time.perf_counter()
         record = Record()
         fed = []
         k = 0
-        for x in items:
-            if type(x) is float:
-                fed.append(traced(x, ("arg", k)))
+        for x, part in zip(items, call.key[1:]):
+            if part is float:
+                fed.append(traced(call.floats[k], ("arg", k)))
                 k += 1
             else:
                 fed.append(x)
-        self.traces += 1
-        out, created = run_traced(self.fn, tuple(rebuild_args(fed)), record)
-        out_items, rebuild = P.flatten(out)
+        out, created, run_seconds = run_traced(self.fn, tuple(rebuild_args(fed)), record)
+        out_items, rebuild, _ = flatten(out)
+        arg_values = call.values
         try:
             if record.problems:
                 raise Unsupported(record.problems[0])
@@ -218,55 +300,31 @@ class Compiled:
             else:
                 outputs.append(("as is", x))
         program.node_slot = {}  # the traced graph can be freed
-        entry = _Entry(program, rebuild, outputs)
-        self._cache[key] = entry
-        while len(self._cache) > self.max_traces:
-            self._cache.popitem(last=False)
-        buffer = program.forward(arg_values, arg_floats)
+        program.budget = self.budget
+        entry = _Entry(program, rebuild, outputs, (), run_seconds)
+        buffer = program.forward(arg_values, call.floats)
         if buffer is None:  # a guard that cannot hold even on the traced values
-            del self._cache[key]
             return self._eager(
                 "a guard does not hold on the values it was traced with", rebuild_args(items)
             )
-        return _outputs(entry, buffer, arg_values, arg_floats)
+        result = _outputs(entry, buffer, arg_values, call.floats)
+        with self._lock:
+            self._keep(call.key, entry)
+            self.budget.traced(time.perf_counter() - start, run_seconds)
+        return result
 
     def _eager(self, reason: str, args: Any) -> Any:
         """From now on, run ``fn`` as it is (and now, with ``args``)."""
-        self.eager_reason = reason
-        name = getattr(self.fn, "__qualname__", repr(self.fn))
-        warnings.warn(
-            f"chainrule.compile: {name} runs eagerly: {reason}", CompileWarning, stacklevel=4
-        )
-        self._cache.clear()
+        with self._lock:
+            first = self.eager_reason is None
+            self.eager_reason = reason
+            self._cache.clear()
+        if first:
+            name = getattr(self.fn, "__qualname__", repr(self.fn))
+            warnings.warn(
+                f"chainrule.compile: {name} runs eagerly: {reason}", CompileWarning, stacklevel=4
+            )
         return None if args is None else self.fn(*args)
-
-
-class _Eager(Exception):
-    pass
-
-
-def _key(items: list[Any]) -> tuple[Any, list[Value], list[Any]]:
-    key: list[Any] = []
-    values: list[Value] = []
-    floats: list[Any] = []
-    for x in items:
-        t = type(x)
-        if t is float:
-            key.append(float)
-            floats.append(x)
-        elif isinstance(x, Value):
-            if x._a is not None:
-                raise _Eager(
-                    "an argument is a Value computed by other operations; pass leaves "
-                    "(parameters, inputs) and build the rest inside the function"
-                )
-            key.append(Value)
-            values.append(x)
-        elif t in (int, bool, str, bytes) or x is None:
-            key.append((t, x))
-        else:
-            key.append((t, id(x)))
-    return tuple(key), values, floats
 
 
 def _outputs(entry: _Entry, buffer: Any, arg_values: list[Value], arg_floats: list[Any]) -> Any:

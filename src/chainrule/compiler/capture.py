@@ -467,24 +467,3 @@ def _group(
         scatter if unique else inverse.ravel().astype(np.intp),
         targets,
     )
-
-
-def flatten(tree: Any) -> tuple[list[Any], Callable[[list[Any]], Any]]:
-    """The items of a nest of tuples, lists and dicts, and the function
-    that rebuilds the nest from new items."""
-    items: list[Any] = []
-
-    def walk(x: Any) -> Callable[[Any], Any]:
-        if isinstance(x, (tuple, list)):
-            parts = [walk(y) for y in x]
-            kind = type(x)
-            return lambda it: kind(p(it) for p in parts)
-        if isinstance(x, dict):
-            keys = list(x)
-            parts = [walk(x[k]) for k in keys]
-            return lambda it: {k: p(it) for k, p in zip(keys, parts)}
-        items.append(x)
-        return lambda it: next(it)
-
-    rebuild = walk(tree)
-    return items, lambda new: rebuild(iter(new))

@@ -104,6 +104,7 @@ class Program:
         self.inputs_of: list[tuple[int, ...]] = []  # per slot: its input slots (gradient-carrying)
         self.outputs: list[int] = []
         self._backward_plans: dict[int, Any] = {}
+        self.budget: Any = None  # the compiled function's account, for replay times
 
     # -- forward ------------------------------------------------------------
 

@@ -27,6 +27,7 @@ import builtins
 import linecache
 import operator
 import sys
+import threading
 from collections.abc import Callable
 from types import CodeType, FrameType
 from typing import Any
@@ -63,8 +64,17 @@ class Record:
         self.leaf_recipes: dict[Any, Recipe] = {}
 
 
-#: The record of the trace running on this interpreter, if any (set by trace).
-current: list[Record] = []
+_tracing = threading.local()
+
+
+def current() -> Record | None:
+    """The record of the trace that this thread runs, if any: another
+    thread's comparisons never enter it."""
+    return getattr(_tracing, "record", None)
+
+
+def set_current(record: Record | None) -> None:
+    _tracing.record = record
 
 
 def recipe_of(x: Any) -> Any:
@@ -79,8 +89,9 @@ def where(depth: int = 2) -> str:
 
 
 def _guard(f: Callable[..., Any], a: Any, b: Any, result: Any) -> Any:
-    if current and (type(a) is TracedFloat or type(b) is TracedFloat):
-        current[-1].guards.append((f, recipe_of(a), recipe_of(b), result))
+    record = current()
+    if record is not None and (type(a) is TracedFloat or type(b) is TracedFloat):
+        record.guards.append((f, recipe_of(a), recipe_of(b), result))
     return result
 
 
@@ -164,8 +175,21 @@ def _whole(f: Callable[[float], Any]) -> Callable[[TracedFloat], Any]:
     return method
 
 
-for _name in ("int", "float", "round", "trunc", "floor", "ceil", "format", "str", "hash", "bool"):
+for _name in ("int", "float", "round", "trunc", "floor", "ceil", "format", "str", "hash"):
     setattr(TracedFloat, f"__{_name}__", _whole(getattr(float, f"__{_name}__")))
+
+
+def nonzero(a: float, b: float) -> bool:
+    """``bool(a)`` for a float (``b`` is 0.0): nan is true."""
+    return a != b
+
+
+def _truth(self: TracedFloat) -> bool:
+    """``if x:``: replayed while ``x`` stays zero, or stays nonzero."""
+    return bool(_guard(nonzero, self, 0.0, float.__float__(self) != 0.0))
+
+
+TracedFloat.__bool__ = _truth  # type: ignore[method-assign,assignment]
 
 
 # --------------------------------------------------------------------------
@@ -249,9 +273,9 @@ def _compare(f: Callable[[Any, Any], bool], reduces: Any) -> Callable[..., Any]:
         if not isinstance(other, (int, float)):
             return NotImplemented
         result = f(float.__float__(self), plain(other))
-        if not current:
+        record = current()
+        if record is None:
             return result
-        record = current[-1]
         frame = sys._getframe(1)
         if reduces is not None and _called_builtin(frame) is reduces:
             _reduce_step(

@@ -27,6 +27,7 @@ from __future__ import annotations
 import operator
 import sys
 import threading
+import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
@@ -97,7 +98,7 @@ def watching(record: Record, created: list[Value]) -> Iterator[None]:
                 record.leaf_recipes[self] = data.recipe
 
     def keep_read(x: object, op: str) -> float:
-        if type(x) is TracedFloat:
+        if type(x) is TracedFloat and threading.get_ident() == me:
             record.consumed[id(x)] = (x, reads.where())
             return x
         return as_float(x, op)
@@ -121,7 +122,7 @@ def watching(record: Record, created: list[Value]) -> Iterator[None]:
 
     def guarded_truediv(self: Value, other: Any) -> Value:
         # the engine picks micrograd's a * b**-1 or one true division by the values
-        if isinstance(other, (Value, int, float)):
+        if threading.get_ident() == me and isinstance(other, (Value, int, float)):
             b = get(other) if isinstance(other, Value) else float(reads.plain(other))
             record.guards.append(
                 (
@@ -134,7 +135,7 @@ def watching(record: Record, created: list[Value]) -> Iterator[None]:
         return truediv(self, other)
 
     def guarded_rtruediv(self: Value, other: Any) -> Value:
-        if isinstance(other, (int, float)):
+        if threading.get_ident() == me and isinstance(other, (int, float)):
             record.guards.append(
                 (
                     engine._reciprocal_is_exact,
@@ -157,11 +158,11 @@ def watching(record: Record, created: list[Value]) -> Iterator[None]:
     Value.__float__ = lambda self: reads.guard_whole(user_read(self))  # type: ignore[method-assign]
     Value.__format__ = lambda self, spec: format(user_read(self), spec)  # type: ignore[method-assign]
     engine._as_float = keep_read
-    reads.current.append(record)
+    reads.set_current(record)
     try:
         yield
     finally:
-        reads.current.pop()
+        reads.set_current(None)
         engine._as_float = as_float
         for name, attr in saved.items():
             setattr(Value, name, attr)
@@ -172,9 +173,12 @@ def watching(record: Record, created: list[Value]) -> Iterator[None]:
 
 def run_traced(
     fn: Callable[..., Any], args: tuple[Any, ...], record: Record
-) -> tuple[Any, list[Value]]:
-    """``fn(*args)`` under watch: its result and the Values it made."""
+) -> tuple[Any, list[Value], float]:
+    """``fn(*args)`` under watch: its result, the Values it made and the
+    seconds it ran (without waiting for another thread's trace)."""
     created: list[Value] = []
     with _lock, watching(record, created):
+        start = time.perf_counter()
         out = fn(*args)
-    return out, created
+        seconds = time.perf_counter() - start
+    return out, created, seconds

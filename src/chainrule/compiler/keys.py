@@ -1,0 +1,154 @@
+"""The cache key of a call: what about the arguments may change the graph.
+
+The arguments are flattened (tuples, lists and dicts: their lengths and
+keys are part of the key) and every item is one of:
+
+* an **input**, read at every replay and never part of the key: a float
+  (NumPy's ``float64`` scalars, which are floats, included) or a leaf
+  Value;
+* an **int** (NumPy integers and bools excluded): only its type is in the
+  key; its value is recorded while tracing, see
+  :mod:`chainrule.compiler.symbolic`, and the programs traced for one key
+  say which int values they hold for;
+* a **value** in the key: bools, strings, bytes, None, NumPy scalars of
+  another kind (``float32``, integers, ``bool_``) and 0-d or small arrays,
+  by their type and value (their bytes, so ``nan`` equals ``nan`` and
+  ``-0.0`` differs from ``0.0``);
+* anything else, by its **identity**: the key holds the object itself, so
+  its ``id()`` cannot be reused by another object while the trace is kept.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..engine import Value
+
+#: NumPy arrays up to this many bytes are keyed by their contents; larger
+#: ones by identity.
+ARRAY_KEY_BYTES = 1 << 16
+
+
+class NotReplayable(Exception):
+    """An argument that compile cannot key (the message says which)."""
+
+
+class Identity:
+    """A key part that compares by identity and keeps its object alive."""
+
+    __slots__ = ("obj",)
+
+    def __init__(self, obj: Any) -> None:
+        self.obj = obj
+
+    def __hash__(self) -> int:
+        return id(self.obj)
+
+    def __eq__(self, other: object) -> bool:
+        return type(other) is Identity and other.obj is self.obj
+
+    def __repr__(self) -> str:
+        return f"{type(self.obj).__name__} object"
+
+
+@dataclass
+class Call:
+    """One call's arguments, sorted: the key and the inputs of a replay."""
+
+    key: tuple[Any, ...]
+    values: list[Value] = field(default_factory=list)  # leaf Values among the arguments
+    floats: list[float] = field(default_factory=list)  # float inputs, in order
+    ints: list[int] = field(default_factory=list)  # ints, in order
+
+
+def classify(items: list[Any], shape: Any = None) -> Call:
+    """The key of a call whose flattened arguments are ``items``, nested as
+    ``shape`` says (see :func:`flatten`)."""
+    key: list[Any] = [shape]
+    call = Call(())
+    numpy = sys.modules.get("numpy")
+    for x in items:
+        t = type(x)
+        if t is float:
+            key.append(float)
+            call.floats.append(x)
+        elif t is int:
+            key.append((int, x))
+            call.ints.append(x)
+        elif t is bool or t is str or t is bytes or x is None:
+            key.append((t, x))
+        elif isinstance(x, Value):
+            if x._a is not None:
+                raise NotReplayable(
+                    "an argument is a Value computed by other operations; pass leaves "
+                    "(parameters, inputs) and build the rest inside the function"
+                )
+            key.append(Value)
+            call.values.append(x)
+        elif numpy is not None and isinstance(x, (numpy.generic, numpy.ndarray)):
+            if t is numpy.float64:
+                key.append(float)
+                call.floats.append(float(x))
+            else:
+                key.append(_numpy_key(x, numpy))
+        else:
+            key.append((t, Identity(x)))
+    call.key = tuple(key)
+    return call
+
+
+def flatten(tree: Any) -> tuple[list[Any], Callable[[list[Any]], Any], Any]:
+    """The items of a nest of tuples, lists and dicts, the function that
+    rebuilds the nest from new items, and the nest's shape (types, lengths,
+    dict keys) as a hashable value."""
+    items: list[Any] = []
+
+    def walk(x: Any) -> tuple[Callable[[Any], Any], Any]:
+        if isinstance(x, (tuple, list)):
+            parts = [walk(y) for y in x]
+            kind = type(x)
+            makers = [p for p, _ in parts]
+            return (lambda it: kind(p(it) for p in makers)), (kind, tuple(s for _, s in parts))
+        if isinstance(x, dict):
+            keys = list(x)
+            parts = [walk(x[k]) for k in keys]
+            makers = [p for p, _ in parts]
+            shape = (dict, tuple(keys), tuple(s for _, s in parts))
+            return (lambda it: {k: p(it) for k, p in zip(keys, makers)}), shape
+        items.append(x)
+        return (lambda it: next(it)), None
+
+    rebuild, shape = walk(tree)
+    return items, lambda new: rebuild(iter(new)), shape
+
+
+def _numpy_key(x: Any, numpy: Any) -> Any:
+    if isinstance(x, numpy.ndarray) and x.nbytes > ARRAY_KEY_BYTES:
+        return (type(x), Identity(x))
+    if x.dtype.hasobject:
+        return (type(x), Identity(x))
+    return (type(x), x.dtype.str, x.shape, x.tobytes())
+
+
+def describe(a: tuple[Any, ...], b: tuple[Any, ...]) -> str:
+    """What differs between two keys, in words (for the fallback warning)."""
+    if a[0] != b[0] or len(a) != len(b):
+        return "the arguments' lengths or dict keys change"
+    for x, y in zip(a[1:], b[1:]):
+        if x != y:
+            return f"an argument changes from {_show(x)} to {_show(y)}"
+    return "a value read from .data decides the graph (a guard went the other way)"
+
+
+def _show(part: Any) -> str:
+    if not isinstance(part, tuple):
+        return getattr(part, "__name__", repr(part))
+    name = getattr(part[0], "__name__", repr(part[0]))
+    if len(part) == 2 and isinstance(part[1], Identity):
+        return f"one {name} object to another"
+    if len(part) == 2:
+        return f"{name} {part[1]!r:.40}"
+    return f"a {name} to another"
