@@ -2,7 +2,7 @@
 
 >>> from chainrule.bench import WORKLOADS
 >>> [w.name for w in WORKLOADS]
-['moons-step', 'backward-only', 'deep-chain', 'gpt-step', 'gpt-name-step', 'memory', 'gpt-sizes']
+['moons-step', 'backward-only', 'deep-chain', 'gpt-step', 'gpt-name-step', 'gpt-names', 'memory', 'gpt-sizes']
 """
 
 from __future__ import annotations
@@ -10,6 +10,7 @@ from __future__ import annotations
 from .batched_gpt import GPT_SIZES, GPT_STEP
 from .chain import DEEP_CHAIN
 from .gpt import GPT_NAME_STEP
+from .gpt_loop import GPT_NAMES
 from .harness import (
     FULL,
     FULL_SETTINGS,
@@ -37,6 +38,7 @@ WORKLOADS: tuple[Workload, ...] = (
     DEEP_CHAIN,
     GPT_STEP,
     GPT_NAME_STEP,
+    GPT_NAMES,
     MEMORY,
     GPT_SIZES,
 )

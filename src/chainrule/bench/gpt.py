@@ -112,7 +112,8 @@ class CompatOps:
 
     @classmethod
     def cross_entropy(cls, logits: Sequence[Any], target: int) -> Any:
-        return -cls.softmax(logits)[target].log()
+        probs = cls.softmax(logits)  # as microgpt: the target picks one probability
+        return -probs[target].log()
 
     @staticmethod
     def mean(xs: Sequence[Any]) -> Any:
@@ -322,8 +323,9 @@ def _compiled(sizes: Sizes) -> GPTStep:
 
 GPT_NAME_STEP = Workload(
     "gpt-name-step",
-    "the same step on one name: microgpt-style user code on microgpt's own engine and "
-    "on chainrule's Value, against chainrule's fused ops",
+    "the same step on one name, the same every step (the one-input case; gpt-names is the "
+    "real loop): microgpt-style user code on microgpt's own engine and on chainrule's Value, "
+    "against chainrule's fused ops",
     baseline="microgpt",
     engines=(
         Engine("microgpt", built(steps(CompatOps, compat_adam, False, value=literal_value))),

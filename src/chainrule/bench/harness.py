@@ -65,6 +65,8 @@ class Sizes:
     )
     gpt_sweep_cap: int | None = None
     gpt_sweep_threads: int = 2  # for both sides
+    loop_names: int = 300  # gpt-names: consecutive names of the shipped list ...
+    loop_start: int = 0  # ... from this one
 
 
 FULL = Sizes()
@@ -75,6 +77,7 @@ TINY = Sizes(
     gpt_name="ab",
     gpt_batch=2,
     gpt_sweep_cap=3,
+    loop_names=3,
 )
 
 
@@ -111,6 +114,9 @@ class Workload:
     # Round-robin: every engine's n-th run before any (n+1)-th, so a noisy
     # machine's slow spells fall on all engines alike (for paired engines).
     interleave: bool = False
+    # A long workload (a whole training loop per run): at most this many
+    # timed runs and no warm-up, whatever the settings say.
+    runs: int | None = None
 
 
 @dataclass(frozen=True)
@@ -159,8 +165,11 @@ def measure_together(
         except Exception as error:  # an engine that cannot be built here
             result.note = type(error).__name__
     timed = workload.unit == "s"
+    warmup, repeat = settings.warmup, settings.repeat
+    if workload.runs is not None:
+        warmup, repeat = 0, min(repeat, workload.runs)
     gc.collect()
-    for i in range(settings.warmup + settings.repeat):
+    for i in range(warmup + repeat):
         for result, arm in arms:
             if result.note:
                 continue
@@ -176,7 +185,7 @@ def measure_together(
                 del error
                 gc.collect()
                 continue
-            if i >= settings.warmup:
+            if i >= warmup:
                 result.samples.append(elapsed if timed else float(out))
             del out
     del arms
@@ -344,6 +353,7 @@ def to_json(
             "settings": settings.label,
             "warmup": settings.warmup,
             "repetitions": settings.repeat,
+            "runs": {w.name: min(settings.repeat, w.runs) for w in workloads if w.runs},
             "statistic": "median",
             "python": f"{platform.python_implementation()} {sys.version.split()[0]}",
             "machine": f"{platform.system()} {platform.machine()}",
