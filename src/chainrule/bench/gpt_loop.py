@@ -25,8 +25,8 @@ from importlib import resources
 from typing import Any
 
 from .. import Value, compiler, optim
-from .gpt import BETAS, EPS, GPT, LEARNING_RATE, CompatOps, compat_adam, encode, initial_weights
 from ..transformer import GPTConfig
+from .gpt import BETAS, EPS, GPT, LEARNING_RATE, CompatOps, compat_adam, encode, initial_weights
 from .harness import Arm, Engine, Sizes, Workload
 from .microgpt import literal_value
 
