@@ -23,6 +23,17 @@ from chainrule import Primitive, Value, add_n, dot, fused, primitives
 from chainrule.compiler import CompileWarning, rules
 from conftest import close
 
+
+@pytest.fixture(autouse=True)
+def tracing_always_pays(monkeypatch: pytest.MonkeyPatch) -> None:
+    """No eager fallback on the clock (chainrule.compiler.budget): these
+    tests count traces, which a busy machine must not change."""
+    from chainrule.compiler import budget
+
+    monkeypatch.setattr(budget, "ALLOWANCE", float("inf"))
+    monkeypatch.setattr(budget, "MOSTLY", budget.WINDOW + 1)
+
+
 # --------------------------------------------------------------------------
 # The rules on arrays are the table's, bit for bit
 # --------------------------------------------------------------------------
@@ -331,10 +342,17 @@ def test_reads_of_data_never_go_stale(
         check(f, xs, compiled)
 
 
-def test_ints_are_part_of_the_key() -> None:
+def test_an_int_that_picks_a_list_entry_is_one_trace() -> None:
     table = [Value(1.0), Value(10.0), Value(100.0)]
     compiled = chainrule.compile(lambda i: table[i] * 2.0)
-    assert [compiled(i).data for i in (0, 1, 2, 1)] == [2.0, 20.0, 200.0, 20.0]
+    assert [compiled(i).data for i in (0, 1, 2, 1, -1)] == [2.0, 20.0, 200.0, 20.0, 200.0]
+    assert compiled.traces == 1
+
+
+def test_an_int_that_shapes_the_graph_traces_per_value() -> None:
+    w = Value(1.5)
+    compiled = chainrule.compile(lambda n: sum(w * k for k in range(n)))
+    assert [compiled(n).data for n in (2, 3, 2, 4)] == [1.5, 4.5, 1.5, 9.0]
     assert compiled.traces == 3
 
 

@@ -57,7 +57,7 @@ import functools
 import threading
 import time
 import warnings
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from typing import Any
 
 from ..engine import LEAF, Value, _new
@@ -76,11 +76,11 @@ class CompiledValue(Value):
     """An output of a replay: a Value whose ``backward()`` runs the
     captured graph backward."""
 
-    __slots__ = ("_program", "_slot", "_buffer", "_arg_values")
+    __slots__ = ("_program", "_slot", "_buffer", "_call")
     _program: Any
     _slot: int
     _buffer: Any
-    _arg_values: Sequence[Value]
+    _call: Call
 
     def backward(self, gradient: Any = 1.0, *, create_graph: bool = False) -> None:
         """Add d self / d leaf into every leaf's ``.grad``, as
@@ -94,38 +94,38 @@ class CompiledValue(Value):
 
         seed = _as_float(gradient, "backward")
         start = time.perf_counter()
-        self._program.backward(self._buffer, self._slot, seed, self._arg_values)
+        self._program.backward(self._buffer, self._slot, seed, self._call)
         self.grad = seed
         if self._program.budget is not None:
             self._program.budget.backward(time.perf_counter() - start)
 
 
-def _output(value: float, program: Any, slot: int, buffer: Any, args: Sequence[Value]) -> Value:
+def _output(value: float, program: Any, slot: int, buffer: Any, call: Call) -> Value:
     v = _new(CompiledValue)
     v.data = value
     v.grad = 0.0
     v._a = v._b = v._da = v._db = None
     v._fn = LEAF
-    v._program, v._slot, v._buffer, v._arg_values = program, slot, buffer, args
+    v._program, v._slot, v._buffer, v._call = program, slot, buffer, call
     return v
 
 
 class _Entry:
-    __slots__ = ("program", "rebuild", "outputs", "pins", "eager_seconds")
+    __slots__ = ("program", "rebuild", "outputs", "holds", "eager_seconds")
 
     def __init__(
         self,
         program: Any,
         rebuild: Callable[[list[Any]], Any],
         outputs: list[Any],
-        pins: tuple[tuple[int, int], ...],
+        holds: Callable[[list[int]], bool],
         eager_seconds: float,
     ) -> None:
         self.program = program
         self.rebuild = rebuild
         # per output item: ("slot", i), ("arg", i), ("leaf", Value), ("recipe", f), ("as is", x)
         self.outputs = outputs
-        self.pins = pins  # (position among the int arguments, the value it holds for)
+        self.holds = holds  # whether a call's int arguments are ones this trace holds for
         self.eager_seconds = eager_seconds  # the traced run of fn: an eager call's time
 
 
@@ -154,6 +154,9 @@ class Compiled:
         self._cache: collections.OrderedDict[Any, list[_Entry]] = collections.OrderedDict()
         self._lock = threading.Lock()  # the cache, the counters and the budget
         self._last_key: Any = None
+        # ints as symbolic.SymInt while tracing; False once a traced run with
+        # them raised where a plain run did not: ints then key by value
+        self.symbolic_ints = True
 
     def keys(self) -> list[Any]:
         """The keys of the traces kept, least recently used first."""
@@ -193,7 +196,7 @@ class Compiled:
 
         items, rebuild_args, shape = flatten(list(args))
         try:
-            call = classify(items, shape)
+            call = classify(items, shape, self.symbolic_ints)
         except NotReplayable as e:
             return self._eager(str(e), args)
         while True:
@@ -202,9 +205,9 @@ class Compiled:
             if entry is None:
                 break
             start = time.perf_counter()
-            buffer = entry.program.forward(call.values, call.floats)
+            buffer = entry.program.forward(call)
             if buffer is not None:
-                out = _outputs(entry, buffer, call.values, call.floats)
+                out = _outputs(entry, buffer, call)
                 with self._lock:
                     self.hits += 1
                     self.budget.replayed(time.perf_counter() - start, entry.eager_seconds)
@@ -234,7 +237,7 @@ class Compiled:
             return None
         ints = call.ints
         for entry in entries:
-            if all(ints[i] == v for i, v in entry.pins):
+            if entry.holds(ints):
                 self._cache.move_to_end(call.key)
                 return entry
         return None
@@ -260,19 +263,33 @@ class Compiled:
     def _trace(self, call: Call, items: list[Any], rebuild_args: Callable[[list[Any]], Any]) -> Any:
         from . import capture as P
         from .reads import Record, plain_floats, traced
+        from .symbolic import SymInt, int_checker
         from .trace import Unsupported, run_traced
 
         start = time.perf_counter()
         record = Record()
-        fed = []
-        k = 0
+        fed: list[Any] = []
+        floats = iter(range(len(call.floats)))
+        ints = iter(range(len(call.ints)))
         for x, part in zip(items, call.key[1:]):
             if part is float:
+                k = next(floats)
                 fed.append(traced(call.floats[k], ("arg", k)))
-                k += 1
+            elif part is int:
+                k = next(ints)
+                fed.append(SymInt(call.ints[k], ("int", k), record))
             else:
                 fed.append(x)
-        out, created, run_seconds = run_traced(self.fn, tuple(rebuild_args(fed)), record)
+        symbolic = any(part is int for part in call.key[1:])
+        try:
+            out, created, run_seconds = run_traced(self.fn, tuple(rebuild_args(fed)), record)
+        except Exception:
+            if not symbolic:
+                raise  # fn's own error
+            # fn raised with symbolic ints: as plain ints it may not (type(i) is int)
+            result = self.fn(*rebuild_args(items))
+            self.symbolic_ints = False
+            return result
         out_items, rebuild, _ = flatten(out)
         arg_values = call.values
         try:
@@ -283,6 +300,8 @@ class Compiled:
             program = P.build(values, created, positions, record)
         except Unsupported as e:
             self._eager(str(e), None)
+            if record.gathers:  # its graph reads aliases: run fn as written
+                return self.fn(*rebuild_args(items))
             plain_floats([x for x in out_items if isinstance(x, Value)])
             return out  # the trace ran fn eagerly: its result is this call's
         outputs: list[Any] = []
@@ -291,7 +310,7 @@ class Compiled:
             if isinstance(x, Value):
                 if x in positions:
                     outputs.append(("arg", positions[x]))
-                elif x._a is None and x not in made:
+                elif x._a is None and x not in made and x not in record.aliases:
                     outputs.append(("leaf", x))
                 else:
                     outputs.append(("slot", program.node_slot[x]))
@@ -301,13 +320,13 @@ class Compiled:
                 outputs.append(("as is", x))
         program.node_slot = {}  # the traced graph can be freed
         program.budget = self.budget
-        entry = _Entry(program, rebuild, outputs, (), run_seconds)
-        buffer = program.forward(arg_values, call.floats)
+        entry = _Entry(program, rebuild, outputs, int_checker(record.int_guards), run_seconds)
+        buffer = program.forward(call)
         if buffer is None:  # a guard that cannot hold even on the traced values
             return self._eager(
                 "a guard does not hold on the values it was traced with", rebuild_args(items)
             )
-        result = _outputs(entry, buffer, arg_values, call.floats)
+        result = _outputs(entry, buffer, call)
         with self._lock:
             self._keep(call.key, entry)
             self.budget.traced(time.perf_counter() - start, run_seconds)
@@ -327,16 +346,16 @@ class Compiled:
         return None if args is None else self.fn(*args)
 
 
-def _outputs(entry: _Entry, buffer: Any, arg_values: list[Value], arg_floats: list[Any]) -> Any:
+def _outputs(entry: _Entry, buffer: Any, call: Call) -> Any:
     new = []
     program = entry.program
     for kind, x in entry.outputs:
         if kind == "slot":
-            new.append(_output(buffer.item(x), program, x, buffer, arg_values))
+            new.append(_output(buffer.item(x), program, x, buffer, call))
         elif kind == "recipe":
-            new.append(x(buffer, arg_floats))
+            new.append(x(buffer, call))
         elif kind == "arg":
-            new.append(arg_values[x])
+            new.append(call.values[x])
         else:
             new.append(x)
     return entry.rebuild(new)

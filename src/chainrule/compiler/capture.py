@@ -10,7 +10,7 @@ become one running sum on the way. After this the Values can be freed.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -18,7 +18,7 @@ import numpy as np
 from ..engine import CLOSURE, Value, _constant, topological_order
 from ..primitives import ADD, ADD_CONST, SUM_TERMS, Primitive
 from . import reads, rules
-from .program import SMALL_GROUP, Group, Program, RecipeStep, is_recipe
+from .program import SMALL_GROUP, GatherStep, Group, Program, RecipeStep, is_recipe
 from .reads import Record, TracedFloat
 from .trace import Unsupported
 
@@ -98,6 +98,12 @@ def build(
 
     for out in outputs:
         include(out)
+    for gather in record.gathers:  # every entry a gather may pick, and its aliases
+        for entry in gather.candidates:
+            for v in entry if gather.row else (entry,):
+                include(v)
+        for alias in gather.aliases:
+            include(alias)
     pinned_whole = set()  # recipes whose exact value a guard checks
     for f, a, b, _ in record.guards:
         if f is reads.same:
@@ -207,7 +213,7 @@ def _lay_out(
         kind = r[0]
         if kind == "node":
             return levels[tmp_of[r[1]]]
-        if kind == "arg":
+        if kind in ("arg", "int"):
             return 0
         if kind == "op":
             return max((recipe_level(x) for x in r[2:]), default=0)
@@ -222,7 +228,17 @@ def _lay_out(
             return recipe_ids[key][0]
         return new(0, float(x), ("const",))
 
+    gather_level: dict[int, int] = {}
     for v in _placement_order(leaves, order, record, merged):
+        if v in record.aliases:  # a gather's pick: after everything it may pick
+            g, j = record.aliases[v]
+            if g not in gather_level:
+                gather = record.gathers[g]
+                entries = [x for e in gather.candidates for x in (e if gather.row else (e,))]
+                gather_level[g] = 1 + max(levels[tmp_of[x]] for x in entries)
+            picks = tuple(tmp_of[x] for x in _picks(record, v))
+            tmp_of[v] = new(gather_level[g], v.data, ("alias", g, j), picks)
+            continue
         if v in record.leaf_recipes:
             r = record.leaf_recipes[v]
             tmp_of[v] = new(recipe_level(r) + 1, v.data, ("recipe", r))
@@ -273,14 +289,14 @@ def _lay_out(
     _compile_guards(prog, record.guards)
 
     # Steps, level by level.
-    by_level: dict[int, list[Group | RecipeStep]] = {}
+    by_level: dict[int, list[Group | RecipeStep | GatherStep]] = {}
     t_i = 0
     while t_i < len(ranked):
         t = ranked[t_i]
         key = group_key(t)
         lv = levels[t]
         kind = kind_of[t]
-        if kind[0] in ("leaf", "const"):
+        if kind[0] in ("leaf", "const", "alias"):
             t_i += 1
             continue
         if kind[0] == "recipe":
@@ -295,31 +311,37 @@ def _lay_out(
         members = ranked[t_i:t_end]
         by_level.setdefault(lv, []).append(_group(kind[1], members, slot_of, inputs_of, kind_of))
         t_i = t_end
+    for g, lv in gather_level.items():
+        by_level.setdefault(lv, []).append(_gather_step(record, g, tmp_of, slot_of))
     prog.steps = [by_level[lv] for lv in sorted(by_level)]
     prog.forward_steps = [step for level in prog.steps for step in level]
     return prog
 
 
-def recipe_function(prog: Program, r: Any) -> Callable[[np.ndarray, Sequence[Any]], Any]:
-    """A recipe as a function of the value buffer and the float arguments."""
+def recipe_function(prog: Program, r: Any) -> Callable[[np.ndarray, Any], Any]:
+    """A recipe as a function of the value buffer and the call (its float
+    and int arguments: :class:`chainrule.compiler.keys.Call`)."""
     if not is_recipe(r):
-        return lambda val, args: r
+        return lambda val, call: r
     kind = r[0]
     if kind == "node":
         s = prog.node_slot[r[1]]
-        return lambda val, args: val.item(s)
+        return lambda val, call: val.item(s)
     if kind == "arg":
         pos = r[1]
-        return lambda val, args: args[pos]
+        return lambda val, call: call.floats[pos]
+    if kind == "int":
+        pos = r[1]
+        return lambda val, call: call.ints[pos]
     f = r[1]
     if kind == "op":
         parts = [recipe_function(prog, x) for x in r[2:]]
-        return lambda val, args: f(*(p(val, args) for p in parts))
+        return lambda val, call: f(*(p(val, call) for p in parts))
     if all(is_recipe(x) and x[0] == "node" for x in r[2]):  # max(v.data for v in xs)
         slots = np.array([prog.node_slot[x[1]] for x in r[2]], dtype=np.intp)
-        return lambda val, args: f(val[slots].tolist())
+        return lambda val, call: f(val[slots].tolist())
     items = [recipe_function(prog, x) for x in r[2]]
-    return lambda val, args: f([p(val, args) for p in items])
+    return lambda val, call: f([p(val, call) for p in items])
 
 
 def _compile_guards(prog: Program, guards: list[tuple[Any, Any, Any, Any]]) -> None:
@@ -370,6 +392,14 @@ def _recipe_nodes(r: Any, into: list[Value]) -> list[Value]:
     return into
 
 
+def _picks(record: Record, alias: Value) -> list[Value]:
+    """The Values that an alias may stand for: the entries of its gather
+    (position ``j`` of each row)."""
+    g, j = record.aliases[alias]
+    gather = record.gathers[g]
+    return [row[j] for row in gather.candidates] if gather.row else list(gather.candidates)
+
+
 def _placement_order(
     leaves: list[Value], order: list[Value], record: Record, merged: dict[Value, Any]
 ) -> list[Value]:
@@ -378,6 +408,9 @@ def _placement_order(
     need not be its inputs: ``v - max(...)``)."""
 
     def deps(v: Value) -> list[Value]:
+        if v in record.aliases:  # after every entry of its gather
+            gather = record.gathers[record.aliases[v][0]]
+            return [x for e in gather.candidates for x in (e if gather.row else (e,))]
         if v in record.leaf_recipes:
             return _recipe_nodes(record.leaf_recipes[v], [])
         if v._a is None:
@@ -406,6 +439,16 @@ def _placement_order(
             stack.append((v, True))
             stack.extend((d, False) for d in deps(v) if d not in placed)
     return out
+
+
+def _gather_step(
+    record: Record, g: int, tmp_of: dict[Value, int], slot_of: np.ndarray
+) -> GatherStep:
+    gather = record.gathers[g]
+    out = np.array([slot_of[tmp_of[a]] for a in gather.aliases], dtype=np.intp)
+    rows = gather.candidates if gather.row else [(c,) for c in gather.candidates]
+    table = np.array([[slot_of[tmp_of[x]] for x in row] for row in rows], dtype=np.intp)
+    return GatherStep(out, table, gather.index)
 
 
 def _ids(c_ids: Any) -> list[int]:

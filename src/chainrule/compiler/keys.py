@@ -64,9 +64,10 @@ class Call:
     ints: list[int] = field(default_factory=list)  # ints, in order
 
 
-def classify(items: list[Any], shape: Any = None) -> Call:
+def classify(items: list[Any], shape: Any = None, symbolic_ints: bool = True) -> Call:
     """The key of a call whose flattened arguments are ``items``, nested as
-    ``shape`` says (see :func:`flatten`)."""
+    ``shape`` says (see :func:`flatten`); with ``symbolic_ints`` False, ints
+    are keyed by their value."""
     key: list[Any] = [shape]
     call = Call(())
     numpy = sys.modules.get("numpy")
@@ -76,8 +77,11 @@ def classify(items: list[Any], shape: Any = None) -> Call:
             key.append(float)
             call.floats.append(x)
         elif t is int:
-            key.append((int, x))
-            call.ints.append(x)
+            if symbolic_ints:
+                key.append(int)
+                call.ints.append(x)
+            else:
+                key.append((int, x))
         elif t is bool or t is str or t is bytes or x is None:
             key.append((t, x))
         elif isinstance(x, Value):

@@ -20,7 +20,7 @@ bit for bit the eager ones.
 from __future__ import annotations
 
 import operator
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -29,7 +29,7 @@ import numpy as np
 from ..engine import Value
 from ..primitives import DEAD_UNIT, ZERO_EXPONENT, ZERO_MASKS, Primitive
 
-_KINDS = ("node", "arg", "op", "reduce")
+_KINDS = ("node", "arg", "int", "op", "reduce")
 _get_data = operator.attrgetter("data")
 
 #: Groups of fewer nodes run the table's float functions node by node: a
@@ -59,7 +59,7 @@ class Group:
     scatter: np.ndarray  # unique: the input slots; else each input's index in targets
     targets: np.ndarray  # the distinct input slots
 
-    def run(self, val: np.ndarray, args: Sequence[Any]) -> None:
+    def run(self, val: np.ndarray, call: Any) -> None:
         val[self.start : self.stop] = self.forward(val.take(self.matrix), self.const_values(val))
 
     def const_values(self, val: np.ndarray) -> Any:
@@ -80,10 +80,40 @@ class RecipeStep:
     recomputed from its recipe."""
 
     slot: int
-    compute: Callable[[np.ndarray, Sequence[Any]], float]
+    compute: Callable[[np.ndarray, Any], float]
 
-    def run(self, val: np.ndarray, args: Sequence[Any]) -> None:
-        val[self.slot] = self.compute(val, args)
+    def run(self, val: np.ndarray, call: Any) -> None:
+        val[self.slot] = self.compute(val, call)
+
+
+class Retrace(Exception):
+    """A replay that cannot give the eager result: trace again."""
+
+
+@dataclass
+class GatherStep:
+    """``container[i]`` (see :mod:`chainrule.compiler.symbolic`): the slots
+    ``out`` take the values of row ``i`` of ``table`` (the slots of the
+    entries the subscript may pick), ``i`` from the call's ints."""
+
+    out: np.ndarray  # the aliases' slots
+    table: np.ndarray  # one row of slots per entry of the list
+    index: Any  # the int's recipe
+
+    def pick(self, call: Any) -> int:
+        from .symbolic import recipe_value
+
+        i = recipe_value(self.index, call.ints)
+        n = len(self.table)
+        if not -n <= i < n:  # the list raises IndexError: the trace will too
+            raise Retrace
+        return int(i % n)
+
+    def run(self, val: np.ndarray, call: Any) -> None:
+        val[self.out] = val[self.table[self.pick(call)]]
+
+    def backward(self, grad: np.ndarray, call: Any) -> None:
+        np.add.at(grad, self.table[self.pick(call)], grad[self.out])
 
 
 class Program:
@@ -95,8 +125,8 @@ class Program:
         self.live: list[Value] = []  # leaves that existed before the trace
         self.live_slots = np.zeros(0, dtype=np.intp)
         self.arg_leaves: list[tuple[int, int]] = []  # (slot, position among the args' Values)
-        self.steps: list[list[Group | RecipeStep]] = []  # per level
-        self.forward_steps: list[Group | RecipeStep] = []  # the levels' steps in order
+        self.steps: list[list[Group | RecipeStep | GatherStep]] = []  # per level
+        self.forward_steps: list[Group | RecipeStep | GatherStep] = []  # the levels' steps
         self.guards: list[tuple[Callable[..., Any], Any, Any, Any]] = []
         # guards between two node values (or constants), by function: slots, slots, results
         self.node_guards: list[tuple[Callable[..., Any], np.ndarray, np.ndarray, list[Any]]] = []
@@ -108,20 +138,25 @@ class Program:
 
     # -- forward ------------------------------------------------------------
 
-    def forward(self, arg_values: Sequence[Value], arg_floats: Sequence[Any]) -> np.ndarray | None:
-        """The buffer of every slot's value for the leaves' current data,
+    def forward(self, call: Any) -> np.ndarray | None:
+        """The buffer of every slot's value for the leaves' current data
+        and the call's arguments (:class:`chainrule.compiler.keys.Call`),
         or None when a guard goes the other way (trace again)."""
         val = self.base.copy()
         live = self.live
         if live:
             val[self.live_slots] = np.fromiter(map(_get_data, live), float, len(live))
+        arg_values = call.values
         for slot, pos in self.arg_leaves:
             val[slot] = arg_values[pos].data
-        with np.errstate(all="ignore"):
-            for step in self.forward_steps:
-                step.run(val, arg_floats)
+        try:
+            with np.errstate(all="ignore"):
+                for step in self.forward_steps:
+                    step.run(val, call)
+        except Retrace:
+            return None
         for f, a, b, expected in self.guards:
-            if f(a(val, arg_floats), b(val, arg_floats)) != expected:
+            if f(a(val, call), b(val, call)) != expected:
                 return None
         for f, slots_a, slots_b, expected in self.node_guards:
             if list(map(f, val[slots_a].tolist(), val[slots_b].tolist())) != expected:
@@ -130,28 +165,30 @@ class Program:
 
     # -- backward -----------------------------------------------------------
 
-    def backward(
-        self, val: np.ndarray, root: int, seed: float, arg_values: Sequence[Value]
-    ) -> None:
+    def backward(self, val: np.ndarray, root: int, seed: float, call: Any) -> None:
         """Add d root / d leaf to every leaf's ``.grad`` (eager semantics)."""
         plan = self._backward_plans.get(root)
         if plan is None:
             plan = self._backward_plans[root] = self._plan(root)
-        groups, masks, leaves, leaf_slots, arg_mask = plan
+        steps, masks, leaves, leaf_slots, arg_mask = plan
         grad = np.zeros(self.n)
         grad[root] = seed
         with np.errstate(all="ignore"):
-            for g, mask in zip(groups, masks):
-                _backward_group(g, mask, val, grad)
+            for step, mask in zip(steps, masks):
+                if type(step) is GatherStep:
+                    step.backward(grad, call)
+                else:
+                    _backward_group(step, mask, val, grad)
         for leaf, d in zip(leaves, grad[leaf_slots].tolist()):
             leaf.grad += d
+        arg_values = call.values
         for (slot, pos), used in zip(self.arg_leaves, arg_mask):
             if used:
                 arg_values[pos].grad += grad.item(slot)
 
     def _plan(
         self, root: int
-    ) -> tuple[list[Group], list[Any], list[Value], np.ndarray, list[bool]]:
+    ) -> tuple[list[Group | GatherStep], list[Any], list[Value], np.ndarray, list[bool]]:
         """The groups to walk for ``root``, with a mask of the nodes that
         are its ancestors where a group holds others too (eager's backward
         never visits those: a 0 gradient times an inf local is not 0)."""
@@ -163,11 +200,16 @@ class Program:
                 if not seen[i]:
                     seen[i] = True
                     stack.append(i)
-        groups: list[Group] = []
+        groups: list[Group | GatherStep] = []
         masks: list[Any] = []
         for level in reversed(self.steps):
             for step in level:
                 if type(step) is RecipeStep:
+                    continue
+                if type(step) is GatherStep:
+                    if seen[step.out].any():
+                        groups.append(step)
+                        masks.append(None)
                     continue
                 g: Group = step  # type: ignore[assignment]
                 used = seen[g.start : g.stop]

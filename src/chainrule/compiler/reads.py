@@ -32,7 +32,8 @@ from collections.abc import Callable
 from types import CodeType, FrameType
 from typing import Any
 
-#: A recipe: ("node", Value) | ("arg", i) | ("op", f, a, b) | ("reduce", f, [recipes])
+#: A recipe: ("node", Value) | ("arg", i) | ("int", i) | ("op", f, a, b)
+#: | ("reduce", f, [recipes]); "arg" is a float argument, "int" an int one.
 Recipe = tuple[Any, ...]
 
 
@@ -44,6 +45,16 @@ class TracedFloat(float):
 
     def __repr__(self) -> str:
         return float.__repr__(guard_whole(self))
+
+
+class TracedInt:
+    """An int argument while tracing, with its recipe: the base of
+    :class:`chainrule.compiler.symbolic.SymInt` (defined there)."""
+
+    __slots__ = ("value", "recipe", "record")
+    value: int
+    recipe: Recipe
+    record: Record
 
 
 def traced(value: float, recipe: Recipe) -> TracedFloat:
@@ -62,6 +73,14 @@ class Record:
         self.reduction: _Reduction | None = None
         self.problems: list[str] = []
         self.leaf_recipes: dict[Any, Recipe] = {}
+        # the int arguments (chainrule.compiler.symbolic): guards on them,
+        # the gathers they pick, the alias leaves that stand for the picks,
+        # and the list entries to put back after a subscript
+        self.int_guards: list[tuple[Callable[..., Any], Any, Any, Any]] = []
+        self.gathers: list[Any] = []
+        self.aliases: dict[Any, tuple[int, int]] = {}
+        self.pending: list[tuple[list[Any], int, Any]] = []
+        self.armed: Any = None  # (frame, its trace function and opcode flag, the global one)
 
 
 _tracing = threading.local()
@@ -78,8 +97,8 @@ def set_current(record: Record | None) -> None:
 
 
 def recipe_of(x: Any) -> Any:
-    """The recipe of a TracedFloat, or the plain number itself."""
-    return x.recipe if type(x) is TracedFloat else x
+    """The recipe of a TracedFloat or TracedInt, or the plain number itself."""
+    return x.recipe if type(x) is TracedFloat or isinstance(x, TracedInt) else x
 
 
 def where(depth: int = 2) -> str:
@@ -130,10 +149,13 @@ def _binary(f: Callable[[Any, Any], Any]) -> tuple[Callable[..., Any], Callable[
 
 
 def plain(x: Any) -> Any:
-    return float.__float__(x) if type(x) is TracedFloat else x
+    if type(x) is TracedFloat:
+        return float.__float__(x)
+    return x.value if isinstance(x, TracedInt) else x
 
 
-for _name, _f in [
+#: The arithmetic that traced numbers follow: (dunder name, function).
+ARITHMETIC: list[tuple[str, Callable[[Any, Any], Any]]] = [
     ("add", operator.add),
     ("sub", operator.sub),
     ("mul", operator.mul),
@@ -141,7 +163,8 @@ for _name, _f in [
     ("floordiv", operator.floordiv),
     ("mod", operator.mod),
     ("pow", operator.pow),
-]:
+]
+for _name, _f in ARITHMETIC:
     _fw, _rf = _binary(_f)
     setattr(TracedFloat, f"__{_name}__", _fw)
     setattr(TracedFloat, f"__r{_name}__", _rf)
@@ -149,12 +172,12 @@ for _name, _f in [
 
 def _unary(f: Callable[[Any], Any]) -> Callable[[TracedFloat], Any]:
     def method(self: TracedFloat) -> Any:
-        return traced(f(float.__float__(self)), ("op", _apply1, f, self.recipe))
+        return traced(f(float.__float__(self)), ("op", apply1, f, self.recipe))
 
     return method
 
 
-def _apply1(f: Callable[[Any], Any], x: Any) -> Any:
+def apply1(f: Callable[[Any], Any], x: Any) -> Any:
     return f(x)
 
 
@@ -227,9 +250,10 @@ def _called_builtin(frame: FrameType) -> Callable[..., Any] | None:
     return found if resolved is found else None
 
 
-def _call_source(code: CodeType, lasti: int) -> str | None:
+def instruction_source(code: CodeType, lasti: int) -> str | None:
     """The source text of the instruction at ``lasti`` (a call: the whole
-    ``max(...)`` expression)."""
+    ``max(...)`` expression; a subscript: ``table[i]``), or None where
+    Python does not tell (3.10, no source file)."""
     co_positions = getattr(code, "co_positions", None)  # Python 3.11+
     if co_positions is None:
         return None
@@ -239,16 +263,19 @@ def _call_source(code: CodeType, lasti: int) -> str | None:
     line, end_line, col, end_col = positions[lasti // 2]
     if line is None or end_line is None or col is None or end_col is None:
         return None
-    lines = linecache.getlines(code.co_filename)[line - 1 : end_line]
-    if not lines:
+    # columns count UTF-8 bytes
+    lines = [s.encode("utf-8") for s in linecache.getlines(code.co_filename)[line - 1 : end_line]]
+    if len(lines) != end_line - line + 1:
         return None
     if len(lines) == 1:
-        return lines[0][col:end_col]
-    return lines[0][col:] + "".join(lines[1:-1]) + lines[-1][:end_col]
+        text = lines[0][col:end_col]
+    else:
+        text = lines[0][col:] + b"".join(lines[1:-1]) + lines[-1][:end_col]
+    return text.decode("utf-8", errors="replace")
 
 
 def _call_site(code: CodeType, lasti: int) -> Callable[..., Any] | None:
-    source = _call_source(code, lasti)
+    source = instruction_source(code, lasti)
     if source is None:
         return None
     try:

@@ -46,6 +46,22 @@ _INTERNAL = frozenset(
 )
 
 
+_data_slot = Value.__dict__["data"]
+_grad_slot = Value.__dict__["grad"]
+
+
+def leaf_like(v: Value) -> Value:
+    """A fresh leaf with ``v``'s value, made without ``__init__`` (so not
+    one of the trace's constants): the alias of a gather
+    (:mod:`chainrule.compiler.symbolic`)."""
+    leaf = engine._new(Value)
+    _data_slot.__set__(leaf, _data_slot.__get__(v, Value))
+    _grad_slot.__set__(leaf, 0.0)
+    leaf._a = leaf._b = leaf._da = leaf._db = None
+    leaf._fn = engine.LEAF
+    return leaf
+
+
 class Unsupported(Exception):
     """The traced function does something a replay cannot repeat."""
 
@@ -162,6 +178,10 @@ def watching(record: Record, created: list[Value]) -> Iterator[None]:
     try:
         yield
     finally:
+        if record.armed is not None or record.pending:
+            from .symbolic import restore
+
+            restore(record)
         reads.set_current(None)
         engine._as_float = as_float
         for name, attr in saved.items():
