@@ -3,13 +3,14 @@ demo (100 steps) and a microgpt-style GPT (50 steps), against eager."""
 
 from __future__ import annotations
 
+import random
 import warnings
 from typing import Any
 
 import pytest
 
 import chainrule
-from chainrule import Value
+from chainrule import Value, optim
 from chainrule.bench.gpt import CompatOps, GPTStep, compat_adam
 from chainrule.bench.moons import ALPHA, LAYERS, UserMLP, initial_weights, make_moons
 from chainrule.compiler import CompileWarning
@@ -79,3 +80,47 @@ def test_gpt_step_compiled_matches_eager_for_50_steps() -> None:
             first = first or got
     assert got < first / 10  # it trains
     assert compiled.traces == 1  # max(v.data ...) replayed, not guarded
+
+
+# --------------------------------------------------------------------------
+# The update on arrays: chainrule.optim on Values, one NumPy update
+# --------------------------------------------------------------------------
+
+OPTIMIZERS = {
+    "adam": lambda ps: optim.Adam(ps, lr=0.01, betas=(0.85, 0.99), eps=1e-8),
+    "adam-decay": lambda ps: optim.Adam(ps, lr=0.1, weight_decay=0.1),
+    "sgd": lambda ps: optim.SGD(ps, lr=0.5),
+    "sgd-momentum": lambda ps: optim.SGD(ps, lr=0.1, momentum=0.9),
+    "sgd-nesterov": lambda ps: optim.SGD(
+        ps, lr=0.1, momentum=0.9, nesterov=True, weight_decay=0.01
+    ),
+}
+
+
+@pytest.mark.parametrize("name", sorted(OPTIMIZERS))
+def test_flat_update_is_the_loop_bit_for_bit(name: str) -> None:
+    """Values' optimizers update all parameters as one array (optim._Flat):
+    the same numbers as the per-parameter loop, whatever the step."""
+    rng = random.Random(len(name))
+    start = [rng.uniform(-2, 2) for _ in range(40)]
+    flat, loop = [Value(x) for x in start], [Value(x) for x in start]
+    fast, slow = OPTIMIZERS[name](flat), OPTIMIZERS[name](loop)
+    assert fast._flat is not None
+    slow._flat = None  # the loop
+    for _ in range(25):
+        for a, b in zip(flat, loop):
+            a.grad = b.grad = rng.gauss(0, 1) * 10 ** rng.uniform(-4, 2)
+        fast.step()
+        slow.step()
+        fast.zero_grad()
+        slow.zero_grad()
+        assert [p.data for p in flat] == [p.data for p in loop]
+        assert all(p.grad == 0.0 for p in flat)
+
+
+def test_flat_update_falls_back_to_the_loop_for_value_gradients() -> None:
+    w = Value(1.5)
+    opt = optim.SGD([w], lr=0.1)
+    (w * w).backward(create_graph=True)  # w.grad is a Value
+    opt.step()
+    assert isinstance(w.data, float) and abs(w.data - (1.5 - 0.1 * 3.0)) < 1e-15

@@ -19,10 +19,67 @@ gradients, one step gives the same numbers.
 
 from __future__ import annotations
 
+import collections
+import itertools
+import operator
+import sys
 from collections.abc import Iterable
 from typing import Any
 
 __all__ = ["SGD", "Adam", "LinearDecay", "Optimizer"]
+
+_data = operator.attrgetter("data")
+_grad = operator.attrgetter("grad")
+
+
+class _Flat:
+    """The parameters of a scalar model as float64 arrays: one NumPy update
+    of all of them instead of a Python loop (when NumPy is installed and
+    every parameter is a ``Value``). ``.data`` is read and written back
+    and ``.grad`` read at every step, by C-level loops, so what the user
+    sees is as the loop leaves it; the elementwise formulas are the loop's,
+    operation for operation, so the numbers are the same bit for bit."""
+
+    def __init__(self, params: list[Any], np: Any) -> None:
+        self.params = params
+        self.np = np
+        self.n = len(params)
+
+    @staticmethod
+    def of(params: list[Any]) -> _Flat | None:
+        np = sys.modules.get("numpy")
+        if np is None:
+            try:
+                import numpy as np
+            except ImportError:  # the loop, as without NumPy
+                return None
+        from .engine import Value
+
+        if not all(type(p) is Value for p in params):
+            return None
+        return _Flat(params, np)
+
+    def grads(self) -> Any:
+        """Every ``.grad`` as an array, or None when one is not a float (a
+        Value, after ``backward(create_graph=True)``): the loop then."""
+        try:
+            return self.np.fromiter(map(_grad, self.params), float, self.n)
+        except (TypeError, ValueError):
+            return None
+
+    def data(self) -> Any:
+        return self.np.fromiter(map(_data, self.params), float, self.n)
+
+    def write(self, data: Any) -> None:
+        collections.deque(
+            map(setattr, self.params, itertools.repeat("data"), data.tolist()), maxlen=0
+        )
+
+    def zero_grad(self) -> None:
+        collections.deque(
+            map(setattr, self.params, itertools.repeat("grad"), itertools.repeat(0.0, self.n)),
+            maxlen=0,
+        )
 
 
 def _check_nonnegative(name: str, x: float) -> None:
@@ -40,11 +97,15 @@ class Optimizer:
             raise ValueError(f"{type(self).__name__}: no parameters to optimize")
         _check_nonnegative("lr", lr)
         self.lr = lr
+        self._flat = _Flat.of(self.params)
 
     def zero_grad(self) -> None:
         """Reset every parameter's gradient before the next backward, as its
         engine does: a Tensor's to ``None`` (``Tensor.zero_grad``, as
         PyTorch), a Value's to ``0.0`` (as micrograd)."""
+        if self._flat is not None:
+            self._flat.zero_grad()
+            return
         for p in self.params:
             reset = getattr(p, "zero_grad", None)
             if reset is None:
@@ -83,9 +144,14 @@ class SGD(Optimizer):
         self.weight_decay = weight_decay
         self.nesterov = nesterov
         self.buffers: list[Any] = [None] * len(self.params)
+        self._velocity: Any = None  # the buffers as one array, on the flat path
 
     def step(self) -> None:
         """One SGD update of every parameter from its ``grad`` (the rule above)."""
+        if self._flat is not None and self._flat_step():
+            return
+        if self._velocity is not None:  # the flat path ran before: its velocity
+            self.buffers, self._velocity = self._velocity.tolist(), None
         lr, momentum, decay = self.lr, self.momentum, self.weight_decay
         buffers = self.buffers
         for i, p in enumerate(self.params):
@@ -103,6 +169,27 @@ class SGD(Optimizer):
                 buffers[i] = buf
                 g = g + momentum * buf if self.nesterov else buf
             p.data = p.data - lr * g
+
+    def _flat_step(self) -> bool:
+        """The same update on arrays (all parameters Values); False when a
+        gradient is not a float."""
+        flat = self._flat
+        assert flat is not None
+        g = flat.grads()
+        if g is None:
+            return False
+        data = flat.data()
+        if self.weight_decay:
+            g = g + self.weight_decay * data
+        if self.momentum:  # the velocity of all parameters, one array
+            if self._velocity is None and self.buffers[0] is not None:  # the loop ran before
+                self._velocity = flat.np.array(self.buffers, dtype=float)
+            buf = self._velocity
+            buf = g * 1.0 if buf is None else self.momentum * buf + g
+            self._velocity = buf
+            g = g + self.momentum * buf if self.nesterov else buf
+        flat.write(data - self.lr * g)
+        return True
 
 
 class Adam(Optimizer):
@@ -149,6 +236,8 @@ class Adam(Optimizer):
         # Grouped as PyTorch groups them, so the roundings agree too.
         step_size = self.lr / (1 - beta1**self.t)
         correction2_sqrt = (1 - beta2**self.t) ** 0.5
+        if self._flat is not None and self._flat_step(step_size, correction2_sqrt):
+            return
         m, v = self.m, self.v
         for i, p in enumerate(self.params):
             g = p.grad
@@ -160,6 +249,29 @@ class Adam(Optimizer):
             v[i] = v[i] * beta2 + (1 - beta2) * g * g
             denom = v[i] ** 0.5 / correction2_sqrt + eps
             p.data = p.data - step_size * m[i] / denom
+
+    def _flat_step(self, step_size: float, correction2_sqrt: float) -> bool:
+        """The loop's update on arrays, operation for operation (``np.power``
+        is C's ``pow``, as Python's ``**``); False when a gradient is not a
+        float."""
+        flat = self._flat
+        assert flat is not None
+        g = flat.grads()
+        if g is None:
+            return False
+        np = flat.np
+        beta1, beta2 = self.betas
+        data = flat.data()
+        if self.weight_decay:
+            g = g + self.weight_decay * data
+        m: Any = np.asarray(self.m, dtype=float)  # lists until the first flat step
+        v: Any = np.asarray(self.v, dtype=float)
+        m = m + (1 - beta1) * (g - m)
+        v = v * beta2 + (1 - beta2) * g * g
+        denom = np.power(v, 0.5) / correction2_sqrt + self.eps
+        flat.write(data - step_size * m / denom)
+        self.m, self.v = m, v
+        return True
 
 
 class LinearDecay:
