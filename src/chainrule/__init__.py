@@ -7,29 +7,14 @@ from . import checkpoint, data, losses, nn, optim
 from ._version import __version__ as __version__
 from .check import AnomalyError, GradcheckError, GradcheckReport, detect_anomaly, gradcheck
 from .compiler import compile  # noqa: A004 - the field's name (jax.jit, torch.compile)
-from .engine import (
-    Primitive,
-    Value,
-    add_n,
-    cos,
-    dense,
-    dot,
-    exp,
-    log,
-    maximum,
-    minimum,
-    relu,
-    sigmoid,
-    sin,
-    softplus,
-    sqrt,
-    tanh,
-)
+from .engine import Primitive, Value
 from .explain import explain
 from .functional import grad, gradients, hessian, hvp, jvp, value_and_grad, vjp
-from .graph import elementary, enable_grad, is_elementary, is_grad_enabled, no_grad
+from .functions import cos, exp, log, maximum, minimum, relu, sigmoid, sin, softplus, sqrt, tanh
+from .graph import enable_grad, is_grad_enabled, no_grad
 from .nn import MLP, Layer, Module, Neuron
 from .optim import SGD, Adam, LinearDecay
+from .sums import add_n, dense, dot
 from .viz import draw, to_dot
 
 if TYPE_CHECKING:  # for type checkers: chainrule.Tensor is the class (loaded lazily below)
@@ -68,7 +53,6 @@ __all__ = [
     "detect_anomaly",
     "dot",
     "draw",
-    "elementary",
     "enable_grad",
     "exp",
     "explain",
@@ -77,7 +61,6 @@ __all__ = [
     "gradients",
     "hessian",
     "hvp",
-    "is_elementary",
     "is_grad_enabled",
     "jvp",
     "log",

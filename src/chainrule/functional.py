@@ -35,8 +35,8 @@ import threading
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any, Union
 
+from .autograd import gradients as _value_gradients
 from .engine import Primitive, Value
-from .engine import gradients as _value_gradients
 from .graph import enable_grad
 
 ArgNums = Union[int, Sequence[int]]

@@ -19,7 +19,9 @@ from collections.abc import Sequence
 from typing import Any
 
 from . import ieee
-from .engine import Primitive, Scalar, Value, add_n, dot, relu
+from .engine import Primitive, Scalar, Value
+from .functions import relu
+from .sums import add_n, dot
 
 __all__ = [
     "binary_cross_entropy_with_logits",
