@@ -26,7 +26,7 @@ from .engine import (
     tanh,
 )
 from .explain import explain
-from .functional import grad, gradients, hessian, hvp, jvp, value_and_grad, vjp
+from .functional import grad, gradients, hessian, hvp, jacobian, jvp, value_and_grad, vjp
 from .graph import elementary, enable_grad, is_elementary, is_grad_enabled, no_grad
 from .nn import MLP, Layer, Module, Neuron
 from .optim import SGD, Adam, LinearDecay
@@ -79,6 +79,7 @@ __all__ = [
     "hvp",
     "is_elementary",
     "is_grad_enabled",
+    "jacobian",
     "jvp",
     "log",
     "losses",
