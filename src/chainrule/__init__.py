@@ -1,7 +1,7 @@
 """chainrule: reverse-mode automatic differentiation, micrograd's backward
 pass made exact, deep and fast."""
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING as _TYPE_CHECKING
 
 from . import checkpoint, data, losses, nn, optim
 from ._version import __version__ as __version__
@@ -28,11 +28,12 @@ from .engine import (
 from .explain import explain
 from .functional import grad, gradients, hessian, hvp, jacobian, jvp, value_and_grad, vjp
 from .graph import elementary, enable_grad, is_elementary, is_grad_enabled, no_grad
-from .nn import MLP, Layer, Module, Neuron
+from .nn import MLP, Layer, Module, Neuron, Sequential
 from .optim import SGD, Adam, LinearDecay
+from .random_state import manual_seed
 from .viz import draw, to_dot
 
-if TYPE_CHECKING:  # for type checkers: chainrule.Tensor is the class (loaded lazily below)
+if _TYPE_CHECKING:  # for type checkers: chainrule.Tensor is the class (loaded lazily below)
     from .tensor import Tensor as Tensor
 
 
@@ -58,6 +59,7 @@ __all__ = [
     "Module",
     "Neuron",
     "Primitive",
+    "Sequential",
     "Value",
     "add_n",
     "checkpoint",
@@ -83,6 +85,7 @@ __all__ = [
     "jvp",
     "log",
     "losses",
+    "manual_seed",
     "maximum",
     "minimum",
     "nn",

@@ -31,7 +31,7 @@ from typing import Any
 
 from .engine import Scalar, Value, dense, dot
 from .graph import elementary, is_elementary
-from .module import BaseModule
+from .module import BaseModule, SequentialBase
 
 #: The activations a neuron can apply to ``w . x + b``, and the repr prefix.
 ACTIVATIONS: dict[str, str] = {"relu": "ReLU", "tanh": "Tanh", "linear": "Linear"}
@@ -261,6 +261,23 @@ class MLP(Module):
 
     def __repr__(self) -> str:
         return f"MLP of [{', '.join(str(layer) for layer in self.layers)}]"
+
+
+class Sequential(SequentialBase, Module):
+    """Scalar modules applied in turn, as ``torch.nn.Sequential``:
+    ``Sequential(Layer(2, 16), Layer(16, 1, activation="linear"))`` is a
+    two-layer perceptron, its parameters named ``0.neurons.0.w.0`` ...
+
+    >>> import random
+    >>> random.seed(0)
+    >>> Sequential(Layer(2, 2), Layer(2, 1, activation="linear"))
+    Sequential(
+      (0): Layer of [ReLUNeuron(2), ReLUNeuron(2)]
+      (1): Layer of [LinearNeuron(2)]
+    )
+    """
+
+    module_type = Module
 
 
 #: The Tensor engine's layers, once importable from here too. They live in

@@ -6,8 +6,6 @@ vector-Jacobian product instead of a local derivative. Needs NumPy
 (``pip install numpy``; in a checkout, ``pip install -e '.[tensor]'``).
 """
 
-from __future__ import annotations
-
 try:
     import numpy as _np  # noqa: F401
 except ImportError as e:  # pragma: no cover - exercised without numpy only
