@@ -30,7 +30,7 @@ from collections.abc import Iterator, Sequence
 from typing import Any
 
 from .engine import Scalar, Value
-from .module import BaseModule
+from .module import BaseModule, SequentialBase
 from .sums import dense, dot
 
 #: The activations a neuron can apply to ``w . x + b``, and the repr prefix.
@@ -260,6 +260,23 @@ class MLP(Module):
 
     def __repr__(self) -> str:
         return f"MLP of [{', '.join(str(layer) for layer in self.layers)}]"
+
+
+class Sequential(SequentialBase, Module):
+    """Scalar modules applied in turn, as ``torch.nn.Sequential``:
+    ``Sequential(Layer(2, 16), Layer(16, 1, activation="linear"))`` is a
+    two-layer perceptron, its parameters named ``0.neurons.0.w.0`` ...
+
+    >>> import random
+    >>> random.seed(0)
+    >>> Sequential(Layer(2, 2), Layer(2, 1, activation="linear"))
+    Sequential(
+      (0): Layer of [ReLUNeuron(2), ReLUNeuron(2)]
+      (1): Layer of [LinearNeuron(2)]
+    )
+    """
+
+    module_type = Module
 
 
 #: The Tensor engine's layers, once importable from here too. They live in
