@@ -121,7 +121,7 @@ def test_step_and_binding_mistakes_are_one_line(
 ) -> None:
     code, out, err = run(capsys, *args)
     assert (code, out) == (2, "")
-    assert err.splitlines()[0].startswith(f"error: {message}")
+    assert err.splitlines()[0].startswith(f"chainrule explain: {message}")
     assert "Traceback" not in err
 
 
@@ -164,7 +164,7 @@ def test_malformed_formula(
     code, out, err = run(capsys, formula, "a=2", "b=3")
     assert code == 2 and out == ""
     first, echo, pointer = err.splitlines()
-    assert first.startswith("error: ") and message in first
+    assert first.startswith("chainrule explain: ") and message in first
     assert (echo, pointer) == (f"  {formula}", caret)
 
 
@@ -179,11 +179,11 @@ def test_malformed_formula(
 )
 def test_bad_binding(capsys: pytest.CaptureFixture[str], binding: str, message: str) -> None:
     code, out, err = run(capsys, "a", binding)
-    assert (code, out, err) == (2, "", f"error: {message}\n")
+    assert (code, out, err) == (2, "", f"chainrule explain: {message}\n")
 
 
 def test_name_given_twice(capsys: pytest.CaptureFixture[str]) -> None:
-    assert run(capsys, "a", "a=1", "a=2") == (2, "", "error: a is given twice\n")
+    assert run(capsys, "a", "a=1", "a=2") == (2, "", "chainrule explain: a is given twice\n")
 
 
 def test_bad_digits(capsys: pytest.CaptureFixture[str]) -> None:
@@ -213,7 +213,7 @@ def test_svg_without_graphviz(
     assert code == 1
     assert grads(out)["a"] == "3.0"  # the table is still printed
     assert err.count("\n") == 1 and "apt-get install graphviz" in err
-    assert err.startswith("error: drawing needs Graphviz's `dot` program")
+    assert err.startswith("chainrule explain: drawing needs Graphviz's `dot` program")
 
 
 def test_svg_into_a_missing_directory(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
@@ -221,7 +221,7 @@ def test_svg_into_a_missing_directory(capsys: pytest.CaptureFixture[str], tmp_pa
     target = tmp_path / "no" / "such" / "g.svg"
     code, out, err = run(capsys, "a*b", "a=2", "b=3", "--svg", str(target))
     assert code == 1 and out == ""  # checked before the work
-    assert err == f"error: cannot write {target}: directory {target.parent} does not exist\n"
+    assert err == f"chainrule explain: cannot write {target}: directory {target.parent} does not exist\n"
 
 
 def test_svg_of_seed_002(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
@@ -245,7 +245,7 @@ def test_malformed_input_in_a_real_process_gives_no_traceback() -> None:
     )
     assert done.returncode == 2 and done.stdout == ""
     assert "Traceback" not in done.stderr
-    assert done.stderr.splitlines()[0].startswith("error: unknown function '__import__'")
+    assert done.stderr.splitlines()[0].startswith("chainrule explain: unknown function '__import__'")
 
 
 def test_html_writes_the_page(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
@@ -262,4 +262,4 @@ def test_html_to_an_unwritable_place_is_one_line(
 ) -> None:
     code, _, err = run(capsys, "a*b", "a=2", "b=3", "--html", str(tmp_path / "no" / "p.html"))
     assert code == 1
-    assert err.startswith("error: cannot write ") and len(err.splitlines()) == 1
+    assert err.startswith("chainrule explain: cannot write ") and len(err.splitlines()) == 1

@@ -23,7 +23,8 @@ from typing import Any
 
 from .engine import Value
 from .explain import Walk, backward_walk, formula, meaning_of, running_totals
-from .viz import DEFAULT_MAX_NODES, format_number
+from .sealed import replace_file
+from .viz import DEFAULT_MAX_NODES, GraphTooLarge, format_number
 
 BOX_W, BOX_H = 150, 64  # a node's box in the drawing, in pixels
 GAP_X, GAP_Y = 70, 18  # between columns and between boxes in a column
@@ -188,10 +189,7 @@ def walkthrough_html(
         raise TypeError(f"walkthrough_html: expected a Value, got {type(root).__name__}")
     walk = backward_walk(root)
     if len(walk.nodes) > max_nodes:
-        raise ValueError(
-            f"walkthrough_html: the graph has {len(walk.nodes)} nodes, more than "
-            f"max_nodes={max_nodes}; pass a larger max_nodes to draw it"
-        )
+        raise GraphTooLarge("walkthrough_html", len(walk.nodes), max_nodes)
     name = walk.names[walk.root]
     title = title or f"The backward pass of {name}"
     # "<" escaped: no label can close the script element or open another
@@ -218,11 +216,18 @@ def walkthrough_html(
 
 
 def write_walkthrough(
-    root: Value, path: str | os.PathLike[str], *, digits: int = 6, title: str | None = None
+    root: Value,
+    path: str | os.PathLike[str],
+    *,
+    digits: int = 6,
+    title: str | None = None,
+    max_nodes: int = DEFAULT_MAX_NODES,
 ) -> Path:
-    """Write the page for ``root`` to ``path`` (UTF-8) and return the path."""
+    """Write the page for ``root`` to ``path`` (UTF-8, atomically: a full
+    disk leaves no empty page) and return the path."""
     path = Path(path)
-    path.write_text(walkthrough_html(root, digits=digits, title=title), encoding="utf-8")
+    page = walkthrough_html(root, digits=digits, title=title, max_nodes=max_nodes)
+    replace_file(path, page.encode("utf-8"))
     return path
 
 
