@@ -767,3 +767,133 @@ def test_data_from_a_pipe_is_read_once(tmp_path: Path) -> None:
         out, err = proc.communicate(timeout=120)
     assert proc.returncode == 0, err
     assert "data: 60 documents from /dev/fd/" in out and "held-out loss" in out
+
+
+# ----------------------------------------------------------------------------
+# outputs checked before the work, one run per --out, Ctrl-C at start-up
+# ----------------------------------------------------------------------------
+
+
+def test_moons_checks_its_outputs_before_training(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``out/moons.png`` a directory: refused before a step is trained (it
+    used to train fully and then fail without saving moons.json)."""
+    (tmp_path / "moons.png").mkdir()
+    trained: list[int] = []
+    monkeypatch.setattr("chainrule.cli.moons.train", lambda *a: trained.append(1))
+    code, out, err = run(capsys, "moons", "--steps", "2", "--out", str(tmp_path))
+    assert (code, out, trained) == (1, "", [])
+    assert one_line(err) == (
+        f"chainrule moons: cannot write {tmp_path / 'moons.png'}: is a directory; give a file name"
+    )
+
+
+def test_gpt_names_the_optimizer_file_that_cannot_be_written(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    (tmp_path / "gpt.optim.safetensors").mkdir()
+    code, out, err = run(capsys, "gpt", *TINY, "--out", str(tmp_path))
+    assert code == 1 and out == ""
+    assert one_line(err) == (
+        f"chainrule gpt: --out {tmp_path / 'gpt.optim.safetensors'}: is a directory; "
+        "give a file name"
+    )
+
+
+@pytest.mark.parametrize("name", ["moons", "gpt"])
+def test_a_second_run_on_the_same_out_stops_at_once(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, name: str
+) -> None:
+    """Two runs on one ``--out``: the second says the directory is in use
+    (they used to both report success, one's files lost)."""
+    import fcntl
+
+    holder = subprocess.Popen(  # another run, holding the directory as a run does
+        [sys.executable, "-c",
+         "import fcntl, os, sys, time; fd = os.open(sys.argv[1], os.O_RDONLY); "
+         "fcntl.flock(fd, fcntl.LOCK_EX); print('held', flush=True); time.sleep(60)",
+         str(tmp_path)],
+        stdout=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    try:
+        assert holder.stdout is not None and holder.stdout.readline() == "held\n"
+        args = TINY if name == "gpt" else ["--steps", "1"]
+        code, out, err = run(capsys, name, *args, "--out", str(tmp_path))
+        assert (code, out) == (1, "")
+        assert one_line(err) == (
+            f"chainrule {name}: --out {tmp_path} is in use by another chainrule run; "
+            "wait for it to finish or choose another --out"
+        )
+        assert os.listdir(tmp_path) == []
+    finally:
+        holder.kill()
+        holder.wait()
+    # released when the holder ends, however it ends
+    fd = os.open(tmp_path, os.O_RDONLY)
+    fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    os.close(fd)
+
+
+def test_two_moons_runs_started_together_do_not_both_succeed(tmp_path: Path) -> None:
+    procs = [
+        subprocess.Popen(
+            [sys.executable, "-m", "chainrule", "moons", "--steps", "40", "--out", str(tmp_path)],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            env={**os.environ, "PYTHONPATH": SRC},
+        )
+        for _ in range(2)
+    ]
+    results = [(p.wait(timeout=300), p.communicate()[1]) for p in procs]
+    codes = sorted(code for code, _ in results)
+    if codes == [0, 0]:  # one finished before the other started: one after the other
+        return
+    assert codes == [0, 1], results
+    err = next(e for code, e in results if code == 1)
+    assert err.splitlines()[-1].endswith(
+        "is in use by another chainrule run; wait for it to finish or choose another --out"
+    )
+
+
+_INTERRUPT_DURING_IMPORT = """
+import os, signal, sys
+
+class Interrupt:
+    '''Ctrl-C just as the module named by INTERRUPT_AT starts to import.'''
+    def find_spec(self, name, path=None, target=None):
+        if name == os.environ["INTERRUPT_AT"]:
+            sys.meta_path.remove(self)
+            os.kill(os.getpid(), signal.SIGINT)
+        return None
+
+sys.meta_path.insert(0, Interrupt())
+"""
+
+
+@pytest.mark.parametrize(
+    "module", ["chainrule.engine", "chainrule.cli", "chainrule.cli.explain", "numpy"]
+)
+def test_ctrl_c_while_the_command_starts_is_one_line(tmp_path: Path, module: str) -> None:
+    """Ctrl-C in the first tenths of a second, while the package (or a
+    command's module, or NumPy) is imported: one line and status 130, no
+    traceback."""
+    (tmp_path / "sitecustomize.py").write_text(_INTERRUPT_DURING_IMPORT)
+    env = {"PYTHONPATH": f"{tmp_path}{os.pathsep}{SRC}", "INTERRUPT_AT": module}
+    done = command("gpt", *TINY, "--out", str(tmp_path / "out"), env=env)
+    assert done.returncode == 130, done.stderr
+    assert done.stderr.endswith("interrupted\n") and one_line(done.stderr).startswith("chainrule")
+
+
+def test_a_program_importing_chainrule_keeps_its_own_ctrl_c(tmp_path: Path) -> None:
+    """The start-up guard is the command's only: elsewhere Ctrl-C during
+    ``import chainrule`` is Python's KeyboardInterrupt, as always."""
+    (tmp_path / "sitecustomize.py").write_text(_INTERRUPT_DURING_IMPORT)
+    done = subprocess.run(
+        [sys.executable, "-c", "import chainrule"],
+        capture_output=True, text=True, timeout=60,
+        env={**os.environ, "PYTHONPATH": f"{tmp_path}{os.pathsep}{SRC}",
+             "INTERRUPT_AT": "chainrule.engine"},
+    )  # fmt: skip
+    assert done.returncode != 0 and "KeyboardInterrupt" in done.stderr
