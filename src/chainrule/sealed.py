@@ -93,9 +93,14 @@ def verify(data: bytes, where: str, end: int | None = None) -> str:
     match = _DIGEST.search(data, 0, end)
     if match is None or _DIGEST.search(data, match.end(), end) is not None:
         raise CheckpointError(f"{where}: checkpoint is damaged (its file_sha256 is missing)")
-    zeroed = data[: match.start(1)] + PLACEHOLDER.encode() + data[match.end(1) :]
+    # the digest of the bytes with the claimed one zeroed, hashed in place
+    # (no copy of a file that may be gigabytes)
+    view = memoryview(data)
+    zeroed = hashlib.sha256(view[: match.start(1)])
+    zeroed.update(PLACEHOLDER.encode())
+    zeroed.update(view[match.end(1) :])
     claimed = match.group(1).decode()
-    if hashlib.sha256(zeroed).hexdigest() != claimed:
+    if zeroed.hexdigest() != claimed:
         raise CheckpointError(
             f"{where}: checkpoint was modified or damaged after saving (sha256 does not match)"
         )
@@ -214,7 +219,8 @@ def _naming(path: Path) -> Iterator[None]:
     try:
         yield
     except OSError as e:
-        e.filename, e.filename2 = str(path), None
+        if e.errno is not None:  # an error of the system's, which names its file
+            e.filename, e.filename2 = str(path), None
         raise
 
 
