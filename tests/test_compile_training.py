@@ -119,8 +119,13 @@ def test_flat_update_is_the_loop_bit_for_bit(name: str) -> None:
 
 
 def test_flat_update_falls_back_to_the_loop_for_value_gradients() -> None:
-    w = Value(1.5)
-    opt = optim.SGD([w], lr=0.1)
-    (w * w).backward(create_graph=True)  # w.grad is a Value
-    opt.step()
-    assert isinstance(w.data, float) and abs(w.data - (1.5 - 0.1 * 3.0)) < 1e-15
+    ws = [Value(1.5), Value(1.5)]
+    flat, loop = optim.SGD([ws[0]], lr=0.1), optim.SGD([ws[1]], lr=0.1)
+    loop._flat = None
+    for w in ws:
+        (w * w).backward(create_graph=True)  # w.grad is a Value
+    assert flat._flat is not None and flat._flat.grads() is None
+    flat.step()
+    loop.step()
+    assert type(ws[0].data) is type(ws[1].data)
+    assert float(getattr(ws[0].data, "data", ws[0].data)) == 1.5 - 0.1 * 3.0

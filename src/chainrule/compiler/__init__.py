@@ -104,7 +104,7 @@ def _output(value: float, program: Any, slot: int, buffer: Any, call: Call) -> V
     v = _new(CompiledValue)
     v.data = value
     v.grad = 0.0
-    v._a = v._b = v._da = v._db = None
+    v._prev = v._local = ()
     v._fn = LEAF
     v._program, v._slot, v._buffer, v._call = program, slot, buffer, call
     return v
@@ -310,7 +310,7 @@ class Compiled:
             if isinstance(x, Value):
                 if x in positions:
                     outputs.append(("arg", positions[x]))
-                elif x._a is None and x not in made and x not in record.aliases:
+                elif not x._prev and x not in made and x not in record.aliases:
                     outputs.append(("leaf", x))
                 else:
                     outputs.append(("slot", program.node_slot[x]))

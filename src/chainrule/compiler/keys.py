@@ -85,7 +85,7 @@ def classify(items: list[Any], shape: Any = None, symbolic_ints: bool = True) ->
         elif t is bool or t is str or t is bytes or x is None:
             key.append((t, x))
         elif isinstance(x, Value):
-            if x._a is not None:
+            if x._prev:
                 raise NotReplayable(
                     "an argument is a Value computed by other operations; pass leaves "
                     "(parameters, inputs) and build the rest inside the function"
