@@ -262,9 +262,9 @@ class Compiled:
 
     def _trace(self, call: Call, items: list[Any], rebuild_args: Callable[[list[Any]], Any]) -> Any:
         from . import capture as P
-        from .reads import Record, plain_floats, traced
+        from .reads import Record, traced
         from .symbolic import SymInt, int_checker
-        from .trace import Unsupported, run_traced
+        from .trace import Unsupported, run_traced, untrace
 
         start = time.perf_counter()
         record = Record()
@@ -296,14 +296,13 @@ class Compiled:
             if record.problems:
                 raise Unsupported(record.problems[0])
             values = [x for x in out_items if isinstance(x, Value)]
+            recipes = [x.recipe for x in out_items if hasattr(x, "recipe")]
             positions = {v: i for i, v in enumerate(arg_values)}
-            program = P.build(values, created, positions, record)
+            program = P.build(values, recipes, created, positions, record)
         except Unsupported as e:
             self._eager(str(e), None)
-            if record.gathers:  # its graph reads aliases: run fn as written
-                return self.fn(*rebuild_args(items))
-            plain_floats([x for x in out_items if isinstance(x, Value)])
-            return out  # the trace ran fn eagerly: its result is this call's
+            untrace(out_items, record)  # the trace ran fn: its result is this call's
+            return rebuild([_plain_int(x) for x in out_items])
         outputs: list[Any] = []
         made = set(created)
         for x in out_items:
@@ -344,6 +343,12 @@ class Compiled:
                 f"chainrule.compile: {name} runs eagerly: {reason}", CompileWarning, stacklevel=4
             )
         return None if args is None else self.fn(*args)
+
+
+def _plain_int(x: Any) -> Any:
+    from .reads import TracedInt
+
+    return x.value if isinstance(x, TracedInt) else x
 
 
 def _outputs(entry: _Entry, buffer: Any, call: Call) -> Any:

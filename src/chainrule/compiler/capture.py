@@ -1,319 +1,271 @@
 """Capturing a traced graph as a :class:`~chainrule.compiler.program.Program`.
 
-The Values that one trace built are numbered into *slots* of one buffer:
-leaves (read at every replay), constants (fixed numbers, or recipes of
-read floats recomputed at every replay) and interior nodes, ordered by
-level and, within a level, by group (one primitive, one shape), so that a
-group's outputs are one slice. Chains of ``+`` that nothing else reads
-become one running sum on the way. After this the Values can be freed.
+One walk (:func:`chainrule.walk.topological_order`, the order of the
+backward pass) from the outputs and from the nodes that guards and
+recipes read lists everything the program needs. Read floats that became
+leaves (:mod:`chainrule.compiler.reads`) and the aliases of gathers
+(:mod:`chainrule.compiler.symbolic`) carry, while tracing, the nodes they
+depend on as their inputs, so the walk orders them too.
+
+Then one pass over the order, inputs first, numbers every Value into a
+*slot* of one buffer and gives each node a *level*, one more than its
+deepest input: leaves (read at every replay), constants, read floats
+(recomputed from their recipe), gathers' picks, interior nodes. On the way
+a chain of ``+`` whose partial sums nothing else uses (what ``sum()``
+builds) becomes one running sum, its single-use products included
+(:data:`~chainrule.compiler.rules.SUM_TERMS`: the same terms added in the
+same order, so the same floats). Nodes of one level, primitive and shape
+form a *group* whose slots are one slice. After this the Values can be
+freed.
 """
 
 from __future__ import annotations
 
+import collections
+import itertools
 from collections.abc import Callable
 from typing import Any
 
 import numpy as np
 
 from ..engine import Value
-from ..primitives import ADD, Primitive
+from ..primitives import ADD, MUL, Primitive
 from ..walk import topological_order
 from . import reads, rules
 from .program import SMALL_GROUP, GatherStep, Group, Program, RecipeStep, is_recipe
-from .reads import Record, TracedFloat
+from .reads import Record, recipe_nodes
 from .rules import SUM_TERMS
-from .trace import Unsupported
+from .trace import GATHER, RECIPE, Unsupported
 
 
-def _inputs_and_constant(
-    v: Value, merged: dict[Value, Any] | None = None
-) -> tuple[tuple[Value, ...], Any]:
-    if merged and v in merged:
-        return merged[v]
-    if v._local is None:
-        raise Unsupported(
-            f"node {v._fn.name!r} backpropagates through a micrograd _backward closure, "
-            "which cannot be replayed; define the operation as a chainrule.Primitive"
-        )
-    if v._fn.derivative is None:
-        raise Unsupported(
-            f"node {v._fn.name!r} was built with Value(data, children, local_grads), whose "
-            "derivative cannot be evaluated again; define it as a chainrule.Primitive"
-        )
-    return v._prev, None
+class _Roots:
+    """The root of the one walk: everything the program needs as inputs."""
+
+    __slots__ = ("_prev",)
+
+    def __init__(self, roots: list[Any]) -> None:
+        self._prev = tuple(dict.fromkeys(roots))
 
 
-def _signature(fn: Primitive, n_inputs: int, c: Any) -> Any:
-    """What nodes of one group share besides their primitive."""
-    if c is None:
-        return (n_inputs, None)
-    if fn.const and isinstance(c, tuple):
-        if len(c) == 2 and isinstance(c[0], tuple):  # SUM_TERMS: (kinds, start)
-            return (n_inputs, "terms", c[0], c[1] is None)
-        return (n_inputs, "tuple", len(c))
-    return (n_inputs, "scalar")
+def _recipe_ids(r: Any, into: set[int]) -> None:
+    """The ids of a recipe and of the recipes it is made of."""
+    if type(r) is tuple and r and id(r) not in into:
+        into.add(id(r))
+        if r[0] == "op":
+            for x in r[2:]:
+                _recipe_ids(x, into)
+        elif r[0] == "reduce":
+            for x in r[2]:
+                _recipe_ids(x, into)
 
 
 def build(
     outputs: list[Value],
+    output_recipes: list[Any],
     created: list[Value],
     arg_leaves: dict[Value, int],
     record: Record,
 ) -> Program:
-    """The program that replays the graph behind ``outputs``."""
-    made = set(created)
-    recipes_seen: set[int] = set()
-    order: list[Value] = []  # interior nodes, each after its inputs
-    leaves: list[Value] = []
-    placed: set[Value] = set()
-    read_nodes: set[Value] = set()  # nodes whose value a recipe or guard reads
-
-    def include(root: Value) -> None:
-        if root in placed:
-            return
-        topo, root_leaves = topological_order(root)
-        for leaf in root_leaves:
-            if leaf not in placed:
-                placed.add(leaf)
-                leaves.append(leaf)
-        for v in reversed(topo):
-            if v not in placed:
-                placed.add(v)
-                order.append(v)
-
-    def nodes_of(recipe: Any) -> None:
-        if not is_recipe(recipe) or id(recipe) in recipes_seen:
-            return
-        recipes_seen.add(id(recipe))
-        kind = recipe[0]
-        if kind == "node":
-            read_nodes.add(recipe[1])
-            include(recipe[1])
-        elif kind == "op":
-            for r in recipe[2:]:
-                nodes_of(r)
-        elif kind == "reduce":
-            for r in recipe[2]:
-                nodes_of(r)
-
-    for out in outputs:
-        include(out)
-    for gather in record.gathers:  # every entry a gather may pick, and its aliases
-        for entry in gather.candidates:
-            for v in entry if gather.row else (entry,):
-                include(v)
-        for alias in gather.aliases:
-            include(alias)
+    """The program that replays the graph behind ``outputs`` (and the read
+    floats among the outputs, ``output_recipes``)."""
+    read: list[Value] = []
     pinned_whole = set()  # recipes whose exact value a guard checks
     for f, a, b, _ in record.guards:
         if f is reads.same:
             pinned_whole.add(id(a))
-        nodes_of(a)
-        nodes_of(b)
-    recipes_seen.clear()
-    # constants that are reads pull in the nodes they were read from
-    i = j = 0
-    while i < len(order) or j < len(leaves):
-        while i < len(order):
-            for x in _flat_constant(_inputs_and_constant(order[i])[1]):
-                if type(x) is TracedFloat:
-                    nodes_of(x.recipe)
-            i += 1
-        while j < len(leaves):
-            if leaves[j] in record.leaf_recipes:
-                nodes_of(record.leaf_recipes[leaves[j]])
-            j += 1
+        recipe_nodes(a, read)
+        recipe_nodes(b, read)
+    for r in output_recipes:
+        recipe_nodes(r, read)
+    nodes, leaves = topological_order(_Roots([*outputs, *read]))
+    for v in record.leaf_recipes:  # what the read floats were read from is read too
+        if v._prev:
+            read.extend(v._prev)
+    pinned = set(outputs).union(read)
+    program = _lay_out(nodes[1:], leaves, set(created), arg_leaves, record, pinned)
+    followed = set(pinned_whole)
+    for r in record.leaf_recipes.values():
+        _recipe_ids(r, followed)
     for x, line in record.consumed.values():
-        if id(x.recipe) not in recipes_seen and id(x.recipe) not in pinned_whole:
+        if id(x.recipe) not in followed:
             raise Unsupported(
                 f"{line}: a value read from .data is used where compile cannot follow it "
                 "(an exponent, a Python computation); use it as an operation's operand"
             )
-    pinned = set(outputs) | read_nodes
-    merged = _add_chains(order, pinned)
-    order = [v for v in order if v not in merged or merged[v] is not None]
-    return _lay_out(order, leaves, made, arg_leaves, record, merged)
-
-
-def _add_chains(order: list[Value], pinned: set[Value]) -> dict[Value, Any]:
-    """Chains of ``+`` whose partial sums nothing else uses (``sum(losses)``
-    of non-products, which the eager engine cannot fuse: it cannot know at
-    ``+`` time that nobody keeps the partial sum), as one running sum each:
-    ``SUM_TERMS`` adds the same terms in the same order, so the floats are
-    the same. Maps each chain's last node to ``(terms, (kinds, start))``
-    and each absorbed partial sum to None."""
-    uses: dict[Value, int] = {}
-    for v in order:
-        for child in _inputs_and_constant(v)[0]:
-            uses[child] = uses.get(child, 0) + 1
-    merged: dict[Value, Any] = {}
-    for v in order:
-        if v._fn is not ADD:
-            continue
-        a, b = v._prev
-        for prev, other in ((a, b), (b, a)):
-            if prev is other or uses.get(prev) != 1 or prev in pinned:
-                continue
-            if prev in merged:
-                terms, start = merged[prev]
-            elif prev._fn is ADD:
-                terms, start = list(prev._prev), None
-            else:
-                continue
-            merged[prev] = None
-            merged[v] = (terms + [other], start)
-            break
-    return {
-        v: None if m is None else (tuple(m[0]), ((1,) * len(m[0]), m[1])) for v, m in merged.items()
-    }
-
-
-def _flat_constant(c: Any) -> list[Any]:
-    if c is None:
-        return []
-    if isinstance(c, tuple):
-        if len(c) == 2 and isinstance(c[0], tuple):
-            return [c[1]]
-        return list(c)
-    return [c]
+    return program
 
 
 def _lay_out(
-    order: list[Value],
+    nodes: list[Value],
     leaves: list[Value],
     made: set[Value],
     arg_leaves: dict[Value, int],
     record: Record,
-    merged: dict[Value, Any],
+    pinned: set[Value],
 ) -> Program:
-    prog = Program()
-    values: list[float] = []
-    # Temporary ids: leaves, then constants and recipes, then interior nodes.
-    tmp_of: dict[Value, int] = {}
-    levels: list[int] = []
-    inputs_of: list[tuple[int, ...]] = []
-    kind_of: list[
-        Any
-    ] = []  # per temporary id: ("leaf",), ("const",), ("recipe", r), ("node", v, c_ids)
+    uses = collections.Counter(itertools.chain.from_iterable(v._prev for v in nodes))
+    level: dict[Any, int] = dict.fromkeys(leaves, 0)
+    get_level = level.__getitem__
+    # Running sums: node -> (inputs, kinds) while its chain may still grow.
+    chains: dict[Value, tuple[list[Value], list[int]]] = {}
+    # (level, order, kind, shape) -> members (a dict: a product joining a
+    # running sum leaves its group)
+    groups: dict[Any, dict[Any, None]] = {}
 
-    def new(lv: int, value: float, kind: Any, inputs: tuple[int, ...] = ()) -> int:
-        levels.append(lv)
-        values.append(value)
-        kind_of.append(kind)
-        inputs_of.append(inputs)
-        return len(levels) - 1
+    def term(x: Value) -> tuple[list[Value], list[int]]:
+        if x._fn is MUL and uses[x] == 1 and x not in pinned:  # a product: its two factors
+            del groups[(level.pop(x), 3, MUL, 2)][x]
+            return list(x._prev), [2]
+        return [x], [1]
 
-    recipe_ids: dict[int, tuple[int, Any]] = {}
-
-    def recipe_level(r: Any) -> int:
-        if not is_recipe(r):
-            return 0
-        kind = r[0]
-        if kind == "node":
-            return levels[tmp_of[r[1]]]
-        if kind in ("arg", "int"):
-            return 0
-        if kind == "op":
-            return max((recipe_level(x) for x in r[2:]), default=0)
-        return max((recipe_level(x) for x in r[2]), default=0)
-
-    def constant_slot(x: Any) -> int:
-        if type(x) is TracedFloat:
-            r = x.recipe
-            key = id(r)
-            if key not in recipe_ids:
-                recipe_ids[key] = (new(recipe_level(r) + 1, float.__float__(x), ("recipe", r)), r)
-            return recipe_ids[key][0]
-        return new(0, float(x), ("const",))
-
-    gather_level: dict[int, int] = {}
-    for v in _placement_order(leaves, order, record, merged):
-        if v in record.aliases:  # a gather's pick: after everything it may pick
-            g, j = record.aliases[v]
-            if g not in gather_level:
-                gather = record.gathers[g]
-                entries = [x for e in gather.candidates for x in (e if gather.row else (e,))]
-                gather_level[g] = 1 + max(levels[tmp_of[x]] for x in entries)
-            picks = tuple(tmp_of[x] for x in _picks(record, v))
-            tmp_of[v] = new(gather_level[g], v.data, ("alias", g, j), picks)
-            continue
-        if v in record.leaf_recipes:
-            r = record.leaf_recipes[v]
-            tmp_of[v] = new(recipe_level(r) + 1, v.data, ("recipe", r))
-            continue
-        if not v._prev:
-            kind: Any = ("const",) if v in made else ("leaf", v)
-            tmp_of[v] = new(0, v.data, kind)
-            continue
-        children, c = _inputs_and_constant(v, merged)
-        ins = tuple(tmp_of[x] for x in children)
-        c_ids: Any = None
-        fn = SUM_TERMS if v in merged else v._fn
-        if c is not None:
-            if isinstance(c, tuple) and len(c) == 2 and isinstance(c[0], tuple):
-                c_ids = (c[0], None if c[1] is None else constant_slot(c[1]))
-            elif isinstance(c, tuple):
-                c_ids = tuple(constant_slot(x) for x in c)
-            else:
-                c_ids = constant_slot(c)
-        dep_levels = [levels[i] for i in ins] + [levels[i] for i in _ids(c_ids)]
-        tmp_of[v] = new(max(dep_levels) + 1, v.data, ("node", fn, c_ids), ins)
-
-    # Slots: sorted by level, then by group, so a group's outputs are contiguous.
-    def group_key(t: int) -> Any:
-        kind = kind_of[t]
-        if kind[0] != "node":
-            return (levels[t], 0, kind[0], ())
-        fn, c_ids = kind[1], kind[2]
-        return (levels[t], 1, id(fn), _signature(fn, len(inputs_of[t]), c_ids))
-
-    ranked = sorted(range(len(levels)), key=lambda t: (group_key(t), t))
-    slot_of = np.empty(len(levels), dtype=np.intp)
-    slot_of[ranked] = np.arange(len(levels))
-    prog.n = len(levels)
-    prog.base = np.array(values, dtype=float)[ranked]
-    prog.inputs_of = [tuple(int(slot_of[i]) for i in inputs_of[t]) for t in ranked]
-    for t in ranked:
-        kind = kind_of[t]
-        if kind[0] == "leaf":
-            leaf = kind[1]
-            if leaf in arg_leaves:
-                prog.arg_leaves.append((int(slot_of[t]), arg_leaves[leaf]))
-            else:
-                prog.live.append(leaf)
-    prog.live_slots = np.array([slot_of[tmp_of[v]] for v in prog.live], dtype=np.intp)
-    prog.node_slot = {v: int(slot_of[t]) for v, t in tmp_of.items()}
-
-    _compile_guards(prog, record.guards)
-
-    # Steps, level by level.
-    by_level: dict[int, list[Group | RecipeStep | GatherStep]] = {}
-    t_i = 0
-    while t_i < len(ranked):
-        t = ranked[t_i]
-        key = group_key(t)
-        lv = levels[t]
-        kind = kind_of[t]
-        if kind[0] in ("leaf", "const", "alias"):
-            t_i += 1
-            continue
-        if kind[0] == "recipe":
-            by_level.setdefault(lv, []).append(
-                RecipeStep(int(slot_of[t]), recipe_function(prog, kind[1]))
+    for v in reversed(nodes):  # inputs first
+        fn = v._fn
+        prev = v._prev
+        if v._local is None:
+            raise Unsupported(
+                f"node {fn.name!r} backpropagates through a micrograd _backward closure, "
+                "which cannot be replayed; define the operation as a chainrule.Primitive"
             )
-            t_i += 1
+        if fn is ADD:
+            a, b = prev
+            if a in chains and uses[a] == 1 and a not in pinned:
+                ins, kinds = chains.pop(a)
+                level.pop(a)
+                more = term(b)
+            elif b in chains and uses[b] == 1 and b not in pinned:  # a + b is b + a, exactly
+                ins, kinds = chains.pop(b)
+                level.pop(b)
+                more = term(a)
+            else:
+                ins, kinds = term(a)
+                more = term(b)
+            ins += more[0]
+            kinds += more[1]
+            chains[v] = (ins, kinds)
+            level[v] = 1 + max(map(get_level, ins))
             continue
-        t_end = t_i
-        while t_end < len(ranked) and group_key(ranked[t_end]) == key:
-            t_end += 1
-        members = ranked[t_i:t_end]
-        by_level.setdefault(lv, []).append(_group(kind[1], members, slot_of, inputs_of, kind_of))
-        t_i = t_end
-    for g, lv in gather_level.items():
-        by_level.setdefault(lv, []).append(_gather_step(record, g, tmp_of, slot_of))
-    prog.steps = [by_level[lv] for lv in sorted(by_level)]
-    prog.forward_steps = [step for level in prog.steps for step in level]
+        if fn.derivative is None and fn is not RECIPE and fn is not GATHER:
+            raise Unsupported(
+                f"node {fn.name!r} was built with Value(data, children, local_grads), whose "
+                "derivative cannot be evaluated again; define it as a chainrule.Primitive"
+            )
+        lv = 1 + max(map(get_level, prev))
+        level[v] = lv
+        if fn is GATHER:
+            key: Any = (lv, 2, "gather", len(prev))
+        elif fn is RECIPE:
+            key = (lv, 1, "recipe", 0)
+        else:
+            key = (lv, 3, fn, len(prev))
+        groups.setdefault(key, {})[v] = None
+    sums: dict[Any, list[tuple[Value, list[Value]]]] = {}
+    for v, (ins, kinds) in chains.items():
+        if len(kinds) == 2 and kinds[0] == kinds[1] == 1:  # one +: stays a plain +
+            groups.setdefault((level[v], 3, ADD, 2), {})[v] = None
+        else:
+            sums.setdefault((level[v], 4, SUM_TERMS, tuple(kinds)), []).append((v, ins))
+
+    prog = Program()
+    slot: dict[Any, int] = {}
+    live, constants, arg_slots, recipe_leaves = [], [], [], []
+    for leaf in leaves:
+        if leaf in record.leaf_recipes:
+            recipe_leaves.append(leaf)
+        elif leaf in arg_leaves:
+            arg_slots.append(leaf)
+        elif leaf in made:
+            constants.append(leaf)
+        else:
+            live.append(leaf)
+    order: list[Any] = [*live, *arg_slots, *constants]
+    slot.update(zip(order, range(len(order))))
+    prog.live = live
+    prog.live_slots = np.arange(len(live), dtype=np.intp)
+    prog.arg_leaves = [(slot[v], arg_leaves[v]) for v in arg_slots]
+    members_of: dict[Any, list[Any]] = {k: list(g) for k, g in groups.items() if g}
+    members_of.update(sums)
+    keys = sorted(members_of, key=lambda k: (k[0], k[1], id(k[2]), k[3]))
+    for leaf in recipe_leaves:  # read floats of the arguments only
+        slot[leaf] = len(slot)
+    for key in keys:
+        members = members_of[key]
+        first = members[0]
+        nodes_here = members if type(first) is not tuple else [m[0] for m in members]
+        slot.update(zip(nodes_here, itertools.count(len(slot))))
+    prog.n = len(slot)
+    base = np.empty(prog.n)
+    data = Value.__dict__["data"].__get__
+    for v, s in slot.items():
+        base[s] = data(v, Value)
+    prog.base = base
+    prog.node_slot = slot
+
+    recipes = record.leaf_recipes
+    steps: list[Any] = [
+        RecipeStep(slot[v], recipe_function(prog, recipes[v])) for v in recipe_leaves
+    ]
+    for key in keys:
+        _, _, kind, shape = key
+        members = members_of[key]
+        if kind == "recipe":
+            steps.extend(RecipeStep(slot[v], recipe_function(prog, recipes[v])) for v in members)
+        elif kind == "gather":
+            steps.append(_gather_step(members, slot, record))
+        elif kind is SUM_TERMS:
+            start = slot[members[0][0]]
+            steps.append(_group(SUM_TERMS, [m[1] for m in members], start, slot, shape))
+        else:
+            steps.append(_group(kind, [m._prev for m in members], slot[members[0]], slot, None))
+    prog.steps = steps
+    _compile_guards(prog, record.guards)
     return prog
+
+
+def _group(
+    fn: Primitive,
+    inputs: list[Any],
+    start: int,
+    slot: dict[Any, int],
+    kinds: tuple[int, ...] | None,
+) -> Group:
+    n = len(inputs)
+    n_in = len(inputs[0])
+    flat = map(slot.__getitem__, itertools.chain.from_iterable(inputs))
+    matrix = np.fromiter(flat, np.intp, n * n_in).reshape(n, n_in).T.copy()
+    small = n < SMALL_GROUP
+    const = None if kinds is None else (kinds, None)
+    forward, local = rules.kernels(fn, small, kinds)
+    scatter = matrix.ravel()
+    targets, inverse = np.unique(scatter, return_inverse=True)
+    unique = len(targets) == len(scatter)
+    return Group(
+        fn,
+        start,
+        start + n,
+        matrix,
+        const,
+        forward,
+        local,
+        unique,
+        small,
+        scatter if unique else inverse.ravel().astype(np.intp),
+        targets,
+    )
+
+
+def _gather_step(aliases: list[Value], slot: dict[Any, int], record: Record) -> GatherStep:
+    """The picks of the aliases of one level that have as many entries to
+    pick from: a table of candidate slots, one row per alias, and the int
+    recipe that picks the column."""
+    out = np.array([slot[a] for a in aliases], dtype=np.intp)
+    rows, recipes = [], []
+    for a in aliases:
+        g, j = record.aliases[a]
+        gather = record.gathers[g]
+        entries = [row[j] for row in gather.candidates] if gather.row else gather.candidates
+        rows.append([slot[c] for c in entries])
+        recipes.append(gather.index)
+    return GatherStep(out, np.array(rows, dtype=np.intp), recipes)
 
 
 def recipe_function(prog: Program, r: Any) -> Callable[[np.ndarray, Any], Any]:
@@ -373,138 +325,3 @@ def _compile_guards(prog: Program, guards: list[tuple[Any, Any, Any, Any]]) -> N
     if extra:
         prog.base = np.concatenate([prog.base, extra])
         prog.n += len(extra)
-        prog.inputs_of += [()] * len(extra)
-
-
-def _recipe_nodes(r: Any, into: list[Value]) -> list[Value]:
-    """The nodes whose values a recipe reads."""
-    if is_recipe(r):
-        if r[0] == "node":
-            into.append(r[1])
-        elif r[0] == "op":
-            for x in r[2:]:
-                _recipe_nodes(x, into)
-        elif r[0] == "reduce":
-            for x in r[2]:
-                _recipe_nodes(x, into)
-    return into
-
-
-def _picks(record: Record, alias: Value) -> list[Value]:
-    """The Values that an alias may stand for: the entries of its gather
-    (position ``j`` of each row)."""
-    g, j = record.aliases[alias]
-    gather = record.gathers[g]
-    return [row[j] for row in gather.candidates] if gather.row else list(gather.candidates)
-
-
-def _placement_order(
-    leaves: list[Value], order: list[Value], record: Record, merged: dict[Value, Any]
-) -> list[Value]:
-    """Leaves and nodes, each after what it depends on: its inputs, and the
-    nodes that the read floats among its constants were read from (those
-    need not be its inputs: ``v - max(...)``)."""
-
-    def deps(v: Value) -> list[Value]:
-        if v in record.aliases:  # after every entry of its gather
-            gather = record.gathers[record.aliases[v][0]]
-            return [x for e in gather.candidates for x in (e if gather.row else (e,))]
-        if v in record.leaf_recipes:
-            return _recipe_nodes(record.leaf_recipes[v], [])
-        if not v._prev:
-            return []
-        children, c = _inputs_and_constant(v, merged)
-        found = list(children)
-        for x in _flat_constant(c):
-            if type(x) is TracedFloat:
-                _recipe_nodes(x.recipe, found)
-        return found
-
-    placed: set[Value] = set()
-    out: list[Value] = []
-    for root in (*leaves, *order):
-        if root in placed:
-            continue
-        stack = [(root, False)]
-        while stack:
-            v, ready = stack.pop()
-            if v in placed:
-                continue
-            if ready:
-                placed.add(v)
-                out.append(v)
-                continue
-            stack.append((v, True))
-            stack.extend((d, False) for d in deps(v) if d not in placed)
-    return out
-
-
-def _gather_step(
-    record: Record, g: int, tmp_of: dict[Value, int], slot_of: np.ndarray
-) -> GatherStep:
-    gather = record.gathers[g]
-    out = np.array([slot_of[tmp_of[a]] for a in gather.aliases], dtype=np.intp)
-    rows = gather.candidates if gather.row else [(c,) for c in gather.candidates]
-    table = np.array([[slot_of[tmp_of[x]] for x in row] for row in rows], dtype=np.intp)
-    return GatherStep(out, table, gather.index)
-
-
-def _ids(c_ids: Any) -> list[int]:
-    if c_ids is None:
-        return []
-    if isinstance(c_ids, int):
-        return [c_ids]
-    if len(c_ids) == 2 and isinstance(c_ids[0], tuple):
-        return [] if c_ids[1] is None else [c_ids[1]]
-    return list(c_ids)
-
-
-def _group(
-    fn: Primitive,
-    members: list[int],
-    slot_of: np.ndarray,
-    inputs_of: list[tuple[int, ...]],
-    kind_of: list[Any],
-) -> Group:
-    start = int(slot_of[members[0]])
-    stop = start + len(members)
-    n_in = len(inputs_of[members[0]])
-    table = np.array([inputs_of[t] for t in members], dtype=np.intp).reshape(len(members), n_in)
-    matrix = np.ascontiguousarray(slot_of[table.T])
-    c0 = kind_of[members[0]][2]
-    const: Any
-    if c0 is None:
-        const = None
-    elif isinstance(c0, int):
-        const = np.array([slot_of[kind_of[t][2]] for t in members], dtype=np.intp)
-    elif len(c0) == 2 and isinstance(c0[0], tuple):
-        kinds = c0[0]
-        const = (
-            kinds,
-            None
-            if c0[1] is None
-            else np.array([slot_of[kind_of[t][2][1]] for t in members], dtype=np.intp),
-        )
-    else:
-        const = tuple(
-            np.array([slot_of[kind_of[t][2][k]] for t in members], dtype=np.intp)
-            for k in range(len(c0))
-        )
-    small = len(members) < SMALL_GROUP
-    forward, local = rules.kernels(fn, small, c0[0] if fn is SUM_TERMS else None)
-    scatter = matrix.ravel()
-    targets, inverse = np.unique(scatter, return_inverse=True)
-    unique = len(targets) == len(scatter)
-    return Group(
-        fn,
-        start,
-        stop,
-        matrix,
-        const,
-        forward,
-        local,
-        unique,
-        small,
-        scatter if unique else inverse.ravel().astype(np.intp),
-        targets,
-    )

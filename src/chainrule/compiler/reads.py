@@ -343,20 +343,16 @@ TracedFloat.__eq__ = _compare(operator.eq, None)  # type: ignore[method-assign]
 TracedFloat.__ne__ = _compare(operator.ne, None)  # type: ignore[method-assign]
 
 
-def plain_floats(outputs: list[Any]) -> None:
-    """Turn the read floats that a traced graph kept (as constants, as local
-    derivatives) into plain floats, so the graph can run eagerly without
-    growing recipes."""
-    from ..walk import topological_order
-
-    def fix(x: Any) -> Any:
-        if type(x) is TracedFloat:
-            return float.__float__(x)
-        if type(x) is tuple:
-            return tuple(fix(y) for y in x)
-        return x
-
-    for root in outputs:
-        for v in topological_order(root)[0]:
-            if v._local is not None:
-                v._local = fix(v._local)
+def recipe_nodes(r: Any, into: list[Any]) -> list[Any]:
+    """The nodes whose values a recipe reads (appended to ``into``)."""
+    if type(r) is tuple and r:
+        kind = r[0]
+        if kind == "node":
+            into.append(r[1])
+        elif kind == "op":
+            for x in r[2:]:
+                recipe_nodes(x, into)
+        elif kind == "reduce":
+            for x in r[2]:
+                recipe_nodes(x, into)
+    return into

@@ -68,6 +68,7 @@ class Gather:
     index: Any  # recipe of the int
     aliases: list[Value] = field(default_factory=list)
     row: bool = False  # entries are rows
+    picked: int = 0  # the entry picked while tracing
 
     def pick(self, i: int) -> int | None:
         """The entry that ``i`` picks, as the list would (negative from the
@@ -367,13 +368,14 @@ def _index(i: SymInt, frame: FrameType) -> int:
     gather = _gather(entry, container, i.recipe)
     if gather is None:
         return i._pin()
+    gather.picked = k
     record.gathers.append(gather)
     g = len(record.gathers) - 1
     if gather.row:
-        aliases = [_alias(v, record, g, j) for j, v in enumerate(entry)]
+        aliases = [_alias(gather, k, record, g, j) for j in range(len(entry))]
         alias: Any = type(entry)(aliases)
     else:
-        alias = _alias(entry, record, g, 0)
+        alias = _alias(gather, k, record, g, 0)
         aliases = [alias]
     gather.aliases = aliases
     container[k] = alias
@@ -402,11 +404,14 @@ def _gather(entry: Any, container: list[Any], recipe: Any) -> Gather | None:
     return Gather(rows, recipe, row=True)
 
 
-def _alias(v: Value, record: Record, g: int, j: int) -> Value:
-    """A fresh leaf standing for position ``j`` of gather ``g``'s pick."""
-    from .trace import leaf_like
+def _alias(gather: Gather, k: int, record: Record, g: int, j: int) -> Value:
+    """A fresh leaf standing for position ``j`` of gather ``g``'s pick
+    (entry ``k`` now; its inputs while tracing: the picked one first, as
+    the eager graph's walk meets it, then the others)."""
+    from .trace import alias_of
 
-    alias = leaf_like(v)
+    column = [row[j] for row in gather.candidates] if gather.row else gather.candidates
+    alias = alias_of(column[k], (column[k], *column[:k], *column[k + 1 :]))
     record.aliases[alias] = (g, j)
     return alias
 

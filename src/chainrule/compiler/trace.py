@@ -24,6 +24,7 @@ plain floats meanwhile, but run slower while the trace lasts.
 
 from __future__ import annotations
 
+import itertools
 import operator
 import sys
 import threading
@@ -34,6 +35,7 @@ from typing import Any
 
 from .. import engine
 from ..engine import Value
+from ..primitives import Primitive
 from . import reads
 from .reads import Record, TracedFloat, traced
 
@@ -42,24 +44,81 @@ _lock = threading.RLock()
 #: Source files whose reads of ``.data`` are the engine's own bookkeeping.
 _INTERNAL = frozenset(
     sys.modules[name].__file__
-    for name in ("chainrule.engine", "chainrule.primitives", "chainrule.ieee", "chainrule.graph")
+    for name in (
+        "chainrule.engine",
+        "chainrule.primitives",
+        "chainrule.ieee",
+        "chainrule.graph",
+        "chainrule.walk",
+        "chainrule.protocols",
+        "chainrule.sums",
+    )
+    if name in sys.modules
 )
 
 
 _data_slot = Value.__dict__["data"]
 _grad_slot = Value.__dict__["grad"]
 
+#: While tracing, a read float that became a leaf (``v - top``) and the
+#: alias of a gather (:mod:`chainrule.compiler.symbolic`) list the nodes
+#: they depend on as their inputs, with these markers as their primitive
+#: and no local derivative (no gradient flows there, as eagerly), so the
+#: one walk of the capture orders them after those nodes. The traced graph
+#: is only ever captured: a call that runs eagerly runs ``fn`` again.
+RECIPE = Primitive("read", float, None)
+GATHER = Primitive("pick", float, None)
 
-def leaf_like(v: Value) -> Value:
-    """A fresh leaf with ``v``'s value, made without ``__init__`` (so not
-    one of the trace's constants): the alias of a gather
-    (:mod:`chainrule.compiler.symbolic`)."""
-    leaf = engine._new(Value)
-    _data_slot.__set__(leaf, _data_slot.__get__(v, Value))
-    _grad_slot.__set__(leaf, 0.0)
-    leaf._prev = leaf._local = ()
-    leaf._fn = engine.LEAF
-    return leaf
+
+def _depends(v: Value, on: tuple[Value, ...], marker: Primitive) -> None:
+    v._prev = on
+    v._local = (0.0,) * len(on)
+    v._fn = marker
+
+
+def alias_of(v: Value, candidates: tuple[Value, ...]) -> Value:
+    """A fresh leaf with ``v``'s value that stands for a gather's pick
+    among ``candidates`` (made without ``__init__``: not a constant)."""
+    alias = engine._new(Value)
+    _data_slot.__set__(alias, _data_slot.__get__(v, Value))
+    _grad_slot.__set__(alias, 0.0)
+    _depends(alias, candidates, GATHER)
+    return alias
+
+
+def untrace(roots: list[Any], record: Record) -> None:
+    """Make the graph behind ``roots`` the one ``fn`` builds eagerly, for a
+    trace that cannot be captured (its result is then the call's): the
+    picks of gathers in place of their aliases, read floats as the leaves
+    and plain floats they are."""
+    from ..walk import topological_order
+
+    picks = {}
+    for alias, (g, j) in record.aliases.items():
+        gather = record.gathers[g]
+        entry = gather.candidates[gather.picked]
+        picks[alias] = entry[j] if gather.row else entry
+    roots = [r for r in roots if isinstance(r, Value)]
+    if not roots:
+        return
+    holder = engine._new(Value)
+    holder._prev = tuple(roots)
+    nodes, leaves = topological_order(holder)
+    for v in itertools.chain(nodes[1:], leaves):
+        fn = v._fn
+        if fn is RECIPE:
+            v._prev = v._local = ()
+            v._fn = engine.NUMBER
+        elif fn is not GATHER:
+            if any(p in picks for p in v._prev):
+                v._prev = tuple(picks.get(p, p) for p in v._prev)
+            if v._local:
+                v._local = tuple(map(_plain, v._local))
+        _data_slot.__set__(v, _plain(_data_slot.__get__(v, Value)))
+
+
+def _plain(x: Any) -> Any:
+    return float.__float__(x) if type(x) is TracedFloat else x
 
 
 class Unsupported(Exception):
@@ -106,12 +165,19 @@ def watching(record: Record, created: list[Value]) -> Iterator[None]:
             )
         put_grad(v, g)
 
+    def read_leaf(v: Value, x: Any) -> None:
+        """A leaf made from a read float: recomputed at each replay."""
+        record.leaf_recipes[v] = x.recipe
+        on = tuple(dict.fromkeys(reads.recipe_nodes(x.recipe, [])))
+        if on:
+            _depends(v, on, RECIPE)
+
     def new_init(self: Value, data: Any, *args: Any, **kwargs: Any) -> None:
         init(self, data, *args, **kwargs)
         if threading.get_ident() == me:
             created.append(self)
-            if type(data) is TracedFloat:  # a constant recomputed at each replay
-                record.leaf_recipes[self] = data.recipe
+            if type(data) is TracedFloat and not self._prev:
+                read_leaf(self, data)
 
     leaf = engine._leaf
 
@@ -122,7 +188,7 @@ def watching(record: Record, created: list[Value]) -> Iterator[None]:
         if threading.get_ident() == me:
             created.append(v)
             if type(x) is TracedFloat:
-                record.leaf_recipes[v] = x.recipe
+                read_leaf(v, x)
         return v
 
     def keep_read(x: object, op: str) -> float:
