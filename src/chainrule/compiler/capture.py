@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import collections
 import itertools
+import operator
 from collections.abc import Callable
 from typing import Any
 
@@ -36,6 +37,8 @@ from .program import SMALL_GROUP, GatherStep, Group, Program, RecipeStep, is_rec
 from .reads import Record, recipe_nodes
 from .rules import SUM_TERMS
 from .trace import GATHER, RECIPE, Unsupported
+
+_get_data = operator.attrgetter("data")
 
 
 class _Roots:
@@ -112,11 +115,13 @@ def _lay_out(
     # running sum leaves its group)
     groups: dict[Any, dict[Any, None]] = {}
 
-    def term(x: Value) -> tuple[list[Value], list[int]]:
+    def term(x: Value) -> tuple[tuple[Value, ...], int, int]:
+        """A term of a running sum: its inputs, its kind, its level + 1."""
         if x._fn is MUL and uses[x] == 1 and x not in pinned:  # a product: its two factors
-            del groups[(level.pop(x), 3, MUL, 2)][x]
-            return list(x._prev), [2]
-        return [x], [1]
+            lv = level.pop(x)
+            del groups[(lv, 3, MUL, 2)][x]
+            return x._prev, 2, lv
+        return (x,), 1, level[x] + 1
 
     for v in reversed(nodes):  # inputs first
         fn = v._fn
@@ -130,34 +135,45 @@ def _lay_out(
             a, b = prev
             if a in chains and uses[a] == 1 and a not in pinned:
                 ins, kinds = chains.pop(a)
-                level.pop(a)
-                more = term(b)
+                lv = level.pop(a)
+                more, kind, lv_more = term(b)
             elif b in chains and uses[b] == 1 and b not in pinned:  # a + b is b + a, exactly
                 ins, kinds = chains.pop(b)
-                level.pop(b)
-                more = term(a)
+                lv = level.pop(b)
+                more, kind, lv_more = term(a)
             else:
-                ins, kinds = term(a)
-                more = term(b)
-            ins += more[0]
-            kinds += more[1]
+                first, kind_a, lv = term(a)
+                ins, kinds = list(first), [kind_a]
+                more, kind, lv_more = term(b)
+            ins += more
+            kinds.append(kind)
             chains[v] = (ins, kinds)
-            level[v] = 1 + max(map(get_level, ins))
+            level[v] = lv if lv > lv_more else lv_more
             continue
         if fn.derivative is None and fn is not RECIPE and fn is not GATHER:
             raise Unsupported(
                 f"node {fn.name!r} was built with Value(data, children, local_grads), whose "
                 "derivative cannot be evaluated again; define it as a chainrule.Primitive"
             )
-        lv = 1 + max(map(get_level, prev))
+        n_in = len(prev)
+        if n_in == 1:
+            lv = level[prev[0]] + 1
+        elif n_in == 2:
+            lv, lv_b = level[prev[0]], level[prev[1]]
+            lv = (lv if lv > lv_b else lv_b) + 1
+        else:
+            lv = 1 + max(map(get_level, prev))
         level[v] = lv
         if fn is GATHER:
-            key: Any = (lv, 2, "gather", len(prev))
+            key: Any = (lv, 2, "gather", n_in)
         elif fn is RECIPE:
             key = (lv, 1, "recipe", 0)
         else:
-            key = (lv, 3, fn, len(prev))
-        groups.setdefault(key, {})[v] = None
+            key = (lv, 3, fn, n_in)
+        group = groups.get(key)
+        if group is None:
+            group = groups[key] = {}
+        group[v] = None
     sums: dict[Any, list[tuple[Value, list[Value]]]] = {}
     for v, (ins, kinds) in chains.items():
         if len(kinds) == 2 and kinds[0] == kinds[1] == 1:  # one +: stays a plain +
@@ -193,11 +209,7 @@ def _lay_out(
         nodes_here = members if type(first) is not tuple else [m[0] for m in members]
         slot.update(zip(nodes_here, itertools.count(len(slot))))
     prog.n = len(slot)
-    base = np.empty(prog.n)
-    data = Value.__dict__["data"].__get__
-    for v, s in slot.items():
-        base[s] = data(v, Value)
-    prog.base = base
+    prog.base = np.fromiter(map(_get_data, slot), float, prog.n)  # slots in insertion order
     prog.node_slot = slot
 
     recipes = record.leaf_recipes

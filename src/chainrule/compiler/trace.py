@@ -24,6 +24,7 @@ plain floats meanwhile, but run slower while the trace lasts.
 
 from __future__ import annotations
 
+import functools
 import itertools
 import operator
 import sys
@@ -105,6 +106,8 @@ def untrace(roots: list[Any], record: Record) -> None:
     holder._prev = tuple(roots)
     nodes, leaves = topological_order(holder)
     for v in itertools.chain(nodes[1:], leaves):
+        if type(v) is TraceValue:
+            v.__class__ = Value  # type: ignore[assignment]
         fn = v._fn
         if fn is RECIPE:
             v._prev = v._local = ()
@@ -123,6 +126,36 @@ def _plain(x: Any) -> Any:
 
 class Unsupported(Exception):
     """The traced function does something a replay cannot repeat."""
+
+
+class TraceValue(Value):
+    """The class of the nodes an operation makes while a trace runs: the
+    engine writes their ``.data`` and ``.grad`` through the plain slots
+    (the trace watches writes to the Values that existed before it, and
+    the capture checks that the replay gives every node's traced value, so
+    a write to a new node cannot go unseen); reads of ``.data`` by user
+    code are followed as for any Value."""
+
+    __slots__ = ()
+
+
+def _read_new(
+    v: Any,
+    owner: Any = None,
+    get: Any = _data_slot.__get__,
+    getframe: Any = sys._getframe,
+    internal: frozenset[Any] = _INTERNAL,
+) -> Any:
+    d = get(v, owner)
+    if v is None or getframe(1).f_code.co_filename in internal:
+        return d
+    record = reads.current()
+    return d if record is None else traced(d, ("node", v))
+
+
+TraceValue.data = property(_read_new, _data_slot.__set__)  # type: ignore[misc,assignment]
+TraceValue.grad = _grad_slot  # type: ignore[misc]
+_new_trace_value = functools.partial(object.__new__, TraceValue)
 
 
 @contextmanager
@@ -188,6 +221,7 @@ def watching(record: Record, created: list[Value]) -> Iterator[None]:
         if threading.get_ident() == me:
             created.append(v)
             if type(x) is TracedFloat:
+                put(v, float.__float__(x))
                 read_leaf(v, x)
         return v
 
@@ -253,6 +287,8 @@ def watching(record: Record, created: list[Value]) -> Iterator[None]:
     Value.__format__ = lambda self, spec: format(user_read(self), spec)  # type: ignore[method-assign]
     engine._as_float = keep_read
     engine._leaf = new_leaf
+    new = engine._new
+    engine._new = _new_trace_value  # type: ignore[assignment]
     reads.set_current(record)
     try:
         yield
@@ -262,6 +298,7 @@ def watching(record: Record, created: list[Value]) -> Iterator[None]:
 
             restore(record)
         reads.set_current(None)
+        engine._new = new
         engine._as_float = as_float
         engine._leaf = leaf
         for name, attr in saved.items():
