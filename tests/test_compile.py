@@ -540,3 +540,22 @@ def test_compiled_graph_is_smaller_than_eager() -> None:
     memory = compiled.memory()
     nodes = len(chainrule.engine.topological_order(loss)[0])
     assert memory["bytes"] / memory["nodes"] < eager_bytes / nodes
+
+
+def test_writing_data_of_a_node_made_inside_the_function_runs_eagerly() -> None:
+    """The replay after a trace must give every traced value: a write to a
+    new node's .data (not watched, for speed) is caught there."""
+    x = Value(2.0)
+
+    def f() -> Value:
+        h = x * 3.0
+        h.data = 1.0  # the eager graph goes on from 1.0
+        return h * x
+
+    compiled = chainrule.compile(f)
+    with pytest.warns(CompileWarning, match="does not give the values it traced"):
+        out = compiled()
+    assert out.data == 2.0
+    out.backward()
+    assert x.grad == 1.0 + 2.0 * 3.0  # through h (3.0 * h.grad) and directly (h.data)
+    assert compiled().data == 2.0

@@ -261,6 +261,8 @@ class Compiled:
             kept -= 1
 
     def _trace(self, call: Call, items: list[Any], rebuild_args: Callable[[list[Any]], Any]) -> Any:
+        import numpy
+
         from . import capture as P
         from .reads import Record, traced
         from .symbolic import SymInt, int_checker
@@ -321,10 +323,19 @@ class Compiled:
         program.budget = self.budget
         entry = _Entry(program, rebuild, outputs, int_checker(record.int_guards), run_seconds)
         buffer = program.forward(call)
-        if buffer is None:  # a guard that cannot hold even on the traced values
-            return self._eager(
-                "a guard does not hold on the values it was traced with", rebuild_args(items)
+        if buffer is None or not numpy.array_equal(buffer, program.base, equal_nan=True):
+            # a guard that does not hold on the traced values, or a node whose
+            # replayed value is not its traced one (a write to .data of a node
+            # made inside fn, an operation that gives another result when run
+            # again): the trace's own result is this call's
+            self._eager(
+                "replaying the trace does not give the values it traced (a guard that "
+                "does not hold, a write to .data of a node made inside the function, or "
+                "an operation that gives another result when run again)",
+                None,
             )
+            untrace(out_items, record)
+            return rebuild([_plain_int(x) for x in out_items])
         result = _outputs(entry, buffer, call)
         with self._lock:
             self._keep(call.key, entry)
