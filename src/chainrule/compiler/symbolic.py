@@ -264,17 +264,19 @@ class _Unsure(Exception):
     """An expression that cannot be read again without running user code."""
 
 
-_sites: dict[tuple[CodeType, int], ast.expr | None] = {}
+#: Per subscript instruction: its container expression and the arguments
+#: of the ``len(...)`` calls in its index, or None (not a plain subscript).
+_sites: dict[tuple[CodeType, int], tuple[ast.expr, list[ast.expr]] | None] = {}
 
 
-def _subscript_site(code: CodeType, lasti: int) -> ast.expr | None:
+def _subscript_site(code: CodeType, lasti: int) -> tuple[ast.expr, list[ast.expr]] | None:
     """The container expression of the subscript ``container[i]`` that the
-    instruction at ``lasti`` runs, or None (not a plain subscript, or no
-    source)."""
+    instruction at ``lasti`` runs (and the ``len(...)`` arguments of its
+    index), or None (not a plain subscript, or no source)."""
     key = (code, lasti)
     if key in _sites:
         return _sites[key]
-    found: ast.expr | None = None
+    found: tuple[ast.expr, list[ast.expr]] | None = None
     op = code.co_code[lasti] if 0 <= lasti < len(code.co_code) else None
     name = dis.opname[op] if op is not None else ""
     is_subscript = name in _SUBSCRIPT or (
@@ -287,31 +289,43 @@ def _subscript_site(code: CodeType, lasti: int) -> ast.expr | None:
         except SyntaxError:
             node = None
         if isinstance(node, ast.Subscript) and not isinstance(node.slice, (ast.Slice, ast.Tuple)):
+            lens: list[ast.expr] = []
             try:
-                _check_pure(node.slice)
-                found = node.value
+                _check_pure(node.slice, lens)
+                found = (node.value, lens)
             except _Unsure:
                 found = None
     _sites[key] = found
     return found
 
 
-def _check_pure(node: ast.expr) -> None:
-    """``node`` is made of names, constants, attribute reads, subscripts and
-    arithmetic only (so evaluating it in the frame ran no user code other
-    than int arithmetic, which a SymInt records)."""
+def _check_pure(node: ast.expr, lens: list[ast.expr]) -> None:
+    """``node`` is made of names, constants, attribute reads, subscripts,
+    arithmetic and ``len(...)`` only (so evaluating it in the frame ran no
+    user code other than int arithmetic, which a SymInt records, once the
+    ``len`` arguments, collected in ``lens``, are checked to be lists,
+    tuples, dicts or strings)."""
     if isinstance(node, (ast.Name, ast.Constant)):
         return
     if isinstance(node, ast.Attribute):
-        return _check_pure(node.value)
+        return _check_pure(node.value, lens)
     if isinstance(node, ast.Subscript):
-        _check_pure(node.value)
-        return _check_pure(node.slice)
+        _check_pure(node.value, lens)
+        return _check_pure(node.slice, lens)
     if isinstance(node, ast.BinOp):
-        _check_pure(node.left)
-        return _check_pure(node.right)
+        _check_pure(node.left, lens)
+        return _check_pure(node.right, lens)
     if isinstance(node, ast.UnaryOp):
-        return _check_pure(node.operand)
+        return _check_pure(node.operand, lens)
+    if (
+        isinstance(node, ast.Call)
+        and isinstance(node.func, ast.Name)
+        and node.func.id == "len"
+        and len(node.args) == 1
+        and not node.keywords
+    ):
+        lens.append(node.args[0])
+        return _check_pure(node.args[0], lens)
     raise _Unsure
 
 
@@ -355,7 +369,12 @@ def _index(i: SymInt, frame: FrameType) -> int:
     if site is None:
         return i._pin()
     try:
-        container = _read(site, frame)
+        container = _read(site[0], frame)
+        if site[1] and _read(ast.Name("len"), frame) is not len:
+            raise _Unsure
+        for arg in site[1]:  # len() of a builtin container runs no user code
+            if type(_read(arg, frame)) not in (list, tuple, dict, str):
+                raise _Unsure
     except _Unsure:
         return i._pin()
     if type(container) is not list:
