@@ -21,8 +21,11 @@ built from come from one of two namespaces:
   cross-entropy node per position (``chainrule``).
 
 Both compute the same loss and the same gradients (the tests check it).
-In ``gpt-name-step`` the ``compiled`` engine runs the CompatOps code with
-the loss wrapped once in ``chainrule.compile``.
+In ``gpt-name-step`` (the one-input case: the same name every step) the
+``compiled`` engine runs the CompatOps code with the loss wrapped once in
+``chainrule.compile`` and ``chainrule.optim.Adam`` as the update;
+``gpt-names`` (:mod:`chainrule.bench.gpt_loop`) is the real loop, a new
+name every step.
 """
 
 from __future__ import annotations
@@ -313,10 +316,11 @@ def steps(
 
 
 def _compiled(sizes: Sizes) -> GPTStep:
-    """``chainrule-compat``'s step (CompatOps, the same Adam loop) with the
-    model's loss wrapped once in ``chainrule.compile``: one trace per batch
-    of names, replayed on NumPy arrays; the first (untimed) run traces."""
-    step = GPTStep(CompatOps, compat_adam, sizes.gpt_name)
+    """``chainrule-compat``'s step (CompatOps) with the model's loss wrapped
+    once in ``chainrule.compile`` (one trace, replayed on NumPy arrays; the
+    first, untimed, run traces) and the update as ``chainrule.optim.Adam``,
+    one NumPy update of all parameters (the same numbers as the loop)."""
+    step = GPTStep(CompatOps, chainrule_adam, sizes.gpt_name)
     step.model.batch_loss = compiler.compile(step.model.batch_loss)  # type: ignore[method-assign]
     return step
 

@@ -15,7 +15,8 @@ These engines run it from the same data and the same initial weights:
   ``dot`` node per neuron and one ``add_n`` node per sum;
 * ``compiled`` — the ``chainrule-compat`` user code with its loss function
   wrapped once in ``chainrule.compile``: traced on the first call, replayed
-  on NumPy arrays after that.
+  on NumPy arrays after that; the update is ``chainrule.optim.SGD``, one
+  NumPy update of all parameters.
 * ``tensor`` — the Tensor engine, all points as one array through three
   ``linear`` layers (NumPy imported when the engine is built).
 
@@ -166,12 +167,22 @@ def _compat(sizes: Sizes) -> DemoStep:
     return DemoStep(Value, UserMLP(Value, LAYERS, initial_weights()), X, y)
 
 
-def _compiled(sizes: Sizes) -> DemoStep:
-    """The ``chainrule-compat`` step with its loss wrapped once in
-    ``chainrule.compile`` (traced on the first, untimed, run)."""
-    step = _compat(sizes)
-    step.loss = compiler.compile(step.loss)  # type: ignore[method-assign]
-    return step
+class CompiledStep(SGDStep):
+    """The ``chainrule-compat`` demo step with its loss function wrapped once
+    in ``chainrule.compile`` (traced on the first, untimed, run) and the
+    update as ``chainrule.optim.SGD``: one NumPy update of all parameters
+    (the demo's learning rate; the same numbers as its loop)."""
+
+    def __init__(self, sizes: Sizes) -> None:
+        self.demo = _compat(sizes)
+        self.loss = compiler.compile(self.demo.loss)
+        self.optimizer = optim.SGD(self.demo.model.parameters(), lr=1.0)
+        self.k = 0
+
+    def graph(self) -> Any:
+        loss = self.loss()
+        self.optimizer.zero_grad()
+        return loss
 
 
 # --------------------------------------------------------------------------
@@ -275,7 +286,7 @@ def _engines(
         Engine("microgpt", wrap(_literal)),
         Engine("chainrule-compat", wrap(_compat)),
         Engine("chainrule", wrap(ChainruleStep)),
-        Engine("compiled", wrap(_compiled), requires=("numpy",)),
+        Engine("compiled", wrap(CompiledStep), requires=("numpy",)),
         Engine("tensor", wrap(TensorMoonsStep), requires=("numpy",)),
     )
 
