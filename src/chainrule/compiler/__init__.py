@@ -137,7 +137,7 @@ class Compiled:
     replaying) say how it went; ``eager_reason`` is set once it runs
     eagerly for good."""
 
-    def __init__(self, fn: Callable[..., Any], max_traces: int = 8) -> None:
+    def __init__(self, fn: Callable[..., Any], max_traces: int = 32) -> None:
         if not callable(fn):
             raise TypeError(f"compile: expected a function, got {type(fn).__name__} {fn!r}")
         if not isinstance(max_traces, int) or max_traces < 1:
@@ -377,7 +377,7 @@ def _outputs(entry: _Entry, buffer: Any, call: Call) -> Any:
     return entry.rebuild(new)
 
 
-def compile(fn: Callable[..., Any] | None = None, *, max_traces: int = 8) -> Any:  # noqa: A001
+def compile(fn: Callable[..., Any] | None = None, *, max_traces: int = 32) -> Any:  # noqa: A001
     """Wrap ``fn`` so that it is traced once and replayed on NumPy arrays
     (see the module's documentation); also a decorator,
     ``@chainrule.compile`` or ``@chainrule.compile(max_traces=4)``."""

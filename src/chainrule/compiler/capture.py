@@ -213,14 +213,14 @@ def _lay_out(
     prog.node_slot = slot
 
     recipes = record.leaf_recipes
-    steps: list[Any] = [
-        RecipeStep(slot[v], recipe_function(prog, recipes[v])) for v in recipe_leaves
-    ]
+    steps: list[Any] = []
+    if recipe_leaves:
+        steps.append(_recipe_step(prog, recipe_leaves, recipes))
     for key in keys:
         _, _, kind, shape = key
         members = members_of[key]
         if kind == "recipe":
-            steps.extend(RecipeStep(slot[v], recipe_function(prog, recipes[v])) for v in members)
+            steps.append(_recipe_step(prog, members, recipes))
         elif kind == "gather":
             steps.append(_gather_step(members, slot, record))
         elif kind is SUM_TERMS:
@@ -280,30 +280,79 @@ def _gather_step(aliases: list[Value], slot: dict[Any, int], record: Record) -> 
     return GatherStep(out, np.array(rows, dtype=np.intp), recipes)
 
 
+def _recipe_step(prog: Program, leaves: list[Value], recipes: dict[Any, Any]) -> RecipeStep:
+    slots = np.array([prog.node_slot[v] for v in leaves], dtype=np.intp)
+    return RecipeStep(slots, recipes_function(prog, [recipes[v] for v in leaves]))
+
+
+def recipes_function(prog: Program, rs: list[Any]) -> Callable[[np.ndarray, Any], list[Any]]:
+    """Several recipes as one function of the value buffer and the call,
+    each shared part computed once (a softmax's ``-max(...)`` is read by
+    every one of its ``v - top``): the recipes become a list of
+    instructions whose results fill a list in order."""
+    code: list[tuple[Any, ...]] = []  # (kind, ...): one result each
+    seen: dict[Any, int] = {}
+
+    def emit(r: Any) -> int:
+        key: Any = id(r)
+        if key in seen:
+            return seen[key]
+        instr: tuple[Any, ...]
+        if not is_recipe(r):
+            instr = ("const", r)
+        else:
+            kind = r[0]
+            if kind == "node":
+                instr = ("slot", prog.node_slot[r[1]])
+            elif kind in ("arg", "int"):
+                instr = (kind, r[1])
+            elif kind == "op":
+                instr = ("op", r[1], tuple(emit(x) for x in r[2:]))
+            elif all(is_recipe(x) and x[0] == "node" for x in r[2]):  # max(v.data for v in xs)
+                slots = np.array([prog.node_slot[x[1]] for x in r[2]], dtype=np.intp)
+                instr = ("reduce slots", r[1], slots)
+            else:
+                instr = ("reduce", r[1], tuple(emit(x) for x in r[2]))
+            if instr[0] in ("op", "slot", "arg", "int"):  # the same computation: once
+                structural = instr if instr[0] != "op" else ("op", id(instr[1]), *instr[2:])
+                if structural in seen:
+                    seen[key] = seen[structural]
+                    return seen[key]
+                seen[structural] = len(code)
+        seen[key] = len(code)
+        code.append(instr)
+        return seen[key]
+
+    outs = [emit(r) for r in rs]
+
+    def compute(val: np.ndarray, call: Any) -> list[Any]:
+        env: list[Any] = []
+        push = env.append
+        for instr in code:
+            kind = instr[0]
+            if kind == "op":
+                push(instr[1](*[env[i] for i in instr[2]]))
+            elif kind == "slot":
+                push(val.item(instr[1]))
+            elif kind == "reduce slots":
+                push(instr[1](val[instr[2]].tolist()))
+            elif kind == "const":
+                push(instr[1])
+            elif kind == "arg":
+                push(call.floats[instr[1]])
+            elif kind == "int":
+                push(call.ints[instr[1]])
+            else:
+                push(instr[1]([env[i] for i in instr[2]]))
+        return [env[i] for i in outs]
+
+    return compute
+
+
 def recipe_function(prog: Program, r: Any) -> Callable[[np.ndarray, Any], Any]:
-    """A recipe as a function of the value buffer and the call (its float
-    and int arguments: :class:`chainrule.compiler.keys.Call`)."""
-    if not is_recipe(r):
-        return lambda val, call: r
-    kind = r[0]
-    if kind == "node":
-        s = prog.node_slot[r[1]]
-        return lambda val, call: val.item(s)
-    if kind == "arg":
-        pos = r[1]
-        return lambda val, call: call.floats[pos]
-    if kind == "int":
-        pos = r[1]
-        return lambda val, call: call.ints[pos]
-    f = r[1]
-    if kind == "op":
-        parts = [recipe_function(prog, x) for x in r[2:]]
-        return lambda val, call: f(*(p(val, call) for p in parts))
-    if all(is_recipe(x) and x[0] == "node" for x in r[2]):  # max(v.data for v in xs)
-        slots = np.array([prog.node_slot[x[1]] for x in r[2]], dtype=np.intp)
-        return lambda val, call: f(val[slots].tolist())
-    items = [recipe_function(prog, x) for x in r[2]]
-    return lambda val, call: f([p(val, call) for p in items])
+    """One recipe as a function of the value buffer and the call."""
+    compute = recipes_function(prog, [r])
+    return lambda val, call: compute(val, call)[0]
 
 
 def _compile_guards(prog: Program, guards: list[tuple[Any, Any, Any, Any]]) -> None:

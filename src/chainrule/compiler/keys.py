@@ -62,6 +62,7 @@ class Call:
     values: list[Value] = field(default_factory=list)  # leaf Values among the arguments
     floats: list[float] = field(default_factory=list)  # float inputs, in order
     ints: list[int] = field(default_factory=list)  # ints, in order
+    picks: dict[int, Any] = field(default_factory=dict)  # a replay's gathers, per step
 
 
 def classify(items: list[Any], shape: Any = None, symbolic_ints: bool = True) -> Call:

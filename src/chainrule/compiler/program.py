@@ -98,14 +98,15 @@ class Group:
 
 @dataclass
 class RecipeStep:
-    """A float that user code read and the engine used as an operand,
-    recomputed from its recipe (no gradient flows through it, as eager)."""
+    """Floats that user code read and the engine used as operands, all of
+    one level, recomputed from their recipes (no gradient flows through
+    them, as eagerly)."""
 
-    slot: int
-    compute: Callable[[np.ndarray, Any], float]
+    slots: np.ndarray
+    compute: Callable[[np.ndarray, Any], list[float]]
 
     def run(self, val: np.ndarray, call: Any) -> None:
-        val[self.slot] = self.compute(val, call)
+        val[self.slots] = self.compute(val, call)
 
     def backward(self, val: np.ndarray, grad: np.ndarray, call: Any, mask: Any) -> None:
         pass
@@ -114,7 +115,7 @@ class RecipeStep:
         pass
 
     def nbytes(self) -> int:
-        return 0
+        return int(self.slots.nbytes)
 
 
 @dataclass
@@ -128,9 +129,16 @@ class GatherStep:
     table: np.ndarray  # per alias, the slots of the entries it may pick
     recipes: list[Any]  # per alias, the recipe of its int
 
+    def __post_init__(self) -> None:
+        self.rows = np.arange(len(self.out))
+
     def picks(self, call: Any) -> np.ndarray:
-        """The slots that the call's ints pick, or Retrace where the list
-        would raise IndexError (the trace will raise it)."""
+        """The slots that the call's ints pick (once per call), or Retrace
+        where the list would raise IndexError (the trace will raise it)."""
+        cache = call.picks
+        found = cache.get(id(self))
+        if found is not None:
+            return found
         from .symbolic import recipe_value
 
         n = self.table.shape[1]
@@ -141,10 +149,11 @@ class GatherStep:
             i = memo.get(id(r))
             if i is None:
                 i = memo[id(r)] = recipe_value(r, ints)
-            if not -n <= i < n:
-                raise Retrace
-            columns.append(i % n)
-        return self.table[np.arange(len(self.out)), columns]
+                if not -n <= i < n:
+                    raise Retrace
+            columns.append(i)
+        found = cache[id(self)] = self.table[self.rows, np.array(columns) % n]
+        return found
 
     def run(self, val: np.ndarray, call: Any) -> None:
         val[self.out] = val[self.picks(call)]

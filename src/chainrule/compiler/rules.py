@@ -187,7 +187,7 @@ def vectorizes(fn: Primitive) -> bool:
 def kernels(fn: Primitive, small: bool, kinds: tuple[int, ...] | None = None) -> tuple[Any, Any]:
     """``(forward(X, c), local(X, c, out))`` for a group of ``fn``; ``kinds``
     for a group of running sums (``SUM_TERMS``) of those kinds of terms."""
-    if fn is SUM_TERMS and not small and kinds is not None:
+    if fn is SUM_TERMS and kinds is not None:  # on arrays even for one sum: many terms
         sums = RunningSums(kinds)
         return sums.forward, sums.local
     return forward_function(fn, small), TableRule(fn, small or not vectorizes(fn)).local
