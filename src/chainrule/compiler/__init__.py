@@ -54,6 +54,7 @@ from __future__ import annotations
 
 import collections
 import functools
+import gc
 import threading
 import time
 import warnings
@@ -261,6 +262,20 @@ class Compiled:
             kept -= 1
 
     def _trace(self, call: Call, items: list[Any], rebuild_args: Callable[[list[Any]], Any]) -> Any:
+        # A trace makes a graph's worth of objects and keeps them until the
+        # capture is done: the cyclic collector's passes over them (half
+        # the time) free nothing, so it pauses meanwhile (for the process).
+        collecting = gc.isenabled()
+        gc.disable()
+        try:
+            return self._trace_and_capture(call, items, rebuild_args)
+        finally:
+            if collecting:
+                gc.enable()
+
+    def _trace_and_capture(
+        self, call: Call, items: list[Any], rebuild_args: Callable[[list[Any]], Any]
+    ) -> Any:
         import numpy
 
         from . import capture as P
