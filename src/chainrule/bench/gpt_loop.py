@@ -99,5 +99,5 @@ GPT_NAMES = Workload(
         Engine("compiled", _arm(compiled=True), requires=("numpy",)),
         Engine("compiled-optim", _arm(compiled=True, optimizer=optim_adam), requires=("numpy",)),
     ),
-    runs=3,
+    runs=1,
 )
