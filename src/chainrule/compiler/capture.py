@@ -109,19 +109,22 @@ def _lay_out(
     uses = collections.Counter(itertools.chain.from_iterable(v._prev for v in nodes))
     level: dict[Any, int] = dict.fromkeys(leaves, 0)
     get_level = level.__getitem__
-    # Running sums: node -> (inputs, kinds) while its chain may still grow.
-    chains: dict[Value, tuple[list[Value], list[int]]] = {}
+    # Running sums: node -> (inputs, kinds, sources) while its chain may still
+    # grow; a source is the node (and input position) whose chain rule the
+    # input's contribution is in the eager pass: the + or the product.
+    chains: dict[Value, tuple[list[Value], list[int], list[tuple[Value, int]]]] = {}
     # (level, order, kind, shape) -> members (a dict: a product joining a
     # running sum leaves its group)
     groups: dict[Any, dict[Any, None]] = {}
 
-    def term(x: Value) -> tuple[tuple[Value, ...], int, int]:
-        """A term of a running sum: its inputs, its kind, its level + 1."""
+    def term(x: Value, v: Value, i: int) -> tuple[tuple[Value, ...], int, int, list[Any]]:
+        """Input ``i`` of ``v`` as a term of a running sum: its inputs, its
+        kind, its level + 1, their sources."""
         if x._fn is MUL and uses[x] == 1 and x not in pinned:  # a product: its two factors
             lv = level.pop(x)
             del groups[(lv, 3, MUL, 2)][x]
-            return x._prev, 2, lv
-        return (x,), 1, level[x] + 1
+            return x._prev, 2, lv, [(x, 0), (x, 1)]
+        return (x,), 1, level[x] + 1, [(v, i)]
 
     for v in reversed(nodes):  # inputs first
         fn = v._fn
@@ -134,20 +137,21 @@ def _lay_out(
         if fn is ADD:
             a, b = prev
             if a in chains and uses[a] == 1 and a not in pinned:
-                ins, kinds = chains.pop(a)
+                ins, kinds, srcs = chains.pop(a)
                 lv = level.pop(a)
-                more, kind, lv_more = term(b)
+                more, kind, lv_more, more_srcs = term(b, v, 1)
             elif b in chains and uses[b] == 1 and b not in pinned:  # a + b is b + a, exactly
-                ins, kinds = chains.pop(b)
+                ins, kinds, srcs = chains.pop(b)
                 lv = level.pop(b)
-                more, kind, lv_more = term(a)
+                more, kind, lv_more, more_srcs = term(a, v, 0)
             else:
-                first, kind_a, lv = term(a)
+                first, kind_a, lv, srcs = term(a, v, 0)
                 ins, kinds = list(first), [kind_a]
-                more, kind, lv_more = term(b)
+                more, kind, lv_more, more_srcs = term(b, v, 1)
             ins += more
             kinds.append(kind)
-            chains[v] = (ins, kinds)
+            srcs += more_srcs
+            chains[v] = (ins, kinds, srcs)
             level[v] = lv if lv > lv_more else lv_more
             continue
         if fn.derivative is None and fn is not RECIPE and fn is not GATHER:
@@ -174,12 +178,12 @@ def _lay_out(
         if group is None:
             group = groups[key] = {}
         group[v] = None
-    sums: dict[Any, list[tuple[Value, list[Value]]]] = {}
-    for v, (ins, kinds) in chains.items():
+    sums: dict[Any, list[tuple[Value, list[Value], list[Any]]]] = {}
+    for v, (ins, kinds, srcs) in chains.items():
         if len(kinds) == 2 and kinds[0] == kinds[1] == 1:  # one +: stays a plain +
             groups.setdefault((level[v], 3, ADD, 2), {})[v] = None
         else:
-            sums.setdefault((level[v], 4, SUM_TERMS, tuple(kinds)), []).append((v, ins))
+            sums.setdefault((level[v], 4, SUM_TERMS, tuple(kinds)), []).append((v, ins, srcs))
 
     prog = Program()
     slot: dict[Any, int] = {}
@@ -213,6 +217,8 @@ def _lay_out(
     prog.node_slot = slot
 
     recipes = record.leaf_recipes
+    walk_position = dict(zip(nodes, range(len(nodes))))  # root first, as eager
+    edges = _Edges(walk_position)
     steps: list[Any] = []
     if recipe_leaves:
         steps.append(_recipe_step(prog, recipe_leaves, recipes))
@@ -225,12 +231,82 @@ def _lay_out(
             steps.append(_gather_step(members, slot, record))
         elif kind is SUM_TERMS:
             start = slot[members[0][0]]
-            steps.append(_group(SUM_TERMS, [m[1] for m in members], start, slot, shape))
+            made_sum = _group(SUM_TERMS, [m[1] for m in members], start, slot, shape)
+            edges.add(made_sum, [m[2] for m in members])
+            steps.append(made_sum)
         else:
-            steps.append(_group(kind, [m._prev for m in members], slot[members[0]], slot, None))
+            node_group = _group(kind, [m._prev for m in members], slot[members[0]], slot, None)
+            edges.add(node_group, [[(m, i) for i in range(len(m._prev))] for m in members])
+            steps.append(node_group)
     prog.steps = steps
+    edges.lay_out(prog, len(live) + len(arg_slots))
     _compile_guards(prog, record.guards)
     return prog
+
+
+class _Edges:
+    """The backward pass's terms (a node's local derivative times its
+    gradient, for one input), numbered group by group as the groups write
+    them, and for every slot the terms it adds up, in the order the eager
+    pass adds them: by the walk position of the node whose chain rule makes
+    the term (root first), then by input position."""
+
+    def __init__(self, walk_position: dict[Value, int]) -> None:
+        self.position = walk_position
+        self.targets: list[np.ndarray] = []
+        self.positions: list[np.ndarray] = []
+        self.inputs: list[np.ndarray] = []
+        self.count = 0
+
+    def add(self, group: Group, sources: list[list[tuple[Value, int]]]) -> None:
+        """The terms of ``group``: row r, column c is input r of member c,
+        made by the chain rule of ``sources[c][r]``."""
+        n_in, n = group.matrix.shape
+        get = self.position.get
+        flat = list(itertools.chain.from_iterable(sources))
+        positions = np.fromiter((get(node, -1) for node, _ in flat), np.intp, n * n_in)
+        inputs = np.fromiter((i for _, i in flat), np.intp, n * n_in)
+        group.first_term = self.count
+        self.count += n_in * n
+        self.targets.append(group.matrix.ravel())
+        self.positions.append(positions.reshape(n, n_in).T.ravel())
+        self.inputs.append(inputs.reshape(n, n_in).T.ravel())
+
+    def lay_out(self, prog: Program, n_leaves: int) -> None:
+        """Per step, and for the leaves, the matrix of the terms each of its
+        slots adds (one row per term, in order; short columns padded with
+        the term past the last, which is 0)."""
+        prog.n_terms = self.count
+        pad = self.count
+        if self.count:
+            targets = np.concatenate(self.targets)
+            order = np.lexsort(
+                (np.concatenate(self.inputs), np.concatenate(self.positions), targets)
+            )
+        else:
+            targets = order = np.zeros(0, dtype=np.intp)
+        sorted_targets = targets[order]
+        counts = np.bincount(targets, minlength=prog.n)
+        starts = np.concatenate(([0], np.cumsum(counts)[:-1])).astype(np.intp)
+        rank = np.arange(len(order)) - starts[sorted_targets]
+
+        def incoming(first: int, stop: int) -> np.ndarray:
+            width = stop - first
+            lo = int(starts[first]) if width else 0
+            hi = int(starts[stop - 1] + counts[stop - 1]) if width else 0
+            depth = int(counts[first:stop].max()) if width else 0
+            matrix = np.full((max(depth, 1), width), pad, dtype=np.intp)
+            matrix[rank[lo:hi], sorted_targets[lo:hi] - first] = order[lo:hi]
+            return matrix
+
+        for step in prog.steps:
+            if type(step) is Group:
+                step.incoming = incoming(step.start, step.stop)
+            elif type(step) is GatherStep:
+                first = int(step.out[0])
+                assert (step.out == np.arange(first, first + len(step.out))).all()
+                step.incoming = incoming(first, first + len(step.out))
+        prog.leaf_incoming = incoming(0, n_leaves)
 
 
 def _group(
@@ -247,22 +323,7 @@ def _group(
     small = n < SMALL_GROUP
     const = None if kinds is None else (kinds, None)
     forward, local = rules.kernels(fn, small, kinds)
-    scatter = matrix.ravel()
-    targets, inverse = np.unique(scatter, return_inverse=True)
-    unique = len(targets) == len(scatter)
-    return Group(
-        fn,
-        start,
-        start + n,
-        matrix,
-        const,
-        forward,
-        local,
-        unique,
-        small,
-        scatter if unique else inverse.ravel().astype(np.intp),
-        targets,
-    )
+    return Group(fn, start, start + n, matrix, const, forward, local, small)
 
 
 def _gather_step(aliases: list[Value], slot: dict[Any, int], record: Record) -> GatherStep:

@@ -9,12 +9,18 @@ contiguous: its forward gathers each input position with one index array,
 runs the primitive once on arrays, and writes one slice. The steps are
 kept in level order; the backward pass runs them in reverse: per group,
 the local derivatives (the table's rule on arrays) times the group's
-gradients, scatter-added into the inputs' gradients.
+gradients give its *terms*, one per input of each node, written into one
+array; a node's gradient is the sum of its terms, added one at a time in
+the order the eager pass adds them (the walk's order, root first: see
+``capture._Edges``), before its own terms are made.
 
-Gradients equal the eager ones up to the order in which a node's
-contributions are added (within a level they are summed in a different
-order), so to about 1e-15 relative, not bit for bit; forward values are
-bit for bit the eager ones.
+So forward values and gradients are the eager ones bit for bit, inf and
+nan included, for the graph that was traced. Two things make the eager
+walk visit nodes in another order than the trace's: a read float used as
+an operand (the trace orders it after the nodes it was read from), and a
+gather of nodes made inside the function whose pick changes (the eager
+walk enters the graph through the picked one). There a node's terms may
+be added in another order: gradients to about 1e-16 relative.
 """
 
 from __future__ import annotations
@@ -59,18 +65,18 @@ class Group:
     const: Any  # None, or a running sum's (kinds, None)
     forward: Callable[[np.ndarray, Any], np.ndarray]  # (inputs, constant) -> outputs
     local: Callable[[np.ndarray, Any, np.ndarray], np.ndarray]  # (inputs, c, outputs) -> locals
-    unique: bool  # no input slot repeats in the group
     small: bool  # so few nodes that floats beat arrays
-    scatter: np.ndarray  # unique: the input slots; else each input's index in targets
-    targets: np.ndarray  # the distinct input slots
+    first_term: int = 0  # where its terms start among the program's terms
+    incoming: Any = None  # the terms its nodes' gradients add (see gradient_of)
 
     def run(self, val: np.ndarray, call: Any) -> None:
         val[self.start : self.stop] = self.forward(val.take(self.matrix), self.const)
 
     def backward(
-        self, val: np.ndarray, grad: np.ndarray, call: Any, mask: np.ndarray | None
+        self, val: np.ndarray, gout: np.ndarray, terms: np.ndarray, mask: np.ndarray | None
     ) -> None:
-        gout = grad[self.start : self.stop]
+        """Write this group's terms (local derivative times gradient, one
+        per input of each node) into ``terms``."""
         if mask is not None:
             gout = np.where(mask, gout, 0.0)
         X = val.take(self.matrix)
@@ -80,11 +86,8 @@ class Group:
             contributions = _masked(self, local, contributions, gout, X)
         if mask is not None:
             contributions[:, ~mask] = 0.0
-        if self.unique:
-            grad[self.scatter] += contributions.ravel()
-        else:  # an input used by several nodes of the group: add its contributions first
-            total = np.bincount(self.scatter, contributions.ravel(), len(self.targets))
-            grad[self.targets] += total
+        first = self.first_term
+        terms[first : first + contributions.size] = contributions.ravel()
 
     def reach(self, seen: np.ndarray, call: Any) -> None:
         """Mark the inputs of the marked nodes."""
@@ -93,7 +96,7 @@ class Group:
             seen[self.matrix[:, mine]] = True
 
     def nbytes(self) -> int:
-        return int(self.matrix.nbytes + self.scatter.nbytes + self.targets.nbytes)
+        return int(self.matrix.nbytes + self.incoming.nbytes)
 
 
 @dataclass
@@ -107,9 +110,6 @@ class RecipeStep:
 
     def run(self, val: np.ndarray, call: Any) -> None:
         val[self.slots] = self.compute(val, call)
-
-    def backward(self, val: np.ndarray, grad: np.ndarray, call: Any, mask: Any) -> None:
-        pass
 
     def reach(self, seen: np.ndarray, call: Any) -> None:
         pass
@@ -128,6 +128,7 @@ class GatherStep:
     out: np.ndarray  # the aliases' slots
     table: np.ndarray  # per alias, the slots of the entries it may pick
     recipes: list[Any]  # per alias, the recipe of its int
+    incoming: Any = None  # the terms its aliases' gradients add
 
     def __post_init__(self) -> None:
         self.rows = np.arange(len(self.out))
@@ -158,11 +159,12 @@ class GatherStep:
     def run(self, val: np.ndarray, call: Any) -> None:
         val[self.out] = val[self.picks(call)]
 
-    def backward(self, val: np.ndarray, grad: np.ndarray, call: Any, mask: Any) -> None:
-        g = grad[self.out]
+    def backward(self, gout: np.ndarray, late: np.ndarray, call: Any, mask: Any) -> None:
+        """Add the aliases' gradients to the picked entries' (after their
+        own terms: ``late``)."""
         if mask is not None:
-            g = np.where(mask, g, 0.0)
-        np.add.at(grad, self.picks(call), g)
+            gout = np.where(mask, gout, 0.0)
+        np.add.at(late, self.picks(call), gout)
 
     def reach(self, seen: np.ndarray, call: Any) -> None:
         mine = seen[self.out]
@@ -190,6 +192,8 @@ class Program:
         # guards between two node values (or constants), by function: slots, slots, results
         self.node_guards: list[tuple[Callable[..., Any], np.ndarray, np.ndarray, list[Any]]] = []
         self.node_slot: dict[Any, int] = {}
+        self.n_terms = 0  # terms of the backward pass, group by group
+        self.leaf_incoming = np.zeros((1, 0), dtype=np.intp)  # leaves' terms, slots 0...
         self.budget: Any = None  # the compiled function's account, for replay times
 
     # -- forward ------------------------------------------------------------
@@ -231,7 +235,7 @@ class Program:
             grad = self._gradients(val, root, seed, call, self._reach(root, call))
         live = self.live
         if live:
-            sums = map(operator.add, map(_get_grad, live), grad[self.live_slots].tolist())
+            sums = map(operator.add, map(_get_grad, live), grad[: len(live)].tolist())
             collections.deque(map(setattr, live, itertools.repeat("grad"), sums), maxlen=0)
         arg_values = call.values
         for slot, pos in self.arg_leaves:
@@ -240,22 +244,48 @@ class Program:
     def _gradients(
         self, val: np.ndarray, root: int, seed: float, call: Any, seen: np.ndarray | None
     ) -> np.ndarray:
-        grad = np.zeros(self.n)
-        grad[root] = seed
+        """The leaves' gradients (slots 0...): each node's gradient is the
+        sum of its terms, added one by one in the eager pass's order,
+        before its own terms are made."""
+        # every group writes its terms, except the ones a mask skips: zeros
+        terms = np.empty(self.n_terms + 1) if seen is None else np.zeros(self.n_terms + 1)
+        terms[-1] = 0.0  # the padding term
+        late = np.zeros(self.n)  # gathers' terms, added after a slot's own
+
+        def gradient_of(incoming: np.ndarray, first: int, stop: int) -> np.ndarray:
+            g = terms[incoming[0]] + 0.0  # 0.0 + the first term + the next ...
+            for row in incoming[1:]:
+                g += terms[row]
+            g += late[first:stop]
+            if first <= root < stop:
+                g[root - first] = seed
+            return g
+
         with np.errstate(all="ignore"):
             for step in reversed(self.steps):
-                if seen is None:
-                    step.backward(val, grad, call, None)
-                    continue
                 if type(step) is RecipeStep:
                     continue
                 if type(step) is GatherStep:
-                    mask = seen[step.out]
+                    first = int(step.out[0])
+                    stop = first + len(step.out)
                 else:
                     assert type(step) is Group
-                    mask = seen[step.start : step.stop]
-                if mask.any():
-                    step.backward(val, grad, call, None if mask.all() else mask)
+                    first, stop = step.start, step.stop
+                mask = None
+                if seen is not None:
+                    mask = seen[first:stop]
+                    if not mask.any():
+                        continue
+                    if mask.all():
+                        mask = None
+                g = gradient_of(step.incoming, first, stop)
+                if type(step) is GatherStep:
+                    step.backward(g, late, call, mask)
+                else:
+                    step.backward(val, g, terms, mask)
+            n_leaves = self.leaf_incoming.shape[1]
+            grad = np.zeros(self.n)
+            grad[:n_leaves] = gradient_of(self.leaf_incoming, 0, n_leaves)
         if seen is not None:
             grad[~seen] = 0.0
         return grad
