@@ -33,7 +33,15 @@ from ..engine import Value
 from ..primitives import ADD, MUL, Primitive
 from ..walk import topological_order
 from . import reads, rules
-from .program import SMALL_GROUP, GatherStep, Group, Program, RecipeStep, is_recipe
+from .program import (
+    SMALL_GROUP,
+    GatherStep,
+    Group,
+    Program,
+    RecipeStep,
+    SumGroup,
+    is_recipe,
+)
 from .reads import Record, recipe_nodes
 from .rules import SUM_TERMS
 from .trace import GATHER, RECIPE, Unsupported
@@ -212,8 +220,9 @@ def _lay_out(
         first = members[0]
         nodes_here = members if type(first) is not tuple else [m[0] for m in members]
         slot.update(zip(nodes_here, itertools.count(len(slot))))
-    prog.n = len(slot)
-    prog.base = np.fromiter(map(_get_data, slot), float, prog.n)  # slots in insertion order
+    prog.n = len(slot) + 1
+    prog.base = np.fromiter(map(_get_data, slot), float, len(slot))  # slots in insertion order
+    prog.base = np.append(prog.base, 1.0)  # the last slot: 1.0, plain terms' local derivative
     prog.node_slot = slot
 
     recipes = record.leaf_recipes
@@ -231,7 +240,7 @@ def _lay_out(
             steps.append(_gather_step(members, slot, record))
         elif kind is SUM_TERMS:
             start = slot[members[0][0]]
-            made_sum = _group(SUM_TERMS, [m[1] for m in members], start, slot, shape)
+            made_sum = _group(SUM_TERMS, [m[1] for m in members], start, slot, shape, len(slot))
             edges.add(made_sum, [m[2] for m in members])
             steps.append(made_sum)
         else:
@@ -300,7 +309,7 @@ class _Edges:
             return matrix
 
         for step in prog.steps:
-            if type(step) is Group:
+            if isinstance(step, Group):
                 step.incoming = incoming(step.start, step.stop)
             elif type(step) is GatherStep:
                 first = int(step.out[0])
@@ -315,6 +324,7 @@ def _group(
     start: int,
     slot: dict[Any, int],
     kinds: tuple[int, ...] | None,
+    one_slot: int = -1,
 ) -> Group:
     n = len(inputs)
     n_in = len(inputs[0])
@@ -323,7 +333,30 @@ def _group(
     small = n < SMALL_GROUP
     const = None if kinds is None else (kinds, None)
     forward, local = rules.kernels(fn, small, kinds)
-    return Group(fn, start, start + n, matrix, const, forward, local, small)
+    if kinds is None:
+        return Group(fn, start, start + n, matrix, const, forward, local, small)
+    rows = np.cumsum((0, *kinds))[:-1]  # each term's first input row
+    is_product = np.array(kinds) == 2
+    firsts = rows[is_product]
+    partner = np.full_like(matrix, one_slot)
+    partner[firsts] = matrix[firsts + 1]
+    partner[firsts + 1] = matrix[firsts]
+    return SumGroup(
+        fn,
+        start,
+        start + n,
+        matrix,
+        const,
+        forward,
+        local,
+        small,
+        left=matrix[firsts],
+        right=matrix[firsts + 1],
+        single=matrix[rows[~is_product]],
+        products=np.flatnonzero(is_product),
+        singles=np.flatnonzero(~is_product),
+        partner=partner,
+    )
 
 
 def _gather_step(aliases: list[Value], slot: dict[Any, int], record: Record) -> GatherStep:

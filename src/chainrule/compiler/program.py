@@ -99,6 +99,50 @@ class Group:
         return int(self.matrix.nbytes + self.incoming.nbytes)
 
 
+def sum_rows(T: np.ndarray) -> np.ndarray:
+    """The rows of ``T`` added one after another, ``((T[0] + T[1]) + T[2])
+    ...``: the order of a chain of ``+`` (``numpy.add.reduce`` may add
+    pairwise, ``accumulate`` is slower than this loop)."""
+    total = T[0].copy()
+    for row in T[1:]:
+        total += row
+    return total
+
+
+@dataclass
+class SumGroup(Group):
+    """Running sums (:data:`~chainrule.compiler.rules.SUM_TERMS`) with the
+    same kinds of terms, gathered straight from the buffer: the products'
+    two factors and the plain terms, added row after row in order (as the
+    chain of ``+`` adds them); each input's local derivative is the slot of
+    the other factor (or a slot holding 1.0), so its term is one gather and
+    one product."""
+
+    left: Any = None  # (products, n): the first factors' slots
+    right: Any = None  # (products, n): the second factors' slots
+    single: Any = None  # (plain terms, n): their slots
+    products: Any = None  # which terms are products
+    singles: Any = None  # which terms are plain
+    partner: Any = None  # (inputs, n): the slot of each input's local derivative
+
+    def run(self, val: np.ndarray, call: Any) -> None:
+        T = np.empty((len(self.products) + len(self.singles), self.stop - self.start))
+        T[self.products] = val.take(self.left) * val.take(self.right)
+        T[self.singles] = val.take(self.single)
+        val[self.start : self.stop] = sum_rows(T)
+
+    def backward(
+        self, val: np.ndarray, gout: np.ndarray, terms: np.ndarray, mask: np.ndarray | None
+    ) -> None:
+        if mask is not None:
+            gout = np.where(mask, gout, 0.0)
+        contributions = val.take(self.partner) * gout
+        if mask is not None:
+            contributions[:, ~mask] = 0.0
+        first = self.first_term
+        terms[first : first + contributions.size] = contributions.ravel()
+
+
 @dataclass
 class RecipeStep:
     """Floats that user code read and the engine used as operands, all of
@@ -253,10 +297,8 @@ class Program:
         late = np.zeros(self.n)  # gathers' terms, added after a slot's own
 
         def gradient_of(incoming: np.ndarray, first: int, stop: int) -> np.ndarray:
-            g = terms[incoming[0]] + 0.0  # 0.0 + the first term + the next ...
-            for row in incoming[1:]:
-                g += terms[row]
-            g += late[first:stop]
+            g = sum_rows(terms[incoming])  # the first term + the next ...
+            g += late[first:stop]  # (and + 0.0: a -0.0 sum is 0.0 as eagerly, from 0.0)
             if first <= root < stop:
                 g[root - first] = seed
             return g
@@ -269,7 +311,7 @@ class Program:
                     first = int(step.out[0])
                     stop = first + len(step.out)
                 else:
-                    assert type(step) is Group
+                    assert isinstance(step, Group)
                     first, stop = step.start, step.stop
                 mask = None
                 if seen is not None:

@@ -233,7 +233,10 @@ class RunningSums:
         T[self.products] = X[self.left] * X[self.right]
         if start is not None:
             T[0] += start
-        return np.add.accumulate(T, axis=0)[-1]
+        total = T[0].copy()  # row after row: the order of the chain of +
+        for row in T[1:]:
+            total += row
+        return total
 
     def local(self, X: Array, c: Any, out: Array) -> Array:
         D = X[self.partner]
