@@ -103,6 +103,8 @@ def sum_rows(T: np.ndarray) -> np.ndarray:
     """The rows of ``T`` added one after another, ``((T[0] + T[1]) + T[2])
     ...``: the order of a chain of ``+`` (``numpy.add.reduce`` may add
     pairwise, ``accumulate`` is slower than this loop)."""
+    if T.shape[1] == 1:  # one long sum: accumulate runs down a vector, in order
+        return np.add.accumulate(T.ravel())[-1:]
     total = T[0].copy()
     for row in T[1:]:
         total += row

@@ -29,6 +29,7 @@ import numpy as np
 from .. import primitives as P
 from .. import sums as S
 from ..primitives import Primitive
+from .program import sum_rows
 
 Array = np.ndarray
 
@@ -233,10 +234,7 @@ class RunningSums:
         T[self.products] = X[self.left] * X[self.right]
         if start is not None:
             T[0] += start
-        total = T[0].copy()  # row after row: the order of the chain of +
-        for row in T[1:]:
-            total += row
-        return total
+        return sum_rows(T)
 
     def local(self, X: Array, c: Any, out: Array) -> Array:
         D = X[self.partner]
