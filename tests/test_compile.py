@@ -613,3 +613,18 @@ def test_edge_values_give_the_eager_gradients_bit_for_bit(program: Any, xs: list
         [p.grad for p in params],
         expected,
     )
+
+
+def test_reciprocal_guard_on_arrays_is_the_engines() -> None:
+    """The engine picks a * b**-1 or one true division by the values; the
+    replay checks that choice on arrays (program.GUARDS_ON_ARRAYS)."""
+    from chainrule import engine
+    from chainrule.compiler import program
+
+    edge = SPECIALS + [2.0**-500, 2.0**500, 2.0**-501, 2.0**501, 1.7e308, 2.0**-1022, 3e-300]
+    a = np.array([x for x in edge for _ in edge])
+    b = np.array([y for _ in edge for y in edge])
+    ours = program.GUARDS_ON_ARRAYS[engine._reciprocal_is_exact](a, b)
+    assert ours.tolist() == [
+        engine._reciprocal_is_exact(x, y) for x, y in zip(a.tolist(), b.tolist())
+    ]

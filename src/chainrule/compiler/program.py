@@ -25,8 +25,6 @@ be added in another order: gradients to about 1e-16 relative.
 
 from __future__ import annotations
 
-import collections
-import itertools
 import operator
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -99,12 +97,44 @@ class Group:
         return int(self.matrix.nbytes + self.incoming.nbytes)
 
 
+def _reciprocal_is_exact(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """:func:`chainrule.engine._reciprocal_is_exact` on arrays (``b ** -1.0``
+    is C's ``pow``, as for floats; ``tests/test_compile.py`` checks the two
+    agree on special values)."""
+    from .. import engine as E
+
+    ab = np.abs(b)
+    with np.errstate(all="ignore"):
+        y = np.abs(a * np.power(b, -1.0))
+    in_range = (ab >= E._RECIP_MIN) & (ab <= E._RECIP_MAX)
+    return in_range & ((y == 0.0) | ((y >= E._NORMAL_MIN) & (y <= E._FLOAT_MAX)))
+
+
+def _guards_on_arrays() -> dict[Any, Callable[[np.ndarray, np.ndarray], np.ndarray]]:
+    from .. import engine
+
+    return {engine._reciprocal_is_exact: _reciprocal_is_exact}
+
+
+#: Guards between two node values that run on arrays (the engine's own).
+GUARDS_ON_ARRAYS = _guards_on_arrays()
+
+
 def sum_rows(T: np.ndarray) -> np.ndarray:
     """The rows of ``T`` added one after another, ``((T[0] + T[1]) + T[2])
     ...``: the order of a chain of ``+`` (``numpy.add.reduce`` may add
     pairwise, ``accumulate`` is slower than this loop)."""
-    if T.shape[1] == 1:  # one long sum: accumulate runs down a vector, in order
+    depth, width = T.shape
+    if width == 1:  # one long sum: accumulate runs down a vector, in order
         return np.add.accumulate(T.ravel())[-1:]
+    if width < 24 and depth > 2:  # a few long sums: floats beat a NumPy call per row
+        sums = []
+        for column in T.T.tolist():
+            total = column[0]
+            for x in column[1:]:
+                total += x
+            sums.append(total)
+        return np.array(sums)
     total = T[0].copy()
     for row in T[1:]:
         total += row
@@ -251,7 +281,7 @@ class Program:
         val = self.base.copy()
         live = self.live
         if live:
-            val[self.live_slots] = np.fromiter(map(_get_data, live), float, len(live))
+            val[: len(live)] = [v.data for v in live]  # the live leaves are slots 0...
         arg_values = call.values
         for slot, pos in self.arg_leaves:
             val[slot] = arg_values[pos].data
@@ -265,7 +295,11 @@ class Program:
             if f(a(val, call), b(val, call)) != expected:
                 return None
         for f, slots_a, slots_b, expected in self.node_guards:
-            if list(map(f, val[slots_a].tolist(), val[slots_b].tolist())) != expected:
+            on_arrays = GUARDS_ON_ARRAYS.get(f)
+            if on_arrays is not None:
+                if not np.array_equal(on_arrays(val[slots_a], val[slots_b]), expected):
+                    return None
+            elif list(map(f, val[slots_a].tolist(), val[slots_b].tolist())) != expected:
                 return None
         return val
 
@@ -280,9 +314,8 @@ class Program:
             # visits such a node. Again, with only the nodes root depends on.
             grad = self._gradients(val, root, seed, call, self._reach(root, call))
         live = self.live
-        if live:
-            sums = map(operator.add, map(_get_grad, live), grad[: len(live)].tolist())
-            collections.deque(map(setattr, live, itertools.repeat("grad"), sums), maxlen=0)
+        for leaf, d in zip(live, grad[: len(live)].tolist()):  # a plain loop: faster than map
+            leaf.grad += d
         arg_values = call.values
         for slot, pos in self.arg_leaves:
             arg_values[pos].grad += grad.item(slot)
