@@ -14,13 +14,13 @@ learned norm weights.
 from __future__ import annotations
 
 import math
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from typing import Any
 
 import numpy as np
 
 from ..graph import no_grad
-from ..module import BaseModule
+from ..module import BaseModule, _convert, _some
 from ..transformer import GPTConfig
 from .linalg import linear
 from .nn_ops import attention, cross_entropy, dropout, layer_norm, rms_norm
@@ -57,25 +57,69 @@ class Module(BaseModule):
         """The module's computation; ``module(x)`` calls it. Subclasses define it."""
         raise NotImplementedError
 
-    def children(self) -> Iterator[Module]:
-        """The direct sub-modules, in assignment order."""
-        for value in vars(self).values():
-            if isinstance(value, Module):
-                yield value
-            elif isinstance(value, (list, tuple)):
-                yield from (item for item in value if isinstance(item, Module))
+    #: Names of the arrays a module keeps beside its parameters (BatchNorm's
+    #: running statistics): saved and loaded with them, never optimized.
+    buffer_names: tuple[str, ...] = ()
 
-    def named_parameters(self, prefix: str = "") -> Iterator[tuple[str, Tensor]]:
-        """``(dotted name, parameter)`` pairs, in assignment order."""
+    def _members(self) -> Iterator[tuple[str, Tensor | Module]]:
+        """``(name, parameter or sub-module)`` in assignment order; the
+        modules of a list or tuple attribute as ``name.i``."""
         for name, value in vars(self).items():
-            if isinstance(value, Tensor):
-                yield prefix + name, value
-            elif isinstance(value, Module):
-                yield from value.named_parameters(f"{prefix}{name}.")
+            if isinstance(value, (Tensor, Module)):
+                yield name, value
             elif isinstance(value, (list, tuple)):
                 for i, item in enumerate(value):
                     if isinstance(item, Module):
-                        yield from item.named_parameters(f"{prefix}{name}.{i}.")
+                        yield f"{name}.{i}", item
+
+    def children(self) -> Iterator[Module]:
+        """The direct sub-modules, in assignment order."""
+        for _, value in self._members():
+            if isinstance(value, Module):
+                yield value
+
+    def named_parameters(self, prefix: str = "") -> Iterator[tuple[str, Tensor]]:
+        """``(dotted name, parameter)`` pairs, in assignment order."""
+        for name, value in self._members():
+            if isinstance(value, Tensor):
+                yield prefix + name, value
+            else:
+                yield from value.named_parameters(f"{prefix}{name}.")
+
+    def named_buffers(self, prefix: str = "") -> Iterator[tuple[str, np.ndarray]]:
+        """``(dotted name, array)`` of every buffer (:attr:`buffer_names`), here
+        and in the sub-modules, as PyTorch's ``named_buffers``."""
+        for name in self.buffer_names:
+            yield prefix + name, getattr(self, name)
+        for name, value in self._members():
+            if isinstance(value, Module):
+                yield from value.named_buffers(f"{prefix}{name}.")
+
+    def state_dict(self) -> dict[str, Any]:
+        """Every parameter's and buffer's array by name, as PyTorch's."""
+        return {**super().state_dict(), **dict(self.named_buffers())}
+
+    def load_state_dict(self, state: Mapping[str, Any]) -> None:
+        """Set every parameter and buffer from ``state`` (as made by
+        ``state_dict()``): all checked before anything changes, as
+        :meth:`chainrule.module.BaseModule.load_state_dict`."""
+        owners = dict(self._buffer_owners())
+        if not owners:
+            return super().load_state_dict(state)
+        missing = [n for n in owners if n not in state]
+        if missing:
+            raise ValueError(f"state_dict does not fit this model: missing {_some(missing)}")
+        values = {n: _convert(n, getattr(m, a), state[n]) for n, (m, a) in owners.items()}
+        super().load_state_dict({k: v for k, v in state.items() if k not in owners})
+        for name, (module, attr) in owners.items():
+            setattr(module, attr, values[name])
+
+    def _buffer_owners(self, prefix: str = "") -> Iterator[tuple[str, tuple[Module, str]]]:
+        for name in self.buffer_names:
+            yield prefix + name, (self, name)
+        for name, value in self._members():
+            if isinstance(value, Module):
+                yield from value._buffer_owners(f"{prefix}{name}.")
 
     def parameters(self) -> list[Tensor]:
         """Every parameter Tensor, in ``named_parameters()`` order (what an optimizer takes)."""
@@ -121,6 +165,15 @@ class Linear(Module):
         d = _dtype(dtype)
         self.weight = Tensor(rng.uniform(-bound, bound, (out_features, in_features)).astype(d))
         self.bias = Tensor(rng.uniform(-bound, bound, out_features).astype(d)) if bias else None
+
+    def config(self) -> dict[str, Any]:
+        out_features, in_features = self.weight.data.shape
+        return {
+            "type": "Linear",
+            "in_features": int(in_features),
+            "out_features": int(out_features),
+            "bias": self.bias is not None,
+        }
 
     def forward(self, x: Tensor) -> Tensor:
         """``x @ weight.T + bias`` over the last axis of ``x``."""
@@ -376,7 +429,16 @@ class GPT(Module):
         return docs
 
 
+#: The layers for images live in :mod:`chainrule.tensor.cnn` (which builds
+#: on this module's ``Module``); they are this module's too.
+_CNN_LAYERS = ("BatchNorm2d", "Conv2d", "Flatten", "MaxPool2d", "ReLU", "Sequential")
+
+
 def __getattr__(name: str) -> Any:
+    if name in _CNN_LAYERS:
+        from . import cnn
+
+        return getattr(cnn, name)
     if name == "MLP":  # the old name of FeedForward
         import warnings
 

@@ -1,0 +1,349 @@
+"""Convolutions: ``conv2d`` and ``conv1d`` (NCHW, as PyTorch's).
+
+A convolution is a matrix product in disguise (im2col, as in Caffe): every
+window of the padded input, seen through a strided view of it (no Python
+loop over pixels), becomes one row of a matrix ``cols`` of shape ``(N *
+OH * OW, C * kh * kw)``, and the output is ``cols @ weight.T``: one matrix
+product per call (one per group). For ``y = conv(x, w)``:
+
+* ``dw = g^T @ cols``: the weight gradient, again one product;
+* ``dx``: ``g @ w`` gives a gradient for every entry of ``cols``, added
+  back where each entry came from (col2im): one strided addition per
+  kernel offset, ``kh * kw`` of them.
+
+The three maps ``conv(x, w)``, ``input_grad(g, w)`` and ``weight_grad(x, g)``
+are the partial derivatives of one trilinear form ``<g, conv(x, w)>``, so
+the vector-Jacobian products of each are the other two: that closes them
+under differentiation, and ``create_graph=True`` gives second (and higher)
+derivatives through the same three ops (``M.conv2d``, ``M.conv2d_input``,
+``M.conv2d_weight`` in :mod:`chainrule.tensor.namespaces`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Union
+
+import numpy as np
+from numpy.lib.stride_tricks import as_strided
+
+from .blas import matmul as _mm
+from .tensor import Tensor, lift, make
+
+Pair = tuple[int, int]
+#: ``padding`` as PyTorch takes it: an int, a pair, or ``"same"`` / ``"valid"``.
+Padding = Union[int, tuple[int, int], str]
+
+
+@dataclass(frozen=True)
+class Geometry:
+    """Everything about a convolution but the arrays: stride, padding
+    (``((top, bottom), (left, right))``: ``"same"`` can be uneven),
+    dilation and groups."""
+
+    stride: Pair
+    padding: tuple[Pair, Pair]
+    dilation: Pair
+    groups: int
+
+    def output_size(self, size: Pair, kernel: Pair) -> Pair:
+        """``(OH, OW)`` of an input ``size`` and a ``kernel``; < 1 if it does not fit."""
+        out = []
+        for n, k, s, (lo, hi), d in zip(size, kernel, self.stride, self.padding, self.dilation):
+            out.append((n + lo + hi - d * (k - 1) - 1) // s + 1)
+        return out[0], out[1]
+
+
+# ----------------------------------------------------------------------------
+# arguments
+# ----------------------------------------------------------------------------
+
+
+def as_pair(value: Any, name: str, op: str, least: int) -> Pair:
+    """``value`` (an int, or a pair of them) as ``(height, width)``, each
+    at least ``least``; a ValueError naming ``op`` and ``name`` if not."""
+    items = value if isinstance(value, (tuple, list)) else (value, value)
+    if len(items) != 2 or not all(
+        isinstance(v, (int, np.integer)) and not isinstance(v, bool) and v >= least for v in items
+    ):
+        raise ValueError(f"{op}: {name} must be an int >= {least} or a pair of them, got {value!r}")
+    return int(items[0]), int(items[1])
+
+
+def _padding(padding: Padding, kernel: Pair, stride: Pair, dilation: Pair, op: str) -> Any:
+    if isinstance(padding, str):
+        if padding == "valid":
+            return (0, 0), (0, 0)
+        if padding != "same":
+            raise ValueError(f"{op}: padding must be 'same', 'valid' or ints, got {padding!r}")
+        if stride != (1, 1):
+            raise ValueError(f"{op}: padding='same' needs stride 1, got stride {stride}")
+        # PyTorch's split: the extra row or column of an even kernel goes last
+        total = [d * (k - 1) for k, d in zip(kernel, dilation)]
+        return tuple((t // 2, t - t // 2) for t in total)
+    ph, pw = as_pair(padding, "padding", op, 0)
+    return (ph, ph), (pw, pw)
+
+
+def geometry(
+    kernel: Pair,
+    stride: Any = 1,
+    padding: Padding = 0,
+    dilation: Any = 1,
+    groups: int = 1,
+    op: str = "conv2d",
+) -> Geometry:
+    """The checked :class:`Geometry` of a convolution with a ``kernel``
+    (height, width) and PyTorch's arguments."""
+    s = as_pair(stride, "stride", op, 1)
+    d = as_pair(dilation, "dilation", op, 1)
+    if isinstance(groups, bool) or not isinstance(groups, (int, np.integer)) or groups < 1:
+        raise ValueError(f"{op}: groups must be an int >= 1, got {groups!r}")
+    return Geometry(s, _padding(padding, kernel, s, d, op), d, int(groups))
+
+
+def _check(x: np.ndarray, w: np.ndarray, geo: Geometry, op: str) -> Pair:
+    """The output's ``(OH, OW)``, or an error naming the op and the shapes."""
+    if x.ndim != 4 or w.ndim != 4:
+        raise ValueError(
+            f"{op}: expected input (N, C, H, W) and weight (out, in/groups, kh, kw), "
+            f"got input {x.shape} and weight {w.shape}"
+        )
+    G = geo.groups
+    if w.shape[0] % G or x.shape[1] != w.shape[1] * G:
+        raise ValueError(
+            f"{op}: input {x.shape} does not fit weight {w.shape} with groups={G}: "
+            f"the input needs {w.shape[1] * G} channels and the weight's {w.shape[0]} "
+            f"outputs must divide by {G}"
+        )
+    if x.dtype != w.dtype:
+        raise TypeError(f"{op}: input is {x.dtype} but weight is {w.dtype}; give them one dtype")
+    out = geo.output_size(x.shape[2:], w.shape[2:])
+    if min(out) < 1:
+        raise ValueError(
+            f"{op}: input {x.shape} with padding {geo.padding} is smaller than the "
+            f"kernel {w.shape[2:]} at dilation {geo.dilation}"
+        )
+    return out
+
+
+# ----------------------------------------------------------------------------
+# the kernels on arrays
+# ----------------------------------------------------------------------------
+
+
+def _pad(x: np.ndarray, geo: Geometry) -> np.ndarray:
+    (t, b), (l, r) = geo.padding
+    if not (t or b or l or r):
+        return x
+    return np.pad(x, ((0, 0), (0, 0), (t, b), (l, r)))
+
+
+def im2col(x: np.ndarray, kernel: Pair, geo: Geometry) -> np.ndarray:
+    """The windows of ``x`` ``(N, C, H, W)`` as ``(G, N * OH * OW, C/G * kh * kw)``:
+    row ``(n, i, j)`` of group ``k`` holds the window that output pixel
+    ``(i, j)`` of image ``n`` sees, in the weight's order (channel, row, column)."""
+    xp = _pad(x, geo)
+    N, C = x.shape[:2]
+    kh, kw = kernel
+    OH, OW = geo.output_size(x.shape[2:], kernel)
+    (sh, sw), (dh, dw), G = geo.stride, geo.dilation, geo.groups
+    s = xp.strides
+    view = as_strided(
+        xp,
+        (N, G, C // G, OH, OW, kh, kw),
+        (s[0], s[1] * (C // G), s[1], s[2] * sh, s[3] * sw, s[2] * dh, s[3] * dw),
+        writeable=False,
+    )
+    return view.transpose(1, 0, 3, 4, 2, 5, 6).reshape(G, N * OH * OW, -1)
+
+
+def _rows(g: np.ndarray, G: int) -> np.ndarray:
+    """An output gradient ``(N, O, OH, OW)`` as ``(G, N * OH * OW, O/G)``."""
+    N, O, OH, OW = g.shape
+    return g.reshape(N, G, O // G, OH, OW).transpose(1, 0, 3, 4, 2).reshape(G, N * OH * OW, -1)
+
+
+def _forward(x: np.ndarray, w: np.ndarray, geo: Geometry) -> tuple[np.ndarray, np.ndarray]:
+    """``conv(x, w)`` and the ``cols`` it was computed from."""
+    N = x.shape[0]
+    O, _, kh, kw = w.shape
+    G = geo.groups
+    OH, OW = geo.output_size(x.shape[2:], (kh, kw))
+    cols = im2col(x, (kh, kw), geo)
+    if G == 1:
+        y = _mm(cols[0], w.reshape(O, -1).T)  # (N * OH * OW, O)
+        # a view in (N, OH, OW, O) memory order: no copy
+        return y.reshape(N, OH, OW, O).transpose(0, 3, 1, 2), cols
+    y = _mm(cols, w.reshape(G, O // G, -1).transpose(0, 2, 1))  # (G, N * OH * OW, O/G)
+    y = y.reshape(G, N, OH, OW, O // G).transpose(1, 0, 4, 2, 3).reshape(N, O, OH, OW)
+    return y, cols
+
+
+def conv2d_array(x: np.ndarray, w: np.ndarray, geo: Geometry) -> np.ndarray:
+    """``conv(x, w)`` on arrays."""
+    return _forward(x, w, geo)[0]
+
+
+def input_grad_array(
+    g: np.ndarray, w: np.ndarray, geo: Geometry, x_shape: tuple[int, ...]
+) -> np.ndarray:
+    """``dx`` of ``conv(x, w)`` for the output gradient ``g`` (col2im of ``g @ w``)."""
+    N, C, H, W = x_shape
+    O, Cg, kh, kw = w.shape
+    G = geo.groups
+    OH, OW = g.shape[2:]
+    dcols = _mm(_rows(g, G), w.reshape(G, O // G, -1))  # (G, N * OH * OW, Cg * kh * kw)
+    # (N, G, Cg, OH, OW, kh, kw): each entry's gradient, by where it was read
+    dcols = dcols.reshape(G, N, OH, OW, Cg, kh, kw).transpose(1, 0, 4, 2, 3, 5, 6)
+    (t, b), (l, r) = geo.padding
+    (sh, sw), (dh, dw) = geo.stride, geo.dilation
+    dxp = np.zeros((N, G, Cg, H + t + b, W + l + r), dtype=g.dtype)
+    for i in range(kh):
+        rows = slice(i * dh, i * dh + sh * (OH - 1) + 1, sh)
+        for j in range(kw):
+            dxp[:, :, :, rows, j * dw : j * dw + sw * (OW - 1) + 1 : sw] += dcols[..., i, j]
+    return dxp.reshape(N, C, H + t + b, W + l + r)[:, :, t : t + H, l : l + W]
+
+
+def weight_grad_array(
+    x: np.ndarray,
+    g: np.ndarray,
+    geo: Geometry,
+    w_shape: tuple[int, ...],
+    cols: np.ndarray | None = None,
+) -> np.ndarray:
+    """``dw`` of ``conv(x, w)`` for the output gradient ``g``: ``g^T @ cols``
+    (``cols``: the forward's, when it kept them)."""
+    if cols is None:
+        cols = im2col(x, w_shape[2:], geo)  # type: ignore[arg-type]
+    gw = _mm(_rows(g, geo.groups).transpose(0, 2, 1), cols)  # (G, O/G, Cg * kh * kw)
+    return gw.reshape(w_shape)
+
+
+# ----------------------------------------------------------------------------
+# the three ops on Tensors
+# ----------------------------------------------------------------------------
+
+
+def _conv2d_vjp(M: Any, g: Any, out: Tensor) -> tuple[Any, ...]:
+    geo, cols = out._ctx
+    x, w = out._prev[:2]
+    gx = M.conv2d_input(g, M.of(w), geo, x.data.shape) if x.requires_grad else None
+    gw = M.conv2d_weight(M.of(x), g, geo, w.data.shape, cols) if w.requires_grad else None
+    if len(out._prev) == 3:
+        return gx, gw, g.sum(axis=(0, 2, 3))
+    return gx, gw
+
+
+def _input_grad_vjp(M: Any, g: Any, out: Tensor) -> tuple[Any, Any]:
+    geo = out._ctx
+    gy, w = out._prev
+    return M.conv2d(g, M.of(w), geo), M.conv2d_weight(g, M.of(gy), geo, w.data.shape, None)
+
+
+def input_grad_op(g: Tensor, w: Tensor, geo: Geometry, x_shape: tuple[int, ...]) -> Tensor:
+    """``dx`` of a convolution as a node: linear in ``g`` and in ``w``."""
+    return make(input_grad_array(g.data, w.data, geo, x_shape), (g, w), _input_grad_vjp, geo)
+
+
+def _weight_grad_vjp(M: Any, g: Any, out: Tensor) -> tuple[Any, Any]:
+    geo = out._ctx
+    x, gy = out._prev
+    return M.conv2d_input(M.of(gy), g, geo, x.data.shape), M.conv2d(M.of(x), g, geo)
+
+
+def weight_grad_op(x: Tensor, g: Tensor, geo: Geometry, w_shape: tuple[int, ...]) -> Tensor:
+    """``dw`` of a convolution as a node: linear in ``x`` and in ``g``."""
+    return make(weight_grad_array(x.data, g.data, geo, w_shape), (x, g), _weight_grad_vjp, geo)
+
+
+def convolve(
+    x: Tensor, weight: Tensor, bias: Tensor | None, geo: Geometry, op: str = "conv2d"
+) -> Tensor:
+    """``conv(x, weight) + bias`` as one node, for a checked geometry;
+    errors name ``op``."""
+    w = weight.data
+    _check(x.data, w, geo, op)
+    y, cols = _forward(x.data, w, geo)
+    if bias is None:
+        return make(y, (x, weight), _conv2d_vjp, (geo, cols))
+    if bias.data.shape != (w.shape[0],):
+        raise ValueError(f"{op}: bias {bias.data.shape} does not fit weight {w.shape}")
+    if bias.data.dtype != y.dtype:
+        raise TypeError(f"{op}: bias is {bias.data.dtype} but weight is {w.dtype}")
+    y = y + bias.data.reshape(-1, 1, 1)
+    return make(y, (x, weight, bias), _conv2d_vjp, (geo, cols))
+
+
+def conv2d(
+    input: Any,  # noqa: A002  (PyTorch's name)
+    weight: Tensor,
+    bias: Tensor | None = None,
+    stride: Any = 1,
+    padding: Padding = 0,
+    dilation: Any = 1,
+    groups: int = 1,
+) -> Tensor:
+    """2-D convolution (cross-correlation, as every deep learning library's)
+    of ``input`` ``(N, C, H, W)`` with ``weight`` ``(O, C/groups, kh, kw)``,
+    plus ``bias`` ``(O,)``, as ``torch.nn.functional.conv2d``: ``stride``,
+    ``padding`` (an int, a pair, ``"same"`` or ``"valid"``) and
+    ``dilation`` are ints or ``(height, width)`` pairs; ``groups`` splits
+    the channels into that many independent convolutions. ``input`` may be
+    a plain array (an image batch), which gets no gradient. One node.
+
+    >>> import numpy as np
+    >>> from chainrule import Tensor
+    >>> from chainrule.tensor import conv2d
+    >>> x = Tensor(np.arange(16.0).reshape(1, 1, 4, 4))
+    >>> conv2d(x, Tensor(np.ones((1, 1, 2, 2))), stride=2).data
+    array([[[[10., 18.],
+             [42., 50.]]]])
+    """
+    x = lift(input, "conv2d")
+    kernel = weight.data.shape[2:] if weight.data.ndim == 4 else (1, 1)
+    geo = geometry(kernel, stride, padding, dilation, groups)
+    return convolve(x, weight, bias, geo)
+
+
+def _single(value: Any, name: str) -> Any:
+    """A conv1d argument (an int or a 1-tuple) as conv2d's, one row high."""
+    if isinstance(value, (tuple, list)):
+        if len(value) != 1:
+            raise ValueError(f"conv1d: {name} must be an int or a 1-tuple, got {value!r}")
+        value = value[0]
+    return value
+
+
+def conv1d(
+    input: Any,  # noqa: A002
+    weight: Tensor,
+    bias: Tensor | None = None,
+    stride: Any = 1,
+    padding: Any = 0,
+    dilation: Any = 1,
+    groups: int = 1,
+) -> Tensor:
+    """1-D convolution of ``input`` ``(N, C, L)`` with ``weight`` ``(O,
+    C/groups, k)``, as ``torch.nn.functional.conv1d``: :func:`conv2d` on
+    images one row high."""
+    x = lift(input, "conv1d")
+    if x.data.ndim != 3 or weight.data.ndim != 3:
+        raise ValueError(
+            f"conv1d: expected input (N, C, L) and weight (out, in/groups, k), "
+            f"got input {x.data.shape} and weight {weight.data.shape}"
+        )
+    pad = _single(padding, "padding")
+    geo = geometry(
+        (1, weight.data.shape[2]),
+        (1, _single(stride, "stride")),
+        pad if isinstance(pad, str) else (0, pad),
+        (1, _single(dilation, "dilation")),
+        groups,
+        "conv1d",
+    )
+    return convolve(x.unsqueeze(2), weight.unsqueeze(2), bias, geo, "conv1d").squeeze(2)
+
+
+__all__ = ["Geometry", "as_pair", "conv1d", "conv2d", "convolve", "geometry", "im2col"]
