@@ -11,6 +11,8 @@ product per call (one per group). For ``y = conv(x, w)``:
   back where each entry came from (col2im): one strided addition per
   kernel offset, ``kh * kw`` of them.
 
+The arrays are read and written channels-last (:func:`channels_last`).
+
 The three maps ``conv(x, w)``, ``input_grad(g, w)`` and ``weight_grad(x, g)``
 are the partial derivatives of one trilinear form ``<g, conv(x, w)>``, so
 the vector-Jacobian products of each are the other two: that closes them
@@ -132,52 +134,82 @@ def _check(x: np.ndarray, w: np.ndarray, geo: Geometry, op: str) -> Pair:
 # ----------------------------------------------------------------------------
 
 
-def _pad(x: np.ndarray, geo: Geometry) -> np.ndarray:
-    (t, b), (l, r) = geo.padding
+def channels_last(x: np.ndarray) -> np.ndarray:
+    """``(N, C, H, W)`` seen as ``(N, H, W, C)`` (a view). The kernels work
+    in this order: a window's entries are then runs of ``C`` neighbours in
+    memory, and the output of ``cols @ weight.T`` comes out in it, so a
+    network's activations stay channels-last from layer to layer (as
+    PyTorch's ``channels_last`` memory format) while their shape is NCHW."""
+    return x.transpose(0, 2, 3, 1)
+
+
+def pad_channels_last(x: np.ndarray, padding: tuple[Pair, Pair], value: float = 0.0) -> np.ndarray:
+    """``x`` ``(N, C, H, W)`` padded, as a new channels-last ``(N, Hp, Wp, C)`` array."""
+    (t, b), (l, r) = padding
+    xt = channels_last(x)
     if not (t or b or l or r):
-        return x
-    return np.pad(x, ((0, 0), (0, 0), (t, b), (l, r)))
+        return xt
+    N, H, W, C = xt.shape
+    xp = np.full((N, H + t + b, W + l + r, C), value, dtype=x.dtype)
+    xp[:, t : t + H, l : l + W] = xt
+    return xp
+
+
+def windows(xp: np.ndarray, kernel: Pair, out: Pair, geo: Geometry) -> np.ndarray:
+    """The windows of a padded channels-last ``xp``, a strided view ``(N,
+    OH, OW, kh, kw, C)``: ``[n, i, j]`` is what output pixel ``(i, j)`` sees."""
+    s = xp.strides
+    (sh, sw), (dh, dw) = geo.stride, geo.dilation
+    return as_strided(
+        xp,
+        (xp.shape[0], *out, *kernel, xp.shape[3]),
+        (s[0], s[1] * sh, s[2] * sw, s[1] * dh, s[2] * dw, s[3]),
+        writeable=False,
+    )
 
 
 def im2col(x: np.ndarray, kernel: Pair, geo: Geometry) -> np.ndarray:
-    """The windows of ``x`` ``(N, C, H, W)`` as ``(G, N * OH * OW, C/G * kh * kw)``:
+    """The windows of ``x`` ``(N, C, H, W)`` as ``(G, N * OH * OW, kh * kw * C/G)``:
     row ``(n, i, j)`` of group ``k`` holds the window that output pixel
-    ``(i, j)`` of image ``n`` sees, in the weight's order (channel, row, column)."""
-    xp = _pad(x, geo)
+    ``(i, j)`` of image ``n`` sees, in the order (row, column, channel)."""
     N, C = x.shape[:2]
-    kh, kw = kernel
-    OH, OW = geo.output_size(x.shape[2:], kernel)
-    (sh, sw), (dh, dw), G = geo.stride, geo.dilation, geo.groups
-    s = xp.strides
-    view = as_strided(
-        xp,
-        (N, G, C // G, OH, OW, kh, kw),
-        (s[0], s[1] * (C // G), s[1], s[2] * sh, s[3] * sw, s[2] * dh, s[3] * dw),
-        writeable=False,
-    )
-    return view.transpose(1, 0, 3, 4, 2, 5, 6).reshape(G, N * OH * OW, -1)
+    G = geo.groups
+    out = geo.output_size(x.shape[2:], kernel)
+    view = windows(pad_channels_last(x, geo.padding), kernel, out, geo)
+    if G == 1:
+        return view.reshape(1, N * out[0] * out[1], -1)
+    view = view.reshape(*view.shape[:5], G, C // G)
+    return view.transpose(5, 0, 1, 2, 3, 4, 6).reshape(G, N * out[0] * out[1], -1)
+
+
+def _weight_matrix(w: np.ndarray, G: int) -> np.ndarray:
+    """``(O, C/G, kh, kw)`` as ``(G, O/G, kh * kw * C/G)``, in im2col's order."""
+    O, Cg, kh, kw = w.shape
+    return w.reshape(G, O // G, Cg, kh, kw).transpose(0, 1, 3, 4, 2).reshape(G, O // G, -1)
 
 
 def _rows(g: np.ndarray, G: int) -> np.ndarray:
-    """An output gradient ``(N, O, OH, OW)`` as ``(G, N * OH * OW, O/G)``."""
+    """An output gradient ``(N, O, OH, OW)`` as ``(G, N * OH * OW, O/G)``
+    (a view when it is channels-last in memory and ``G`` is 1)."""
     N, O, OH, OW = g.shape
-    return g.reshape(N, G, O // G, OH, OW).transpose(1, 0, 3, 4, 2).reshape(G, N * OH * OW, -1)
+    rows = channels_last(g).reshape(N * OH * OW, G, O // G)
+    return rows.transpose(1, 0, 2)
 
 
 def _forward(x: np.ndarray, w: np.ndarray, geo: Geometry) -> tuple[np.ndarray, np.ndarray]:
     """``conv(x, w)`` and the ``cols`` it was computed from."""
-    N = x.shape[0]
-    O, _, kh, kw = w.shape
+    N, O = x.shape[0], w.shape[0]
     G = geo.groups
-    OH, OW = geo.output_size(x.shape[2:], (kh, kw))
-    cols = im2col(x, (kh, kw), geo)
+    OH, OW = geo.output_size(x.shape[2:], w.shape[2:])
+    cols = im2col(x, w.shape[2:], geo)
+    wm = _weight_matrix(w, G)
     if G == 1:
-        y = _mm(cols[0], w.reshape(O, -1).T)  # (N * OH * OW, O)
-        # a view in (N, OH, OW, O) memory order: no copy
-        return y.reshape(N, OH, OW, O).transpose(0, 3, 1, 2), cols
-    y = _mm(cols, w.reshape(G, O // G, -1).transpose(0, 2, 1))  # (G, N * OH * OW, O/G)
-    y = y.reshape(G, N, OH, OW, O // G).transpose(1, 0, 4, 2, 3).reshape(N, O, OH, OW)
-    return y, cols
+        y = _mm(cols[0], wm[0].T)  # (N * OH * OW, O)
+    else:
+        y = _mm(cols, wm.transpose(0, 2, 1)).transpose(1, 0, 2)  # (N * OH * OW, G, O/G)
+        y = y.reshape(N * OH * OW, O)
+    # the shape (N, O, OH, OW), the memory (N, OH, OW, O): no copy
+    return y.reshape(N, OH, OW, O).transpose(0, 3, 1, 2), cols
 
 
 def conv2d_array(x: np.ndarray, w: np.ndarray, geo: Geometry) -> np.ndarray:
@@ -190,20 +222,21 @@ def input_grad_array(
 ) -> np.ndarray:
     """``dx`` of ``conv(x, w)`` for the output gradient ``g`` (col2im of ``g @ w``)."""
     N, C, H, W = x_shape
-    O, Cg, kh, kw = w.shape
+    _, Cg, kh, kw = w.shape
     G = geo.groups
     OH, OW = g.shape[2:]
-    dcols = _mm(_rows(g, G), w.reshape(G, O // G, -1))  # (G, N * OH * OW, Cg * kh * kw)
-    # (N, G, Cg, OH, OW, kh, kw): each entry's gradient, by where it was read
-    dcols = dcols.reshape(G, N, OH, OW, Cg, kh, kw).transpose(1, 0, 4, 2, 3, 5, 6)
+    dcols = _mm(_rows(g, G), _weight_matrix(w, G))  # (G, N * OH * OW, kh * kw * Cg)
+    # (N, OH, OW, kh, kw, C): each window entry's gradient, by where it was read
+    dcols = dcols.reshape(G, N, OH, OW, kh, kw, Cg).transpose(1, 2, 3, 4, 5, 0, 6)
+    dcols = dcols.reshape(N, OH, OW, kh, kw, C)
     (t, b), (l, r) = geo.padding
     (sh, sw), (dh, dw) = geo.stride, geo.dilation
-    dxp = np.zeros((N, G, Cg, H + t + b, W + l + r), dtype=g.dtype)
+    dxp = np.zeros((N, H + t + b, W + l + r, C), dtype=g.dtype)
     for i in range(kh):
         rows = slice(i * dh, i * dh + sh * (OH - 1) + 1, sh)
         for j in range(kw):
-            dxp[:, :, :, rows, j * dw : j * dw + sw * (OW - 1) + 1 : sw] += dcols[..., i, j]
-    return dxp.reshape(N, C, H + t + b, W + l + r)[:, :, t : t + H, l : l + W]
+            dxp[:, rows, j * dw : j * dw + sw * (OW - 1) + 1 : sw] += dcols[:, :, :, i, j]
+    return dxp[:, t : t + H, l : l + W].transpose(0, 3, 1, 2)
 
 
 def weight_grad_array(
@@ -215,10 +248,12 @@ def weight_grad_array(
 ) -> np.ndarray:
     """``dw`` of ``conv(x, w)`` for the output gradient ``g``: ``g^T @ cols``
     (``cols``: the forward's, when it kept them)."""
+    O, Cg, kh, kw = w_shape
+    G = geo.groups
     if cols is None:
-        cols = im2col(x, w_shape[2:], geo)  # type: ignore[arg-type]
-    gw = _mm(_rows(g, geo.groups).transpose(0, 2, 1), cols)  # (G, O/G, Cg * kh * kw)
-    return gw.reshape(w_shape)
+        cols = im2col(x, (kh, kw), geo)
+    gw = _mm(_rows(g, G).transpose(0, 2, 1), cols)  # (G, O/G, kh * kw * Cg)
+    return gw.reshape(O, kh, kw, Cg).transpose(0, 3, 1, 2)
 
 
 # ----------------------------------------------------------------------------

@@ -2,7 +2,7 @@
 (NCHW, as PyTorch's).
 
 Max pooling picks, in every window of a strided view of the input, the
-first largest entry (PyTorch's choice among ties; a nan wins, as in
+first largest entry (PyTorch's choice among ties; the last nan wins, as in
 PyTorch). The output is that gather, and its VJP the matching scatter:
 each output's gradient goes to the one input it was picked from, added up
 where overlapping windows picked the same one. Scatter and gather are each
@@ -16,12 +16,21 @@ Average pooling is a convolution of each channel with a constant kernel of
 
 from __future__ import annotations
 
+import functools
 from typing import Any
 
 import numpy as np
-from numpy.lib.stride_tricks import as_strided
 
-from .conv import Geometry, as_pair, convolve, geometry
+from .conv import (
+    Geometry,
+    Pair,
+    as_pair,
+    channels_last,
+    convolve,
+    geometry,
+    pad_channels_last,
+    windows,
+)
 from .reduce import mean
 from .tensor import Tensor, lift, make
 
@@ -50,11 +59,26 @@ def _pool_geometry(
 
 def _max_pool_vjp(M: Any, g: Any, out: Tensor) -> tuple[Any]:
     picked, disjoint = out._ctx
-    shape = out._prev[0].data.shape
-    # disjoint windows pick every input at most once: plain assignment
-    # (scatter's "basic" path) instead of the unbuffered add of repeats
-    flat = M.scatter((int(np.prod(shape)),), picked, disjoint, g.reshape(-1))
-    return (flat.reshape(shape),)
+    N, C, H, W = out._prev[0].data.shape
+    # the places are channels-last: so is the gradient, as the input was.
+    # Disjoint windows pick every input at most once: plain assignment
+    # (scatter's "basic" path) instead of the unbuffered add of repeats.
+    flat = M.scatter((N * H * W * C,), picked, disjoint, channels_last(g).reshape(-1))
+    return (flat.reshape(N, H, W, C).transpose(0, 3, 1, 2),)
+
+
+@functools.lru_cache(maxsize=32)
+def _origins(shape: tuple[int, ...], out: Pair, geo: Geometry) -> np.ndarray:
+    """For every output of a pooling, the flat channels-last index (into
+    the unpadded input) of its window's first entry: read-only, cached."""
+    N, C, H, W = shape
+    (t, _), (l, _) = geo.padding
+    (sh, sw) = geo.stride
+    rows = np.arange(out[0]).reshape(-1, 1, 1) * sh - t
+    cols = np.arange(out[1]).reshape(-1, 1) * sw - l
+    origin = ((np.arange(N).reshape(-1, 1, 1, 1) * H + rows) * W + cols) * C + np.arange(C)
+    origin.setflags(write=False)
+    return origin
 
 
 def max_pool2d(
@@ -68,7 +92,8 @@ def max_pool2d(
     ``(N, C, H, W)``, as ``torch.nn.functional.max_pool2d``: windows every
     ``stride`` (default: the kernel, so they do not overlap), the input
     padded with ``-inf``, ``dilation`` spacing a window's entries. The
-    gradient goes to the entry picked (the first, among ties).
+    gradient goes to the entry picked: the first largest, or the last nan,
+    as PyTorch's.
 
     >>> import numpy as np
     >>> from chainrule import Tensor
@@ -79,30 +104,33 @@ def max_pool2d(
     """
     x = lift(input, "max_pool2d")
     xd = x.data
-    geo, (kh, kw) = _pool_geometry(xd, kernel_size, stride, padding, dilation, "max_pool2d")
-    N, C, H, W = xd.shape
-    OH, OW = geo.output_size((H, W), (kh, kw))
-    (t, b), (l, r) = geo.padding
-    (sh, sw), (dh, dw) = geo.stride, geo.dilation
-    xp = np.pad(xd, ((0, 0), (0, 0), (t, b), (l, r)), constant_values=-np.inf) if t or l else xd
-    s = xp.strides
-    windows = as_strided(
-        xp,
-        (N, C, OH, OW, kh, kw),
-        (s[0], s[1], s[2] * sh, s[3] * sw, s[2] * dh, s[3] * dw),
-        writeable=False,
-    ).reshape(N, C, OH, OW, kh * kw)
-    k = windows.argmax(axis=-1)
-    y = np.take_along_axis(windows, k[..., None], axis=-1)[..., 0]
-    # where each pick sits in the unpadded input, as a flat index
-    row = np.arange(OH).reshape(-1, 1) * sh - t + (k // kw) * dh
-    col = np.arange(OW) * sw - l + (k % kw) * dw
-    np.clip(row, 0, H - 1, out=row)  # a window of nothing but -inf padding: no real pick
-    np.clip(col, 0, W - 1, out=col)
-    base = np.arange(N * C).reshape(N, C, 1, 1) * (H * W)
-    picked = (base + row * W + col).reshape(-1)
+    geo, kernel = _pool_geometry(xd, kernel_size, stride, padding, dilation, "max_pool2d")
+    kh, kw = kernel
+    out = geo.output_size(xd.shape[2:], kernel)
+    view = windows(pad_channels_last(xd, geo.padding, -np.inf), kernel, out, geo)
+    # PyTorch's scan: an entry replaces the maximum so far if it is larger
+    # or nan; one comparison per kernel offset, over all windows at once
+    y = view[:, :, :, 0, 0].copy()
+    k = np.zeros(y.shape, dtype=np.int16 if kh * kw < 2**15 else np.intp)
+    with np.errstate(invalid="ignore"):
+        nan = bool(np.isnan(xd.sum()))  # nan unless every entry is a number (or inf)
+        for q in range(1, kh * kw):
+            entry = view[:, :, :, q // kw, q % kw]
+            better = entry > y
+            if nan:
+                better |= np.isnan(entry)
+                y = np.where(better, entry, y)
+            else:
+                y = np.maximum(entry, y)
+            k = np.where(better, np.int16(q), k)
+    (dh, dw), C, W = geo.dilation, xd.shape[1], xd.shape[3]
+    offsets = np.array([(q // kw * dh * W + q % kw * dw) * C for q in range(kh * kw)])
+    picked = (_origins(xd.shape, out, geo) + offsets[k]).reshape(-1)
+    if geo.padding != ((0, 0), (0, 0)):  # a window of nothing but -inf: no real pick
+        np.clip(picked, 0, xd.size - 1, out=picked)
+    (sh, sw) = geo.stride
     disjoint = sh >= dh * (kh - 1) + 1 and sw >= dw * (kw - 1) + 1
-    return make(y, (x,), _max_pool_vjp, (picked, disjoint))
+    return make(y.transpose(0, 3, 1, 2), (x,), _max_pool_vjp, (picked, disjoint))
 
 
 def avg_pool2d(
