@@ -28,6 +28,7 @@ from .options import CommandError
 # One line per command module (chainrule/cli/<name>.py).
 COMMANDS: list[str] = [
     "bench",
+    "digits",
     "explain",
     "gpt",
     "moons",

@@ -1,6 +1,7 @@
 """Checkpoints of Tensor models: safetensors files that PyTorch reads.
 
-``save(model, "gpt.safetensors")`` writes the parameters under their names,
+``save(model, "gpt.safetensors")`` writes the parameters (and buffers, such
+as BatchNorm's running statistics) under their names,
 which are PyTorch's too (:mod:`chainrule.interop`), so the file loads into
 the model's torch twin as it is::
 
@@ -102,7 +103,8 @@ def save(
     a file cannot be written; a file not yet replaced is left as it was.
     """
     p = Path(path)
-    tensors = {name: param.data for name, param in model.named_parameters()}
+    # the parameters and the buffers (BatchNorm's running statistics)
+    tensors = {name: np.asarray(array) for name, array in model.state_dict().items()}
     for name, array in tensors.items():
         if not np.isfinite(array).all():
             raise ValueError(f"cannot save: parameter {name!r} is not finite")

@@ -230,4 +230,48 @@ class Sequential(Module):
         return x
 
 
-__all__ = ["BatchNorm2d", "Conv2d", "Flatten", "MaxPool2d", "ReLU", "Sequential"]
+def image_classifier(
+    in_channels: int,
+    size: tuple[int, int],
+    classes: int,
+    channels: tuple[int, int] = (16, 32),
+    *,
+    dtype: Any = np.float64,
+    rng: np.random.Generator | None = None,
+) -> Sequential:
+    """A small CNN for images of ``size`` (height, width, at least 4 each)
+    in ``classes`` classes: two blocks of a 3 x 3 convolution (no bias: the
+    batch norm after it has one), batch norm, ReLU and 2 x 2 max pooling,
+    then a linear layer from the flattened features to the logits. The
+    shape of PyTorch's and tinygrad's MNIST examples, sized for 8 x 8 digits."""
+    from .nn import Linear
+
+    rng = rng or np.random.default_rng()
+    c1, c2 = channels
+    h, w = size[0] // 2 // 2, size[1] // 2 // 2
+    if h < 1 or w < 1:
+        raise ValueError(f"image_classifier: images of {size} are smaller than 4 x 4")
+    kw: dict[str, Any] = {"dtype": dtype, "rng": rng}
+    return Sequential(
+        Conv2d(in_channels, c1, 3, padding=1, bias=False, **kw),
+        BatchNorm2d(c1, dtype=dtype),
+        ReLU(),
+        MaxPool2d(2),
+        Conv2d(c1, c2, 3, padding=1, bias=False, **kw),
+        BatchNorm2d(c2, dtype=dtype),
+        ReLU(),
+        MaxPool2d(2),
+        Flatten(),
+        Linear(c2 * h * w, classes, **kw),
+    )
+
+
+__all__ = [
+    "BatchNorm2d",
+    "Conv2d",
+    "Flatten",
+    "MaxPool2d",
+    "ReLU",
+    "Sequential",
+    "image_classifier",
+]

@@ -1,0 +1,483 @@
+"""``chainrule digits``: a small CNN learns to read handwritten digits.
+
+The data are the UCI handwritten digits that scikit-learn ships (1,797
+images of 8 x 8 pixels, :mod:`chainrule.images`; the ``data`` extra), or a
+user's ``--data FILE.npz`` of images and labels. A fixed, seeded fifth of
+the images is held out (the same split for every ``--seed``). The model
+(:func:`chainrule.tensor.cnn.image_classifier`: two convolution, batch norm
+and max-pooling blocks and a linear head) trains with Adam, the learning
+rate falling linearly to 0, in shuffled batches; ``--seed`` fixes the
+weights and the order, so a run gives the same numbers every time.
+
+At the end the command prints the held-out accuracy and the confusion
+matrix as a table, and draws the held-out images it got wrong into
+``DIR/digits-misclassified.png``. The model and the Adam state are saved
+after every epoch (safetensors, atomically: :mod:`chainrule.tensor.checkpoint`)
+to ``DIR/digits.safetensors``; ``--resume`` continues from there, and an
+interrupted and resumed run ends with the numbers of an uninterrupted one.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from .gpt import _moment, _positive_float, _whole, blas_threads
+from .options import CommandError, int_at_least, make_out_dir
+from .preflight import LOADING_BYTES, check_memory, would_load
+
+DEFAULTS: dict[str, Any] = {
+    "batch_size": 64,
+    "lr": 0.01,
+    "seed": 0,
+    "dtype": "float32",
+}
+EPOCHS = 15
+HELD_OUT = 0.2
+SPLIT_SEED = 0  # the split is the data's, not the run's: one --seed or another, the same test
+CHECKPOINT = "digits.safetensors"
+PICTURE = "digits-misclassified.png"
+EVAL_BATCH = 512
+
+
+@dataclass(frozen=True)
+class Settings:
+    """Everything that decides a run's numbers (and must match on resume)."""
+
+    batch_size: int
+    lr: float
+    seed: int
+    dtype: str
+
+
+_positive_int = int_at_least(1)
+
+
+def register(subparsers: Any) -> None:
+    d = DEFAULTS
+    p = subparsers.add_parser(
+        "digits",
+        help="train a small CNN on handwritten digits (Tensor engine)",
+        description=(
+            "Train a small convolutional network (two blocks of convolution, batch norm, "
+            "ReLU and max pooling, then a linear layer) with Adam on the 1,797 UCI "
+            "handwritten digits that scikit-learn ships (pip install 'chainrule[data]'), "
+            "or on images and labels from --data FILE.npz. A fixed fifth of the images "
+            "is held out. Shows a progress bar on stderr; prints the held-out accuracy "
+            "and the confusion matrix, draws the misclassified digits into "
+            f"DIR/{PICTURE}, and saves a safetensors checkpoint DIR/{CHECKPOINT} every "
+            "epoch, which --resume continues."
+        ),
+        epilog="example: chainrule digits --epochs 20 --out runs/digits",
+    )
+    p.add_argument(
+        "--epochs",
+        type=_positive_int,
+        default=EPOCHS,
+        metavar="N",
+        help=f"passes over the training images, in total (default {EPOCHS})",
+    )
+    p.add_argument(
+        "--batch-size",
+        type=_positive_int,
+        metavar="B",
+        help=f"images per step (default {d['batch_size']})",
+    )
+    p.add_argument(
+        "--lr",
+        type=_positive_float,
+        metavar="LR",
+        help=f"Adam learning rate at the start, falling linearly to 0 (default {d['lr']})",
+    )
+    p.add_argument(
+        "--seed",
+        type=int_at_least(0),
+        metavar="S",
+        help=f"seed for the weights and the batches (default {d['seed']})",
+    )
+    p.add_argument(
+        "--dtype",
+        choices=("float32", "float64"),
+        help=f"floating-point type of the model (default {d['dtype']})",
+    )
+    p.add_argument(
+        "--data",
+        type=Path,
+        metavar="FILE",
+        help="a NumPy .npz with arrays 'images' (N, H, W) or (N, C, H, W) and 'labels' (N,) "
+        "instead of the digits",
+    )
+    p.add_argument(
+        "--out",
+        type=Path,
+        default=Path("out"),
+        metavar="DIR",
+        help=f"directory for {CHECKPOINT} and {PICTURE} (default out)",
+    )
+    p.add_argument(
+        "--resume",
+        action="store_true",
+        help=f"continue from DIR/{CHECKPOINT} up to --epochs in total",
+    )
+    p.add_argument(
+        "--force",
+        action="store_true",
+        help=f"start a new run even if DIR/{CHECKPOINT} exists, overwriting it",
+    )
+    p.add_argument(
+        "--show",
+        type=int_at_least(0),
+        default=48,
+        metavar="N",
+        help="misclassified images to draw, at most (default 48; 0: no picture)",
+    )
+    p.set_defaults(func=run)
+
+
+# ----------------------------------------------------------------------------
+# data and checkpoints
+# ----------------------------------------------------------------------------
+
+
+def _load_data(path: Path | None) -> Any:
+    from ..data import DatasetError
+    from ..images import MissingExtra, load_digits, load_npz
+
+    try:
+        return load_digits() if path is None else load_npz(path)
+    except MissingExtra as e:
+        raise CommandError(f"{e}; or give your own images with --data FILE.npz") from None
+    except DatasetError as e:
+        raise CommandError(f"--data {e}") from None
+
+
+def _settings(args: argparse.Namespace, saved: dict[str, Any] | None) -> Settings:
+    """The command line's settings, else the checkpoint's (on resume), else
+    the defaults; on resume a setting given must agree with the checkpoint."""
+    values = {}
+    for name in Settings.__dataclass_fields__:
+        given = getattr(args, name)
+        if saved is not None:
+            if given is not None and given != saved[name]:
+                flag = "--" + name.replace("_", "-")
+                raise CommandError(
+                    f"{flag} {given} differs from the checkpoint's {saved[name]}; "
+                    "leave it out to resume"
+                )
+            values[name] = saved[name]
+        else:
+            values[name] = DEFAULTS[name] if given is None else given
+    return Settings(**values)
+
+
+def _saved_run(saved: dict[str, Any], path: Path) -> dict[str, Any]:
+    """The run state of a digits checkpoint, checked before use: a foreign
+    or edited file gives one line, never a traceback or a wrong run."""
+    run = saved["metadata"].get("run")
+    architecture = saved["architecture"]
+    if (
+        not isinstance(run, dict)
+        or saved["metadata"].get("command") != "digits"
+        or not isinstance(architecture, dict)
+        or architecture.get("type") != "Sequential"
+    ):
+        raise CommandError(f"--resume: {path} is not a chainrule digits checkpoint")
+    settings = run.get("settings")
+    lr = settings.get("lr") if isinstance(settings, dict) else None
+    problem = None
+    if (
+        not isinstance(settings, dict)
+        or set(settings) != set(Settings.__dataclass_fields__)
+        or not (
+            _whole(settings["batch_size"], 1)
+            and _whole(settings["seed"], 0)
+            and settings["dtype"] in ("float32", "float64")
+            and type(lr) in (int, float)
+            and 0.0 < lr < math.inf
+        )
+    ):
+        problem = "settings"
+    elif not _whole(run.get("epoch"), 1):
+        problem = "epoch"
+    elif not isinstance(run.get("data_sha256"), str):
+        problem = "data_sha256"
+    else:
+        optimizer = saved["optimizer"]
+        if not (
+            isinstance(optimizer, dict)
+            and _whole(optimizer.get("t"), 1)
+            and isinstance(optimizer.get("m"), dict)
+            and isinstance(optimizer.get("v"), dict)
+        ):
+            problem = "optimizer state"
+    if problem:
+        raise CommandError(f"--resume: {path}: corrupt run state (bad or missing {problem})")
+    return {**run, "optimizer": saved["optimizer"]}
+
+
+# ----------------------------------------------------------------------------
+# the run
+# ----------------------------------------------------------------------------
+
+
+@dataclass
+class Result:
+    epoch: int
+    accuracy: float
+    confusion: Any  # (classes, classes): rows the true class, columns the predicted
+    wrong: Any  # indices (into the held-out set) of the misclassified images
+    predicted: Any
+    held_images: Any
+    held_labels: Any
+    seconds: float
+
+
+def predict(model: Any, images: Any, batch_size: int = EVAL_BATCH) -> Any:
+    """The class the model gives each image (evaluation mode, no graph)."""
+    import numpy as np
+
+    from ..graph import no_grad
+
+    was_training = model.training
+    model.eval()
+    try:
+        with no_grad():
+            out = [
+                model(images[i : i + batch_size]).data.argmax(axis=1)
+                for i in range(0, len(images), batch_size)
+            ]
+    finally:
+        model.train(was_training)
+    return np.concatenate(out)
+
+
+def confusion_matrix(true: Any, predicted: Any, classes: int) -> Any:
+    """Counts ``(classes, classes)``: row ``i``, column ``j`` the images of
+    class ``i`` predicted as ``j``."""
+    import numpy as np
+
+    counts = np.bincount(true * classes + predicted, minlength=classes * classes)
+    return counts.reshape(classes, classes)
+
+
+def format_confusion(matrix: Any) -> str:
+    """The confusion matrix as a text table, true classes down, predictions
+    across, the correct ones on the diagonal."""
+    classes = len(matrix)
+    width = max(3, len(str(int(matrix.max()))) + 1, len(str(classes - 1)) + 1)
+    lines = ["true\\pred" + "".join(f"{j:>{width}}" for j in range(classes))]
+    for i, row in enumerate(matrix):
+        lines.append(f"{i:>9}" + "".join(f"{int(n):>{width}}" for n in row))
+    return "\n".join(lines)
+
+
+def train(args: argparse.Namespace, out: Path) -> Result:
+    import numpy as np
+
+    from ..images import split
+    from ..optim import Adam, LinearDecay
+    from ..progress import ProgressBar
+    from ..tensor import checkpoint, cross_entropy
+    from ..tensor.cnn import image_classifier
+    from ..tensor.memory import keep_freed_memory
+
+    keep_freed_memory()
+    started = time.perf_counter()
+    path = out / CHECKPOINT
+    saved = None
+    if args.resume:
+        try:
+            saved = checkpoint.read(path)
+        except (checkpoint.CheckpointError, ImportError) as e:
+            raise CommandError(f"--resume: {e}") from None
+    run_meta = _saved_run(saved, path) if saved is not None else None
+    settings = _settings(args, run_meta["settings"] if run_meta else None)
+    if run_meta and run_meta["epoch"] >= args.epochs:
+        raise CommandError(
+            f"--resume: {path} is already at epoch {run_meta['epoch']}, which reaches "
+            f"--epochs {args.epochs}: nothing to train; give a larger --epochs to continue"
+        )
+    data = _load_data(args.data)
+    if run_meta and run_meta["data_sha256"] != data.fingerprint():
+        raise CommandError(f"--resume: {path} was trained on other data than {data.source}")
+    n, C, H, W = data.images.shape
+    item = 4 if settings.dtype == "float32" else 8
+    # the images, and one batch's activations through the widest layer (generous)
+    check_memory(
+        n * C * H * W * (8 + item) + settings.batch_size * H * W * 16 * 40 * item + 50e6,
+        "this run",
+        "use a smaller --batch-size or smaller images",
+    )
+    train_idx, held_idx = split(n, HELD_OUT, SPLIT_SEED)
+    images = data.images.astype(settings.dtype)
+    init_seed, batch_seed = np.random.SeedSequence(settings.seed).spawn(2)
+    model = image_classifier(
+        C, (H, W), data.classes, dtype=settings.dtype, rng=np.random.default_rng(init_seed)
+    )
+    if saved is not None and saved["architecture"] != model.config():
+        raise CommandError(f"--resume: {path}: the model differs from this data's")
+    names = [name for name, _ in model.named_parameters()]
+    params = model.parameters()
+    optimizer = Adam(params, lr=settings.lr)
+    per_epoch = -(-len(train_idx) // settings.batch_size)
+    schedule = LinearDecay(optimizer, total_steps=args.epochs * per_epoch, end_factor=0.0)
+    batches = np.random.default_rng(batch_seed)
+    epoch = 0
+    if saved is not None and run_meta is not None:
+        state = run_meta["optimizer"]
+        try:
+            model.load_state_dict(saved["parameters"])
+            optimizer.m = [_moment(state["m"], k, p, settings.dtype) for k, p in zip(names, params)]
+            optimizer.v = [_moment(state["v"], k, p, settings.dtype) for k, p in zip(names, params)]
+            batches.bit_generator.state = run_meta["rng"]
+        except (KeyError, TypeError, ValueError) as e:
+            raise CommandError(f"--resume: {path}: corrupt model or run state ({e})") from None
+        epoch = run_meta["epoch"]
+        optimizer.t = state["t"]
+        schedule.steps_done = epoch * per_epoch
+        optimizer.lr = schedule.lr_at(schedule.steps_done)
+
+    def save(k: int, accuracy: float) -> None:
+        meta = {
+            "command": "digits",
+            "run": {
+                "settings": settings.__dict__,
+                "epoch": k,
+                "epochs": args.epochs,
+                "held_out_accuracy": accuracy,
+                "data": data.source,
+                "data_sha256": data.fingerprint(),
+                "rng": batches.bit_generator.state,
+            },
+        }
+        adam = {
+            "t": optimizer.t,
+            "m": dict(zip(names, optimizer.m)),
+            "v": dict(zip(names, optimizer.v)),
+        }
+        try:
+            checkpoint.save(model, path, metadata=meta, optimizer=adam)
+        except (OSError, ValueError, ImportError) as e:
+            raise CommandError(
+                f"cannot write {path} ({getattr(e, 'strerror', None) or e})"
+            ) from None
+
+    held_images, held_labels = images[held_idx], data.labels[held_idx]
+    print(
+        f"data: {n:,} images of {C} x {H} x {W} in {data.classes} classes from {data.source}: "
+        f"{len(train_idx):,} training, {len(held_idx):,} held out"
+    )
+    print(
+        f"model: CNN, {model.num_parameters():,} parameters, {settings.dtype}; Adam, lr "
+        f"{settings.lr:g}, batch {settings.batch_size}, {args.epochs} epochs"
+    )
+    if epoch:
+        print(f"resuming after epoch {epoch} of {args.epochs} from {path}")
+    sys.stdout.flush()
+    accuracy = math.nan
+    steps = (args.epochs - epoch) * per_epoch
+    with ProgressBar(steps, every=per_epoch) as bar:
+        done = 0
+        while epoch < args.epochs:
+            order = batches.permutation(train_idx)
+            starts = range(0, len(order), settings.batch_size)
+            for start in starts:
+                rows = order[start : start + settings.batch_size]
+                loss = cross_entropy(model(images[rows]), data.labels[rows])
+                value = float(loss.data)
+                if not math.isfinite(value):
+                    raise CommandError(
+                        f"training diverged in epoch {epoch + 1} (loss {value}); try a smaller --lr"
+                    )
+                optimizer.zero_grad()
+                loss.backward()
+                optimizer.step()
+                schedule.step()
+                done += 1
+                if start == starts[-1]:  # the epoch's last step: measure and save
+                    epoch += 1
+                    accuracy = float((predict(model, held_images) == held_labels).mean())
+                    save(epoch, accuracy)
+                shown = "-" if math.isnan(accuracy) else f"{100 * accuracy:.1f}%"
+                bar.update(done, epoch=epoch, loss=value, held_out=shown)
+    predicted = predict(model, held_images)
+    wrong = np.flatnonzero(predicted != held_labels)
+    return Result(
+        epoch,
+        float((predicted == held_labels).mean()),
+        confusion_matrix(held_labels, predicted, data.classes),
+        wrong,
+        predicted,
+        held_images,
+        held_labels,
+        time.perf_counter() - started,
+    )
+
+
+def _check_overwrite(args: argparse.Namespace, path: Path) -> None:
+    if not args.resume and not args.force and path.exists():
+        raise CommandError(
+            f"{path} exists (another run's checkpoint): --resume continues it, "
+            "--force overwrites it, or choose another --out"
+        )
+
+
+def run(args: argparse.Namespace) -> int:
+    out: Path = args.out
+    if not would_load("numpy"):
+        check_memory(LOADING_BYTES["numpy"], "loading NumPy", "raise the memory limit (ulimit -v)")
+    try:
+        import numpy
+    except ImportError:
+        raise CommandError(
+            "needs NumPy: pip install numpy (in a checkout: pip install -e '.[tensor,data]')"
+        ) from None
+    try:
+        import safetensors  # noqa: F401  (the checkpoints)
+    except ImportError:
+        raise CommandError(
+            "needs safetensors for its checkpoints: pip install safetensors "
+            "(in a checkout: pip install -e '.[tensor,data]')"
+        ) from None
+    problem = make_out_dir(out)
+    if problem:
+        raise CommandError(problem)
+    _check_overwrite(args, out / CHECKPOINT)
+    with blas_threads(None), numpy.errstate(all="ignore"):
+        result = train(args, out)
+    print(f"checkpoint: {out / CHECKPOINT} (epoch {result.epoch})")
+    total = len(result.held_labels)
+    print(
+        f"held-out accuracy: {100 * result.accuracy:.2f}% "
+        f"({total - len(result.wrong)} of {total} images)"
+    )
+    print("confusion matrix (rows: true class, columns: predicted):")
+    print(format_confusion(result.confusion))
+    png = out / PICTURE
+    shown = result.wrong[: args.show]
+    if len(shown):
+        from ..gallery import labelled_grid
+
+        try:
+            labelled_grid(
+                result.held_images[shown],
+                result.held_labels[shown].tolist(),
+                result.predicted[shown].tolist(),
+                png,
+            )
+        except OSError as e:
+            raise CommandError(f"cannot write {png} ({e.strerror or e})") from None
+        more = f" (the first {len(shown)})" if len(shown) < len(result.wrong) else ""
+        print(f"misclassified: {png}{more}, each labelled true>predicted")
+    elif not len(result.wrong):
+        print("misclassified: none")
+    print(f"time: {result.seconds:.1f} s")
+    return 0
+
+
+__all__ = ["DEFAULTS", "Result", "Settings", "confusion_matrix", "register", "run", "train"]
