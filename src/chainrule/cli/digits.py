@@ -175,6 +175,19 @@ def _settings(args: argparse.Namespace, saved: dict[str, Any] | None) -> Setting
     return Settings(**values)
 
 
+def _settings_ok(settings: Any) -> bool:
+    if not isinstance(settings, dict) or set(settings) != set(Settings.__dataclass_fields__):
+        return False
+    lr = settings["lr"]
+    return bool(
+        _whole(settings["batch_size"], 1)
+        and _whole(settings["seed"], 0)
+        and settings["dtype"] in ("float32", "float64")
+        and type(lr) in (int, float)
+        and 0.0 < lr < math.inf
+    )
+
+
 def _saved_run(saved: dict[str, Any], path: Path) -> dict[str, Any]:
     """The run state of a digits checkpoint, checked before use: a foreign
     or edited file gives one line, never a traceback or a wrong run."""
@@ -188,19 +201,8 @@ def _saved_run(saved: dict[str, Any], path: Path) -> dict[str, Any]:
     ):
         raise CommandError(f"--resume: {path} is not a chainrule digits checkpoint")
     settings = run.get("settings")
-    lr = settings.get("lr") if isinstance(settings, dict) else None
     problem = None
-    if (
-        not isinstance(settings, dict)
-        or set(settings) != set(Settings.__dataclass_fields__)
-        or not (
-            _whole(settings["batch_size"], 1)
-            and _whole(settings["seed"], 0)
-            and settings["dtype"] in ("float32", "float64")
-            and type(lr) in (int, float)
-            and 0.0 < lr < math.inf
-        )
-    ):
+    if not _settings_ok(settings):
         problem = "settings"
     elif not _whole(run.get("epoch"), 1):
         problem = "epoch"

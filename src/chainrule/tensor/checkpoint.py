@@ -141,7 +141,8 @@ def _sealed(fmt: str, tensors: Mapping[str, np.ndarray], fields: dict[str, Any])
     version, ``fields`` (each as JSON) and the file's digest."""
     meta = {"format": fmt, "version": VERSION, sealed.DIGEST_KEY: sealed.PLACEHOLDER}
     meta.update({k: json.dumps(v, allow_nan=False) for k, v in fields.items()})
-    contiguous = {k: np.ascontiguousarray(v) for k, v in tensors.items()}
+    # (ascontiguousarray alone would make a 0-d array, a step count, 1-d)
+    contiguous = {k: np.ascontiguousarray(v).reshape(np.shape(v)) for k, v in tensors.items()}
     data: bytes = _safetensors().save(contiguous, metadata=meta)
     return sealed.seal(data, end=8 + _header_size(data))
 
