@@ -182,3 +182,17 @@ def test_sequential_of_any_layers_round_trips(torch: Any) -> None:
     twin = to_torch(model)
     assert_close(model(x).data, twin(torch.tensor(x)).detach().numpy(), "logits", 1e-12, 1e-13)
     assert from_torch(twin).config() == model.config()
+
+
+@pytest.mark.parametrize("dtype", ["float64", "float32"])
+def test_the_cnn_step_bench_pair_computes_the_same_step(torch: Any, dtype: str) -> None:
+    """``chainrule bench``'s cnn-step: the same weights, batch and Adam on
+    both sides, so the same losses step after step."""
+    from chainrule.bench import TINY
+    from chainrule.bench.cnn import tensor_step, torch_step
+
+    ours, theirs = tensor_step(TINY, dtype), torch_step(TINY, dtype)
+    rtol = 1e-10 if dtype == "float64" else 1e-5
+    for _ in range(3):
+        a, b = ours(), theirs()
+        assert abs(a - b) <= rtol * abs(b), (a, b)

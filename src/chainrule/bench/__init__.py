@@ -1,14 +1,16 @@
 """The benchmark behind ``chainrule bench``: workloads and the harness.
 
 >>> from chainrule.bench import WORKLOADS
->>> [w.name for w in WORKLOADS]
-['moons-step', 'backward-only', 'deep-chain', 'gpt-step', 'gpt-name-step', 'memory', 'gpt-sizes']
+>>> [w.name for w in WORKLOADS]  # doctest: +NORMALIZE_WHITESPACE
+['moons-step', 'backward-only', 'deep-chain', 'gpt-step', 'gpt-name-step', 'memory', 'gpt-sizes',
+ 'cnn-step']
 """
 
 from __future__ import annotations
 
 from .batched_gpt import GPT_SIZES, GPT_STEP
 from .chain import DEEP_CHAIN
+from .cnn import CNN_STEP
 from .gpt import GPT_NAME_STEP
 from .harness import (
     FULL,
@@ -39,6 +41,7 @@ WORKLOADS: tuple[Workload, ...] = (
     GPT_NAME_STEP,
     MEMORY,
     GPT_SIZES,
+    CNN_STEP,
 )
 
 __all__ = [

@@ -64,7 +64,8 @@ class Sizes:
         (256, 8, 4, 128, 16),
     )
     gpt_sweep_cap: int | None = None
-    gpt_sweep_threads: int = 2  # for both sides
+    gpt_sweep_threads: int = 2  # for both sides, of gpt-sizes and cnn-step
+    cnn_batch: int = 64  # images per cnn-step
 
 
 FULL = Sizes()
@@ -75,6 +76,7 @@ TINY = Sizes(
     gpt_name="ab",
     gpt_batch=2,
     gpt_sweep_cap=3,
+    cnn_batch=4,
 )
 
 
