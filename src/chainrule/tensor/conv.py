@@ -112,11 +112,14 @@ def _check(x: np.ndarray, w: np.ndarray, geo: Geometry, op: str) -> Pair:
             f"got input {x.shape} and weight {w.shape}"
         )
     G = geo.groups
-    if w.shape[0] % G or x.shape[1] != w.shape[1] * G:
+    if x.shape[1] != w.shape[1] * G:
         raise ValueError(
-            f"{op}: input {x.shape} does not fit weight {w.shape} with groups={G}: "
-            f"the input needs {w.shape[1] * G} channels and the weight's {w.shape[0]} "
-            f"outputs must divide by {G}"
+            f"{op}: input {x.shape} has {x.shape[1]} channels, weight {w.shape} with "
+            f"groups={G} takes {w.shape[1] * G}"
+        )
+    if w.shape[0] % G:
+        raise ValueError(
+            f"{op}: weight {w.shape} has {w.shape[0]} output channels, not a multiple of groups={G}"
         )
     if x.dtype != w.dtype:
         raise TypeError(f"{op}: input is {x.dtype} but weight is {w.dtype}; give them one dtype")
