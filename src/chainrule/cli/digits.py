@@ -27,9 +27,20 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from .gpt import _moment, _positive_float, _whole, blas_threads
+from .gpt import blas_threads
 from .options import CommandError, int_at_least, make_out_dir
-from .preflight import LOADING_BYTES, check_memory, would_load
+from .preflight import check_memory
+from .training import (
+    adam_state,
+    add_checkpoint_options,
+    check_overwrite,
+    positive_float,
+    require_tensor,
+    restore_adam,
+    save_checkpoint,
+    settings_from,
+    whole,
+)
 
 DEFAULTS: dict[str, Any] = {
     "batch_size": 64,
@@ -90,7 +101,7 @@ def register(subparsers: Any) -> None:
     )
     p.add_argument(
         "--lr",
-        type=_positive_float,
+        type=positive_float,
         metavar="LR",
         help=f"Adam learning rate at the start, falling linearly to 0 (default {d['lr']})",
     )
@@ -112,23 +123,7 @@ def register(subparsers: Any) -> None:
         help="a NumPy .npz with arrays 'images' (N, H, W) or (N, C, H, W) and 'labels' (N,) "
         "instead of the digits",
     )
-    p.add_argument(
-        "--out",
-        type=Path,
-        default=Path("out"),
-        metavar="DIR",
-        help=f"directory for {CHECKPOINT} and {PICTURE} (default out)",
-    )
-    p.add_argument(
-        "--resume",
-        action="store_true",
-        help=f"continue from DIR/{CHECKPOINT} up to --epochs in total",
-    )
-    p.add_argument(
-        "--force",
-        action="store_true",
-        help=f"start a new run even if DIR/{CHECKPOINT} exists, overwriting it",
-    )
+    add_checkpoint_options(p, CHECKPOINT, f"{CHECKPOINT} and {PICTURE}", "--epochs")
     p.add_argument(
         "--show",
         type=int_at_least(0),
@@ -157,22 +152,7 @@ def _load_data(path: Path | None) -> Any:
 
 
 def _settings(args: argparse.Namespace, saved: dict[str, Any] | None) -> Settings:
-    """The command line's settings, else the checkpoint's (on resume), else
-    the defaults; on resume a setting given must agree with the checkpoint."""
-    values = {}
-    for name in Settings.__dataclass_fields__:
-        given = getattr(args, name)
-        if saved is not None:
-            if given is not None and given != saved[name]:
-                flag = "--" + name.replace("_", "-")
-                raise CommandError(
-                    f"{flag} {given} differs from the checkpoint's {saved[name]}; "
-                    "leave it out to resume"
-                )
-            values[name] = saved[name]
-        else:
-            values[name] = DEFAULTS[name] if given is None else given
-    return Settings(**values)
+    return Settings(**settings_from(Settings.__dataclass_fields__, args, saved, DEFAULTS))
 
 
 def _settings_ok(settings: Any) -> bool:
@@ -180,8 +160,8 @@ def _settings_ok(settings: Any) -> bool:
         return False
     lr = settings["lr"]
     return bool(
-        _whole(settings["batch_size"], 1)
-        and _whole(settings["seed"], 0)
+        whole(settings["batch_size"], 1)
+        and whole(settings["seed"], 0)
         and settings["dtype"] in ("float32", "float64")
         and type(lr) in (int, float)
         and 0.0 < lr < math.inf
@@ -204,7 +184,7 @@ def _saved_run(saved: dict[str, Any], path: Path) -> dict[str, Any]:
     problem = None
     if not _settings_ok(settings):
         problem = "settings"
-    elif not _whole(run.get("epoch"), 1):
+    elif not whole(run.get("epoch"), 1):
         problem = "epoch"
     elif not isinstance(run.get("data_sha256"), str):
         problem = "data_sha256"
@@ -212,7 +192,7 @@ def _saved_run(saved: dict[str, Any], path: Path) -> dict[str, Any]:
         optimizer = saved["optimizer"]
         if not (
             isinstance(optimizer, dict)
-            and _whole(optimizer.get("t"), 1)
+            and whole(optimizer.get("t"), 1)
             and isinstance(optimizer.get("m"), dict)
             and isinstance(optimizer.get("v"), dict)
         ):
@@ -334,13 +314,11 @@ def train(args: argparse.Namespace, out: Path) -> Result:
         state = run_meta["optimizer"]
         try:
             model.load_state_dict(saved["parameters"])
-            optimizer.m = [_moment(state["m"], k, p, settings.dtype) for k, p in zip(names, params)]
-            optimizer.v = [_moment(state["v"], k, p, settings.dtype) for k, p in zip(names, params)]
+            restore_adam(optimizer, state, names, settings.dtype)
             batches.bit_generator.state = run_meta["rng"]
         except (KeyError, TypeError, ValueError) as e:
             raise CommandError(f"--resume: {path}: corrupt model or run state ({e})") from None
         epoch = run_meta["epoch"]
-        optimizer.t = state["t"]
         schedule.steps_done = epoch * per_epoch
         optimizer.lr = schedule.lr_at(schedule.steps_done)
 
@@ -357,17 +335,7 @@ def train(args: argparse.Namespace, out: Path) -> Result:
                 "rng": batches.bit_generator.state,
             },
         }
-        adam = {
-            "t": optimizer.t,
-            "m": dict(zip(names, optimizer.m)),
-            "v": dict(zip(names, optimizer.v)),
-        }
-        try:
-            checkpoint.save(model, path, metadata=meta, optimizer=adam)
-        except (OSError, ValueError, ImportError) as e:
-            raise CommandError(
-                f"cannot write {path} ({getattr(e, 'strerror', None) or e})"
-            ) from None
+        save_checkpoint(model, path, meta, adam_state(optimizer, names))
 
     held_images, held_labels = images[held_idx], data.labels[held_idx]
     print(
@@ -421,35 +389,13 @@ def train(args: argparse.Namespace, out: Path) -> Result:
     )
 
 
-def _check_overwrite(args: argparse.Namespace, path: Path) -> None:
-    if not args.resume and not args.force and path.exists():
-        raise CommandError(
-            f"{path} exists (another run's checkpoint): --resume continues it, "
-            "--force overwrites it, or choose another --out"
-        )
-
-
 def run(args: argparse.Namespace) -> int:
     out: Path = args.out
-    if not would_load("numpy"):
-        check_memory(LOADING_BYTES["numpy"], "loading NumPy", "raise the memory limit (ulimit -v)")
-    try:
-        import numpy
-    except ImportError:
-        raise CommandError(
-            "needs NumPy: pip install numpy (in a checkout: pip install -e '.[tensor,data]')"
-        ) from None
-    try:
-        import safetensors  # noqa: F401  (the checkpoints)
-    except ImportError:
-        raise CommandError(
-            "needs safetensors for its checkpoints: pip install safetensors "
-            "(in a checkout: pip install -e '.[tensor,data]')"
-        ) from None
+    numpy = require_tensor("tensor,data")
     problem = make_out_dir(out)
     if problem:
         raise CommandError(problem)
-    _check_overwrite(args, out / CHECKPOINT)
+    check_overwrite(args, out / CHECKPOINT)
     with blas_threads(None), numpy.errstate(all="ignore"):
         result = train(args, out)
     print(f"checkpoint: {out / CHECKPOINT} (epoch {result.epoch})")
