@@ -612,7 +612,10 @@ def test_no_command_prints_help_and_one_error_line(capsys: pytest.CaptureFixture
     assert main([]) == 2
     captured = capsys.readouterr()
     assert captured.out.startswith("usage: chainrule")
-    assert one_line(captured.err) == "chainrule: error: name a command (bench, explain, gpt, moons)"
+    assert (
+        one_line(captured.err)
+        == "chainrule: error: name a command (bench, digits, explain, gpt, moons)"
+    )
 
 
 # ----------------------------------------------------------------------------

@@ -30,7 +30,7 @@ from .data import DatasetError, read_bytes
 DATA_HINT = "pip install 'chainrule[data]' (scikit-learn, which ships the digits)"
 
 #: Limits on a user's file: bytes read, images, classes, pixels per image.
-MAX_NPZ_BYTES = 512 * 2**20
+MAX_NPZ_BYTES = 256 * 2**20
 MAX_CLASSES = 1000
 MAX_PIXELS = 512 * 512
 
