@@ -137,7 +137,7 @@ class BatchNorm2d(Module):
         if x.data.ndim != 4:
             raise ValueError(f"BatchNorm2d: expected input (N, C, H, W), got shape {x.data.shape}")
         if self.training:
-            self.num_batches_tracked = self.num_batches_tracked + 1
+            self.num_batches_tracked = np.asarray(self.num_batches_tracked + 1)
         return batch_norm(
             x,
             self.running_mean,
