@@ -9,7 +9,8 @@ product per call (one per group). For ``y = conv(x, w)``:
 * ``dw = g^T @ cols``: the weight gradient, again one product;
 * ``dx``: ``g @ w`` gives a gradient for every entry of ``cols``, added
   back where each entry came from (col2im): one strided addition per
-  kernel offset, ``kh * kw`` of them.
+  kernel offset, ``kh * kw`` of them. At stride 1 it is cheaper as a
+  convolution of ``g`` with the flipped kernel (the transposed convolution).
 
 The arrays are read and written channels-last (:func:`channels_last`).
 

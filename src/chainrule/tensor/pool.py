@@ -121,7 +121,7 @@ def max_pool2d(
                 better |= np.isnan(entry)
                 y = np.where(better, entry, y)
             else:
-                y = np.maximum(entry, y)
+                np.maximum(entry, y, out=y)
             k = np.where(better, np.int16(q), k)
     (dh, dw), C, W = geo.dilation, xd.shape[1], xd.shape[3]
     offsets = np.array([(q // kw * dh * W + q % kw * dw) * C for q in range(kh * kw)])
