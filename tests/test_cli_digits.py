@@ -7,7 +7,9 @@ from __future__ import annotations
 
 import contextlib
 import io
+import os
 import re
+import signal
 import struct
 import sys
 from pathlib import Path
@@ -19,6 +21,7 @@ import pytest
 from chainrule.cli import main
 from chainrule.cli.digits import confusion_matrix, format_confusion
 from chainrule.images import load_digits, split
+from chainrule.optim import Adam
 from chainrule.tensor import checkpoint
 from chainrule.tensor.cnn import image_classifier
 
@@ -105,24 +108,31 @@ def test_an_interrupted_run_resumes_exactly(
     tmp_path: Path,
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    real_save = checkpoint.save
+    real_step = Adam.step
+    steps: list[int] = []
 
-    def save_then_stop(model: Any, path: Any, **kw: Any) -> None:
-        real_save(model, path, **kw)
-        if kw["metadata"]["run"]["epoch"] == 1:
-            raise KeyboardInterrupt  # Ctrl-C just after the first epoch's checkpoint
+    def step_then_ctrl_c(self: Adam) -> None:
+        real_step(self)
+        steps.append(1)
+        if len(steps) == 30:  # in the second epoch (23 steps each): Ctrl-C
+            os.kill(os.getpid(), signal.SIGINT)
 
-    monkeypatch.setattr(checkpoint, "save", save_then_stop)
+    monkeypatch.setattr(Adam, "step", step_then_ctrl_c)
     code, _, err = digits(capsys, *SHORT, "--out", str(tmp_path))
-    assert code == 130 and "interrupted" in err
-    monkeypatch.setattr(checkpoint, "save", real_save)
+    assert code == 130 and len(steps) == 30  # the step under way finished, no other began
+    assert (
+        f"interrupted in epoch 2 of 3; checkpoint saved: {tmp_path / 'digits.safetensors'}" in err
+    )
+    assert f"resume with: chainrule digits --resume --out {tmp_path} --epochs 3" in err
+    monkeypatch.setattr(Adam, "step", real_step)
     code, text, _ = digits(capsys, *SHORT, "--out", str(tmp_path), "--resume")
-    assert code == 0 and "resuming after epoch 1 of 3" in text
+    assert code == 0 and "resuming at epoch 2, step 8 of 23" in text
     expected = checkpoint.read(trained[0] / "digits.safetensors")
     resumed = checkpoint.read(tmp_path / "digits.safetensors")
     for name, value in expected["parameters"].items():
         assert np.array_equal(resumed["parameters"][name], value), name
     assert _accuracy(text) == _accuracy(trained[1])
+    assert f"to train further: chainrule digits --resume --out {tmp_path} --epochs 6" in text
 
 
 def test_a_users_npz(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:

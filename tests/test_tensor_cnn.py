@@ -164,7 +164,7 @@ def test_layer_arguments_are_checked() -> None:
         Conv2d(1, 4, 0)
     with pytest.raises(ValueError, match="MaxPool2d: stride must be an int >= 1"):
         MaxPool2d(2, stride=0)
-    with pytest.raises(TypeError, match="Sequential: layer 1 is int"):
+    with pytest.raises(TypeError, match="Sequential: item 1 is a int, not a module"):
         Sequential(ReLU(), 3)  # type: ignore[arg-type]
     with pytest.raises(ValueError, match="smaller than 4 x 4"):
         image_classifier(1, (3, 8), 10)
@@ -196,3 +196,18 @@ def test_the_cnn_step_bench_pair_computes_the_same_step(torch: Any, dtype: str) 
     for _ in range(3):
         a, b = ours(), theirs()
         assert abs(a - b) <= rtol * abs(b), (a, b)
+
+
+def test_the_cnn_prints_as_pytorch_prints_it() -> None:
+    lines = repr(_cnn()).splitlines()
+    assert (
+        lines[1]
+        == "  (0): Conv2d(1, 16, kernel_size=(3, 3), stride=(1, 1), padding=(1, 1), bias=False)"
+    )
+    assert lines[2] == (
+        "  (1): BatchNorm2d(16, eps=1e-05, momentum=0.1, affine=True, track_running_stats=True)"
+    )
+    assert lines[4] == (
+        "  (3): MaxPool2d(kernel_size=2, stride=2, padding=0, dilation=1, ceil_mode=False)"
+    )
+    assert lines[9] == "  (8): Flatten(start_dim=1, end_dim=-1)"

@@ -120,8 +120,9 @@ def test_unlabelled_values_are_numbered() -> None:
     y = (x * 2.0).exp()
     text = to_dot(y)
     assert '"{#0|data 3.0|grad 0.0}"' in text  # grads as they are: no backward yet
-    assert '"{#1|data 6.0|grad 0.0}"' in text
-    assert 'v2_op [shape=ellipse, label="exp"]' in text
+    assert '"{2.0|data 2.0|grad 0.0}"' in text  # the number 2.0: a leaf, shown as itself
+    assert '"{#2|data 6.0|grad 0.0}"' in text
+    assert 'v3_op [shape=ellipse, label="exp"]' in text
 
 
 def test_a_leaf_alone() -> None:
@@ -155,11 +156,12 @@ def test_over_max_nodes_is_a_summary() -> None:
         y = y * 1.5
     y.label = "y"
     text = to_dot(y, max_nodes=200)
-    assert "301 values and 300 operations: more than max_nodes=200" in text
-    assert '  v300 [shape=record, label="{y|data ' in text
+    # each * 1.5 is a node and a leaf for the number, as in micrograd
+    assert "601 values and 300 operations: more than max_nodes=200" in text
+    assert '  v600 [shape=record, label="{y|data ' in text
     assert "_op" not in text and text.count("shape=record") == 1
-    full = to_dot(y, max_nodes=301)
-    assert full.count("shape=record") == 301 and full.count("shape=ellipse") == 300
+    full = to_dot(y, max_nodes=601)
+    assert full.count("shape=record") == 601 and full.count("shape=ellipse") == 300
 
 
 def test_rankdir_and_bad_arguments() -> None:
@@ -248,6 +250,36 @@ def test_escaped_labels_render_literally() -> None:
     require_dot()
     x = Value(1.0, label='a|b{c}<d> "e" \\f')
     assert 'a|b{c}<d> "e" \\f' in svg_texts(to_svg(x.tanh()))
+
+
+@pytest.mark.parametrize(
+    ("label", "shown"),
+    [
+        ("&amp;", "&amp;"),  # Graphviz decodes entities: drawn as "&" before
+        ("a & b &lt;", "a & b &lt;"),
+        ("&#45;1", "&#45;1"),
+        ("x\x00y", "x\\x00y"),  # a NUL ended dot's input: "dot failed"
+        ("s\ud800", "s\\ud800"),  # a lone surrogate: not UTF-8, _repr_svg_ raised
+        ("bell\x07", "bell\\x07"),
+    ],
+)
+def test_hostile_labels_are_drawn_literally(label: str, shown: str) -> None:
+    require_dot()
+    x = Value(1.0, label=label)
+    y = x.tanh()
+    y.label = label
+    assert svg_texts(to_svg(y)).count(shown) == 2
+    svg = y._repr_svg_()
+    assert svg is not None and shown in svg_texts(svg)
+    z = Value(2.0, (x,), "&lt;")  # micrograd's form: an op name that reads as an entity
+    assert "&lt;" in svg_texts(to_svg(z))
+
+
+def test_the_unprintable_are_escaped_in_every_name() -> None:
+    assert chainrule.viz.display_name(Value(0.0, label="a\x00b\ud800\tc"), 0) == (
+        "a\\x00b\\ud800 c"
+    )
+    assert chainrule.viz.printable("caf\u00e9 \u03c0") == "caf\u00e9 \u03c0"  # letters stay
 
 
 def test_jupyter_shows_the_graph() -> None:

@@ -2,7 +2,7 @@
 and the trace of every ``+=`` update in the order the pass applies them.
 
 :func:`backward_walk` runs the engine's own backward walk
-(:func:`chainrule.engine.backpropagate`) with a hook that watches every
+(:func:`chainrule.walk.backpropagate`) with a hook that watches every
 term, so it neither needs nor changes ``.grad``. It records the
 topological order, the seed, and every update
 ``child.grad += local * node.grad`` (the local derivative read from the
@@ -21,12 +21,14 @@ and gradient norms (:mod:`chainrule.tensor_explain`).
 from __future__ import annotations
 
 import math
+import re
 from dataclasses import dataclass
 from typing import Any
 
-from .engine import Value, backpropagate, topological_order
-from .primitives import MUL_CONST, RDIV_CONST, RSUB_CONST
+from .autograd import walk_aside
+from .engine import Value
 from .viz import display_name, format_number, forward_order
+from .walk import topological_order
 
 #: A node with more contributions than this shows their count, not each one.
 MAX_TERMS = 6
@@ -120,7 +122,7 @@ def backward_walk(root: Value) -> Walk:
         local = float(node._local_grads[p])
         updates.append(Update(i, k, local, incoming, contribution, before, grads[k]))
 
-    backpropagate(root, 1.0, on_edge=watch)
+    walk_aside(root, 1.0, on_edge=watch)
     order = [index[v] for v in topological_order(root)[0]]
     return Walk(nodes, names, order, r, 1.0, updates, grads, received)
 
@@ -307,7 +309,7 @@ def trace(root: Value, *, digits: int = 6) -> str:
     leaves = [names[i] for i in range(len(walk.nodes) - 1, -1, -1) if not walk.nodes[i]._prev]
     lines = [
         "topological order: " + ", ".join(names),
-        f"seed: {names[walk.root]}.grad = {fmt(walk.seed)}",
+        f"seed: {grad_of(names[walk.root])} = {fmt(walk.seed)}",
     ]
     if interior:
         rest = f" (then {', '.join(leaves)}: leaves, nothing to pass on)" if leaves else ""
@@ -317,8 +319,8 @@ def trace(root: Value, *, digits: int = 6) -> str:
     steps = [
         (
             formula(walk, u.node),
-            f"{names[u.child]}.grad += {fmt(u.local)} * {fmt(u.incoming)}",
-            f"-> {names[u.child]}.grad = {total}",
+            f"{grad_of(names[u.child])} += {fmt(u.local)} * {fmt(u.incoming)}",
+            f"-> {grad_of(names[u.child])} = {total}",
         )
         for u, total in zip(walk.updates, running_totals(walk, digits))
     ]
@@ -377,16 +379,47 @@ def formula(walk: Walk, i: int) -> str:
     op = node._op or "?"
     if op in _INFIX and len(inputs) == 2:
         body = f"{inputs[0]} {op} {inputs[1]}"
-    elif node._fn is MUL_CONST:  # x * c: the local gradient is c
-        body = f"{format_number(node._local_grads[0])} * {inputs[0]}"
-    elif node._fn in (RSUB_CONST, RDIV_CONST):  # c - x, c / x
-        body = f"number {op} {inputs[0]}"
-    elif op in _INFIX and len(inputs) == 1:  # x + c, x - c, x / c
-        body = f"{inputs[0]} {op} number"
     elif op.startswith("**") and len(inputs) == 1:
         body = f"{inputs[0]}{op}"
     elif op.endswith("**") and len(inputs) == 1:
         body = f"{op}{inputs[0]}"
     else:
         body = f"{op}({', '.join(inputs)})"
-    return f"{walk.names[i]} = {body}"
+    name = walk.names[i]
+    if _same_text(name, body):  # a node named by its own formula: said once
+        return name
+    return f"{name} = {body}"
+
+
+def _same_text(name: str, body: str) -> bool:
+    """``relu(a*b + d)`` and ``ReLU(a*b + d)``, ``a*b`` and ``a * b``: the
+    same formula, spaces and case aside (a name shortened with ``...``:
+    the start of it)."""
+    a, b = ("".join(t.split()).lower() for t in (name, body))
+    return a == b or (a.endswith("...") and b.startswith(a[:-3]))
+
+
+def grad_of(name: str) -> str:
+    """``a.grad``, ``relu(e).grad``, and ``(a*b + d).grad`` for a name that
+    is not one word or one call, so that the ``.grad`` belongs to all of it."""
+    return f"{name}.grad" if _one_term(name) else f"({name}).grad"
+
+
+_ONE_WORD = re.compile(r"[\w#.\[\]]+")
+_CALL = re.compile(r"\w+\((.*)\)")
+
+
+def _one_term(name: str) -> bool:
+    """A word (``a``, ``#3``, ``w.0``) or a call whose parentheses hold
+    the rest (``relu(a*b + d)``, not ``exp(a) + exp(b)``)."""
+    if _ONE_WORD.fullmatch(name):
+        return True
+    call = _CALL.fullmatch(name)
+    if call is None:
+        return False
+    depth = 0
+    for c in call.group(1):
+        depth += {"(": 1, ")": -1}.get(c, 0)
+        if depth < 0:
+            return False
+    return depth == 0

@@ -21,15 +21,17 @@ from __future__ import annotations
 
 import argparse
 import math
+import shlex
 import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from ..interrupts import deferred_interrupts
 from .gpt import blas_threads
-from .options import CommandError, int_at_least, make_out_dir
-from .preflight import check_memory
+from .options import INTERRUPTED, CommandError, int_at_least, locked_out_dir, make_out_dir
+from .preflight import check_memory, check_output_file
 from .training import (
     adam_state,
     add_checkpoint_options,
@@ -54,6 +56,7 @@ SPLIT_SEED = 0  # the split is the data's, not the run's: one --seed or another,
 CHECKPOINT = "digits.safetensors"
 PICTURE = "digits-misclassified.png"
 EVAL_BATCH = 512
+SHOW = 48  # misclassified images drawn, at most
 
 
 @dataclass(frozen=True)
@@ -127,9 +130,9 @@ def register(subparsers: Any) -> None:
     p.add_argument(
         "--show",
         type=int_at_least(0),
-        default=48,
+        default=SHOW,
         metavar="N",
-        help="misclassified images to draw, at most (default 48; 0: no picture)",
+        help=f"misclassified images to draw, at most (default {SHOW}; 0: no picture)",
     )
     p.set_defaults(func=run)
 
@@ -184,7 +187,7 @@ def _saved_run(saved: dict[str, Any], path: Path) -> dict[str, Any]:
     problem = None
     if not _settings_ok(settings):
         problem = "settings"
-    elif not whole(run.get("epoch"), 1):
+    elif not whole(run.get("epoch"), 0) or not whole(run.get("batch"), 0):
         problem = "epoch"
     elif not isinstance(run.get("data_sha256"), str):
         problem = "data_sha256"
@@ -192,7 +195,7 @@ def _saved_run(saved: dict[str, Any], path: Path) -> dict[str, Any]:
         optimizer = saved["optimizer"]
         if not (
             isinstance(optimizer, dict)
-            and whole(optimizer.get("t"), 1)
+            and whole(optimizer.get("t"), 0)
             and isinstance(optimizer.get("m"), dict)
             and isinstance(optimizer.get("v"), dict)
         ):
@@ -309,7 +312,8 @@ def train(args: argparse.Namespace, out: Path) -> Result:
     per_epoch = -(-len(train_idx) // settings.batch_size)
     schedule = LinearDecay(optimizer, total_steps=args.epochs * per_epoch, end_factor=0.0)
     batches = np.random.default_rng(batch_seed)
-    epoch = 0
+    epoch, batch = 0, 0  # epochs done, and batches done of the next one
+    accuracy = math.nan  # on the held-out images, after the last whole epoch
     if saved is not None and run_meta is not None:
         state = run_meta["optimizer"]
         try:
@@ -318,21 +322,30 @@ def train(args: argparse.Namespace, out: Path) -> Result:
             batches.bit_generator.state = run_meta["rng"]
         except (KeyError, TypeError, ValueError) as e:
             raise CommandError(f"--resume: {path}: corrupt model or run state ({e})") from None
-        epoch = run_meta["epoch"]
-        schedule.steps_done = epoch * per_epoch
+        epoch, batch = run_meta["epoch"], run_meta["batch"]
+        if batch >= per_epoch:
+            raise CommandError(f"--resume: {path}: corrupt run state (batch {batch})")
+        known = run_meta.get("held_out_accuracy")
+        accuracy = float(known) if isinstance(known, (int, float)) else math.nan
+        schedule.steps_done = epoch * per_epoch + batch
         optimizer.lr = schedule.lr_at(schedule.steps_done)
 
-    def save(k: int, accuracy: float) -> None:
+    # the generator's state before the epoch's shuffle: a run saved in the
+    # middle of an epoch shuffles it again, alike, and skips what it did
+    epoch_start = batches.bit_generator.state
+
+    def save() -> None:
         meta = {
             "command": "digits",
             "run": {
                 "settings": settings.__dict__,
-                "epoch": k,
+                "epoch": epoch,
+                "batch": batch,
                 "epochs": args.epochs,
-                "held_out_accuracy": accuracy,
+                "held_out_accuracy": None if math.isnan(accuracy) else accuracy,
                 "data": data.source,
                 "data_sha256": data.fingerprint(),
-                "rng": batches.bit_generator.state,
+                "rng": epoch_start,
             },
         }
         save_checkpoint(model, path, meta, adam_state(optimizer, names))
@@ -346,21 +359,25 @@ def train(args: argparse.Namespace, out: Path) -> Result:
         f"model: CNN, {model.num_parameters():,} parameters, {settings.dtype}; Adam, lr "
         f"{settings.lr:g}, batch {settings.batch_size}, {args.epochs} epochs"
     )
-    if epoch:
-        print(f"resuming after epoch {epoch} of {args.epochs} from {path}")
+    if epoch or batch:
+        print(f"resuming at epoch {epoch + 1}, step {batch + 1} of {per_epoch}, from {path}")
     sys.stdout.flush()
-    accuracy = math.nan
-    steps = (args.epochs - epoch) * per_epoch
-    with ProgressBar(steps, every=per_epoch) as bar:
-        done = 0
-        while epoch < args.epochs:
+    done = epoch * per_epoch + batch
+    # Ctrl-C is looked at between steps: a step half applied is never saved
+    with (
+        ProgressBar(args.epochs * per_epoch, every=per_epoch) as bar,
+        deferred_interrupts(insist=True) as interrupts,
+    ):
+        while epoch < args.epochs and not interrupts:
+            epoch_start = batches.bit_generator.state
             order = batches.permutation(train_idx)
-            starts = range(0, len(order), settings.batch_size)
-            for start in starts:
-                rows = order[start : start + settings.batch_size]
+            for _ in range(batch, per_epoch):
+                if interrupts:
+                    break
+                rows = order[batch * settings.batch_size : (batch + 1) * settings.batch_size]
                 loss = cross_entropy(model(images[rows]), data.labels[rows])
                 value = float(loss.data)
-                if not math.isfinite(value):
+                if not math.isfinite(value):  # nothing more to learn, and nothing to save
                     raise CommandError(
                         f"training diverged in epoch {epoch + 1} (loss {value}); try a smaller --lr"
                     )
@@ -368,13 +385,23 @@ def train(args: argparse.Namespace, out: Path) -> Result:
                 loss.backward()
                 optimizer.step()
                 schedule.step()
+                batch += 1
                 done += 1
-                if start == starts[-1]:  # the epoch's last step: measure and save
-                    epoch += 1
+                if batch == per_epoch:  # a whole epoch: measure, and save
+                    epoch, batch = epoch + 1, 0
+                    epoch_start = batches.bit_generator.state
                     accuracy = float((predict(model, held_images) == held_labels).mean())
-                    save(epoch, accuracy)
+                    save()
                 shown = "-" if math.isnan(accuracy) else f"{100 * accuracy:.1f}%"
-                bar.update(done, epoch=epoch, loss=value, held_out=shown)
+                bar.update(done, epoch=epoch + (batch > 0), loss=value, held_out=shown)
+        if interrupts and batch:
+            save()  # where Ctrl-C stopped the loop, in the middle of an epoch
+    if interrupts and epoch < args.epochs:
+        raise CommandError(
+            f"interrupted in epoch {epoch + 1} of {args.epochs}; checkpoint saved: {path}\n"
+            f"resume with: {resume_command(args)}",
+            INTERRUPTED,
+        )
     predicted = predict(model, held_images)
     wrong = np.flatnonzero(predicted != held_labels)
     return Result(
@@ -389,15 +416,32 @@ def train(args: argparse.Namespace, out: Path) -> Result:
     )
 
 
+def resume_command(args: argparse.Namespace, epochs: int | None = None) -> str:
+    """The command that continues this run (to ``epochs`` in total, default
+    ``--epochs``): its directory, its data and ``--show`` if not the default."""
+    words = ["chainrule", "digits", "--resume", "--out", str(args.out)]
+    words += ["--epochs", str(epochs or args.epochs)]
+    if args.data is not None:
+        words += ["--data", str(args.data)]
+    if args.show != SHOW:
+        words += ["--show", str(args.show)]
+    return shlex.join(words)
+
+
 def run(args: argparse.Namespace) -> int:
     out: Path = args.out
     numpy = require_tensor("tensor,data")
     problem = make_out_dir(out)
     if problem:
         raise CommandError(problem)
-    check_overwrite(args, out / CHECKPOINT)
-    with blas_threads(None), numpy.errstate(all="ignore"):
-        result = train(args, out)
+    from ..tensor.checkpoint import optimizer_path
+
+    with locked_out_dir(out):
+        check_overwrite(args, out / CHECKPOINT)
+        for target in (out / CHECKPOINT, optimizer_path(out / CHECKPOINT), out / PICTURE):
+            check_output_file(target, "--out")  # before the work, each file it writes
+        with blas_threads(None), numpy.errstate(all="ignore"):
+            result = train(args, out)
     print(f"checkpoint: {out / CHECKPOINT} (epoch {result.epoch})")
     total = len(result.held_labels)
     print(
@@ -425,6 +469,7 @@ def run(args: argparse.Namespace) -> int:
     elif not len(result.wrong):
         print("misclassified: none")
     print(f"time: {result.seconds:.1f} s")
+    print(f"to train further: {resume_command(args, 2 * args.epochs)}")
     return 0
 
 

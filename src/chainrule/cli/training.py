@@ -140,5 +140,7 @@ def save_checkpoint(model: Any, path: Path, metadata: dict[str, Any], optimizer:
 
     try:
         checkpoint.save(model, path, metadata=metadata, optimizer=optimizer)
-    except (OSError, ValueError, ImportError) as e:
-        raise CommandError(f"cannot write {path} ({getattr(e, 'strerror', None) or e})") from None
+    except OSError as e:  # the file that failed: the model's or the optimizer's
+        raise CommandError(f"cannot write {e.filename or path} ({e.strerror or e})") from None
+    except (ValueError, ImportError) as e:
+        raise CommandError(f"cannot write {path} ({e})") from None

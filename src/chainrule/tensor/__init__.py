@@ -6,8 +6,6 @@ vector-Jacobian product instead of a local derivative. Needs NumPy
 (``pip install numpy``; in a checkout, ``pip install -e '.[tensor]'``).
 """
 
-from __future__ import annotations
-
 try:
     import numpy as _np  # noqa: F401
 except ImportError as e:  # pragma: no cover - exercised without numpy only
@@ -29,6 +27,7 @@ from .elementwise import (
     exp,
     gelu,
     log,
+    log_sigmoid,
     mul,
     neg,
     pow,  # noqa: A004
@@ -40,10 +39,17 @@ from .elementwise import (
     where,
 )
 from .linalg import linear, matmul
+from .losses import (
+    binary_cross_entropy,
+    binary_cross_entropy_with_logits,
+    cross_entropy,
+    l1_loss,
+    mse_loss,
+    nll_loss,
+)
 from .nn_ops import (
     attention,
     causal_mask,
-    cross_entropy,
     dropout,
     layer_norm,
     log_softmax,
@@ -84,6 +90,8 @@ __all__ = [
     "attention",
     "avg_pool2d",
     "batch_norm",
+    "binary_cross_entropy",
+    "binary_cross_entropy_with_logits",
     "broadcast_to",
     "cat",
     "causal_mask",
@@ -101,9 +109,11 @@ __all__ = [
     "gelu",
     "getitem",
     "gradients",
+    "l1_loss",
     "layer_norm",
     "linear",
     "log",
+    "log_sigmoid",
     "log_softmax",
     "masked_fill",
     "matmul",
@@ -111,8 +121,10 @@ __all__ = [
     "max_pool2d",
     "mean",
     "min",
+    "mse_loss",
     "mul",
     "neg",
+    "nll_loss",
     "pow",
     "relu",
     "reshape",

@@ -1,5 +1,6 @@
 """Layers for images, as ``torch.nn``'s: ``Conv2d``, ``BatchNorm2d``,
-``MaxPool2d``, ``ReLU``, ``Flatten`` and ``Sequential`` to chain them.
+``MaxPool2d`` and ``Flatten``, which :class:`chainrule.tensor.nn.Sequential`
+chains with ``ReLU`` and ``Linear`` into a CNN (:func:`image_classifier`).
 
 Each keeps PyTorch's argument names, parameter names, initialisation and
 layout (NCHW), so :func:`chainrule.interop.to_torch` maps each one to the
@@ -23,13 +24,13 @@ layer as JSON (lists, not tuples), which a checkpoint stores and compares.
 from __future__ import annotations
 
 import math
-from collections.abc import Iterator
 from typing import Any
 
 import numpy as np
 
+from ..random_state import tensor_generator
 from .conv import as_pair, convolve, geometry
-from .nn import Module, _dtype
+from .nn import Linear, Module, ReLU, Sequential, _dtype
 from .norm import batch_norm
 from .pool import max_pool2d
 from .shape import flatten
@@ -73,7 +74,7 @@ class Conv2d(Module):
             "groups": groups,
             "bias": bool(bias),
         }
-        rng = rng or np.random.default_rng()
+        rng = rng or tensor_generator()
         d = _dtype(dtype)
         bound = 1.0 / math.sqrt(in_channels // groups * kernel[0] * kernel[1])
         shape = (out_channels, in_channels // groups, *kernel)
@@ -82,6 +83,19 @@ class Conv2d(Module):
 
     def config(self) -> dict[str, Any]:
         return {"type": "Conv2d", **self.settings}
+
+    def extra_repr(self) -> str:
+        c, geo = self.settings, self.geometry
+        text = f"{c['in_channels']}, {c['out_channels']}, kernel_size={tuple(c['kernel_size'])}"
+        text += f", stride={geo.stride}"
+        if c["padding"] != [0, 0]:
+            padding = c["padding"]
+            text += f", padding={padding if isinstance(padding, str) else tuple(padding)}"
+        if geo.dilation != (1, 1):
+            text += f", dilation={geo.dilation}"
+        if c["groups"] != 1:
+            text += f", groups={c['groups']}"
+        return text + ("" if c["bias"] else ", bias=False")
 
     def forward(self, x: Any) -> Tensor:
         """The convolution of ``x`` ``(N, in, H, W)``: ``(N, out, OH, OW)``."""
@@ -131,6 +145,12 @@ class BatchNorm2d(Module):
             "affine": self.affine,
         }
 
+    def extra_repr(self) -> str:
+        return (
+            f"{self.num_features}, eps={self.eps}, momentum={self.momentum}, "
+            f"affine={self.affine}, track_running_stats=True"
+        )
+
     def forward(self, x: Any) -> Tensor:
         """``x`` ``(N, C, H, W)`` normalized per channel, scaled and shifted."""
         x = lift(x, "BatchNorm2d")
@@ -173,18 +193,17 @@ class MaxPool2d(Module):
             "dilation": list(self.dilation),
         }
 
+    def extra_repr(self) -> str:
+        def one(pair: tuple[int, int]) -> Any:
+            return pair[0] if pair[0] == pair[1] else pair
+
+        return (
+            f"kernel_size={one(self.kernel_size)}, stride={one(self.stride)}, "
+            f"padding={one(self.padding)}, dilation={one(self.dilation)}, ceil_mode=False"
+        )
+
     def forward(self, x: Any) -> Tensor:
         return max_pool2d(x, self.kernel_size, self.stride, self.padding, self.dilation)
-
-
-class ReLU(Module):
-    """``max(x, 0)`` elementwise, as a layer."""
-
-    def config(self) -> dict[str, Any]:
-        return {"type": "ReLU"}
-
-    def forward(self, x: Any) -> Tensor:
-        return lift(x, "ReLU").relu()
 
 
 class Flatten(Module):
@@ -197,37 +216,11 @@ class Flatten(Module):
     def config(self) -> dict[str, Any]:
         return {"type": "Flatten", "start_dim": self.start_dim, "end_dim": self.end_dim}
 
+    def extra_repr(self) -> str:
+        return f"start_dim={self.start_dim}, end_dim={self.end_dim}"
+
     def forward(self, x: Any) -> Tensor:
         return flatten(lift(x, "Flatten"), self.start_dim, self.end_dim)
-
-
-class Sequential(Module):
-    """Layers applied one after the other, as ``torch.nn.Sequential``: the
-    parameters of layer ``i`` are named ``i.weight``, ``i.bias``, ..."""
-
-    def __init__(self, *layers: Module) -> None:
-        for i, layer in enumerate(layers):
-            if not isinstance(layer, Module):
-                raise TypeError(f"Sequential: layer {i} is {type(layer).__name__}, not a Module")
-        self.layers = list(layers)
-
-    def _members(self) -> Iterator[tuple[str, Tensor | Module]]:
-        for i, layer in enumerate(self.layers):
-            yield str(i), layer
-
-    def __len__(self) -> int:
-        return len(self.layers)
-
-    def __getitem__(self, i: int) -> Module:
-        return self.layers[i]
-
-    def config(self) -> dict[str, Any]:
-        return {"type": "Sequential", "layers": [layer.config() for layer in self.layers]}
-
-    def forward(self, x: Any) -> Any:
-        for layer in self.layers:
-            x = layer(x)
-        return x
 
 
 def image_classifier(
@@ -244,9 +237,7 @@ def image_classifier(
     batch norm after it has one), batch norm, ReLU and 2 x 2 max pooling,
     then a linear layer from the flattened features to the logits. The
     shape of PyTorch's and tinygrad's MNIST examples, sized for 8 x 8 digits."""
-    from .nn import Linear
-
-    rng = rng or np.random.default_rng()
+    rng = rng or tensor_generator()
     c1, c2 = channels
     h, w = size[0] // 2 // 2, size[1] // 2 // 2
     if h < 1 or w < 1:
@@ -266,12 +257,4 @@ def image_classifier(
     )
 
 
-__all__ = [
-    "BatchNorm2d",
-    "Conv2d",
-    "Flatten",
-    "MaxPool2d",
-    "ReLU",
-    "Sequential",
-    "image_classifier",
-]
+__all__ = ["BatchNorm2d", "Conv2d", "Flatten", "MaxPool2d", "image_classifier"]

@@ -21,6 +21,7 @@ from typing import Any
 
 import numpy as np
 
+from ..random_state import tensor_generator
 from .blas import matmul as _mm
 from .rows import row_mean, shifted_exp
 from .tensor import Tensor, make
@@ -66,6 +67,8 @@ def softmax(x: Tensor, axis: int = -1) -> Tensor:
     axis = _axis(axis, xd.ndim, "softmax")
     if xd.ndim == 0:
         return _on_one_element(softmax, x, axis)
+    if xd.size == 0:  # no entries: an empty result, as PyTorch (no maximum to shift by)
+        return make(xd.copy(), (x,), _softmax_vjp, axis)
     if _last(axis, xd.ndim):
         e, s, _ = shifted_exp(xd)
     else:
@@ -88,6 +91,8 @@ def log_softmax(x: Tensor, axis: int = -1) -> Tensor:
     axis = _axis(axis, xd.ndim, "log_softmax")
     if xd.ndim == 0:
         return _on_one_element(log_softmax, x, axis)
+    if xd.size == 0:  # no entries: an empty result, as PyTorch
+        return make(xd.copy(), (x,), _log_softmax_vjp, axis)
     if _last(axis, xd.ndim):
         _, s, shift = shifted_exp(xd)
         y = xd - shift
@@ -361,8 +366,9 @@ def dropout(
     """Each entry zeroed with probability ``p`` and the rest scaled by
     ``1 / (1 - p)``, so the expectation is unchanged, as
     ``torch.nn.functional.dropout``; the identity when not ``training``
-    (or ``p == 0``). The draws come from ``rng`` (a fresh generator when
-    None); the gradient passes through the kept entries, scaled alike."""
+    (or ``p == 0``). The draws come from ``rng`` (when None, the generator
+    :func:`chainrule.manual_seed` seeds); the gradient passes through the
+    kept entries, scaled alike."""
     if isinstance(p, bool) or not isinstance(p, (int, float)) or not 0.0 <= p <= 1.0:
         raise ValueError(f"dropout: p must be a probability in [0, 1], got {p!r}")
     if not training or p == 0.0:
@@ -371,7 +377,7 @@ def dropout(
     if p == 1.0:
         scale = np.zeros(xd.shape, dtype=xd.dtype)
     else:
-        keep = (rng or np.random.default_rng()).random(xd.shape) >= p
+        keep = (rng or tensor_generator()).random(xd.shape) >= p
         scale = keep.astype(xd.dtype) * xd.dtype.type(1.0 / (1.0 - p))
     return make(xd * scale, (x,), _dropout_vjp, scale)
 
