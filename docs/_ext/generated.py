@@ -71,7 +71,8 @@ def generate(app: Sphinx) -> None:
     for name, args in FILES.items():
         _chainrule("explain", *args, str(out / name))
     benchmarks = Path(app.srcdir).parent / "benchmarks"
-    for run in ("results", "gpt-sizes", "gpt-sizes-1-thread", "compile", "cnn-step"):
+    runs = ("results", "gpt-sizes", "gpt-sizes-1-thread", "compile", "cnn-step")
+    for run in (*runs, "cnn-step-1-thread"):
         table = bench_table(benchmarks / f"{run}.json")
         (out / f"bench-{run}.txt").write_text(table, encoding="utf-8")
 
