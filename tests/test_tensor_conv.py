@@ -434,3 +434,42 @@ def test_a_constant_input_gets_no_gradient_and_costs_none() -> None:
 def test_mismatches_name_the_op_and_the_shapes(call: Any, error: type, message: str) -> None:
     with pytest.raises(error, match=message):
         call()
+
+
+@pytest.mark.parametrize(
+    "name",
+    ["max_pool2d", "avg_pool2d", "adaptive_avg_pool2d", "batch_norm_train", "batch_norm_eval"],
+)
+def test_pooling_and_batch_norm_in_float32_match_torch(torch: Any, name: str) -> None:
+    """float32 in, float32 out and float32 gradients, within float32's
+    tolerance of PyTorch's float32."""
+    rng = np.random.default_rng(3)
+    x = rng.standard_normal((4, 3, 6, 6)).astype(np.float32)
+    mean, var = np.zeros(3, np.float32), np.ones(3, np.float32) * 2
+    F = torch.nn.functional
+    ours, theirs = {
+        "max_pool2d": (lambda a: ct.max_pool2d(a, 3, 2, 1), lambda a: F.max_pool2d(a, 3, 2, 1)),
+        "avg_pool2d": (lambda a: ct.avg_pool2d(a, 2), lambda a: F.avg_pool2d(a, 2)),
+        "adaptive_avg_pool2d": (
+            lambda a: ct.adaptive_avg_pool2d(a, (2, 3)),
+            lambda a: F.adaptive_avg_pool2d(a, (2, 3)),
+        ),
+        "batch_norm_train": (
+            lambda a: ct.batch_norm(a, None, None, training=True),
+            lambda a: F.batch_norm(a, None, None, training=True),
+        ),
+        "batch_norm_eval": (
+            lambda a: ct.batch_norm(a, mean, var),
+            lambda a: F.batch_norm(a, torch.tensor(mean), torch.tensor(var)),
+        ),
+    }[name]
+    X = Tensor(x)
+    y = ours(X)
+    g = rng.standard_normal(y.shape).astype(np.float32)
+    y.backward(g)
+    tx = torch.tensor(x, requires_grad=True)
+    ty = theirs(tx)
+    ty.backward(torch.tensor(g))
+    assert y.dtype == np.float32 and X.grad is not None and X.grad.dtype == np.float32
+    assert_close(y.data, ty.detach().numpy(), f"{name} value", **F32)
+    assert_close(X.grad, tx.grad.numpy(), f"{name} gradient", **F32)
