@@ -24,10 +24,12 @@ import subprocess
 from pathlib import Path
 from typing import Any
 
-from .engine import Value, topological_order
+from .engine import Value
 from .graph import reverse_topological_order
-from .primitives import ADD_N, AFFINE, AFFINE_RELU, DOT
+from .primitives import NUMBER
 from .sealed import replace_file
+from .sums import ADD_N, AFFINE, AFFINE_RELU, DOT
+from .walk import topological_order
 
 #: Graphs with more Values than this are drawn as a one-node summary.
 DEFAULT_MAX_NODES = 200
@@ -106,11 +108,12 @@ def printable(text: str) -> str:
 
 def display_name(node: Any, index: int) -> str:
     """The node's label, shortened to :data:`LABEL_WIDTH`, or ``#index``
-    when it has none (the same number in the drawing and in the table);
-    characters no drawing can show are escaped (:func:`printable`)."""
+    when it has none (the same number in the drawing and in the table), a
+    leaf made from a number operand (``x * 2``) as that number; characters
+    no drawing can show are escaped (:func:`printable`)."""
     label = printable(node.label)
     if not label:
-        return f"#{index}"
+        return format_number(node.data) if getattr(node, "_fn", None) is NUMBER else f"#{index}"
     if len(label) > LABEL_WIDTH:
         return label[: LABEL_WIDTH - 3] + "..."
     return label
