@@ -1,7 +1,8 @@
 """Sphinx extension: files the pages show, made at build time by
 chainrule's own commands rather than pasted: graph drawings from
-``chainrule explain --svg`` and the benchmark table from
-``benchmarks/results.json`` through ``chainrule bench``'s own table code.
+``chainrule explain --svg``, ``chainrule digits``' output and picture, and
+the benchmark tables from ``benchmarks/*.json`` through ``chainrule
+bench``'s own table code.
 """
 
 from __future__ import annotations
@@ -71,6 +72,12 @@ def generate(app: Sphinx) -> None:
     for name, args in FILES.items():
         _chainrule("explain", *args, str(out / name))
     benchmarks = Path(app.srcdir).parent / "benchmarks"
+    # chainrule digits' default run: its output and its picture (as a user's
+    # run in ./out prints them)
+    digits = out / "digits"
+    shutil.rmtree(digits, ignore_errors=True)
+    printed = _chainrule("digits", "--out", str(digits)).replace(str(digits), "out")
+    (out / "digits-output.txt").write_text(printed, encoding="utf-8")
     runs = ("results", "gpt-sizes", "gpt-sizes-1-thread", "compile", "cnn-step")
     for run in (*runs, "cnn-step-1-thread"):
         table = bench_table(benchmarks / f"{run}.json")
