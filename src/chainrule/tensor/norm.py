@@ -83,8 +83,9 @@ class _Wide:
 
     def sum(self, wide: Any, matmul: Any = _mm) -> Any:
         """The per-channel sums ``(C,)`` of wide rows (``matmul``: ``M.matmul``
-        for Tensors)."""
-        return matmul(self.ones, wide).reshape(self.k, self.C).sum(axis=0)
+        for Tensors): a matrix-vector product, which BLAS runs on one thread
+        at this size."""
+        return matmul(wide.T, self.ones).reshape(self.k, self.C).sum(axis=0)
 
     def tile(self, M: Any, v: Any) -> Any:
         """A per-channel vector ``(C,)`` repeated along a wide row."""
