@@ -36,6 +36,7 @@ extensions = [
     "myst_parser",
     "sphinxcontrib.programoutput",
     "apiref",
+    "doccheck",
     "generated",
 ]
 

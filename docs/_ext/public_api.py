@@ -22,6 +22,7 @@ from typing import Any
 #: them, and the modules whose main names ``chainrule`` exports after it.
 PUBLIC_MODULES: tuple[str, ...] = (
     "chainrule.nn",
+    "chainrule.module",
     "chainrule.optim",
     "chainrule.losses",
     "chainrule.data",
@@ -34,6 +35,7 @@ PUBLIC_MODULES: tuple[str, ...] = (
     "chainrule.tensor.checkpoint",
     "chainrule.interop",
     "chainrule",
+    "chainrule.check",
     "chainrule.compiler",
     "chainrule.explain",
     "chainrule.viz",

@@ -5,7 +5,7 @@
 ``(f(x + eps) - f(x - eps)) / 2 eps``, an oracle that shares nothing with
 the derivative table: it is how a custom :class:`~chainrule.Primitive` is
 tested. ``detect_anomaly`` watches every op and every backward contribution
-(through the observer hook of :mod:`chainrule.graph`) and stops at the first
+(through the observer hook of ``chainrule.graph``) and stops at the first
 one that turns finite numbers into nan or inf.
 """
 
@@ -77,7 +77,7 @@ class GradcheckReport:
         self.mismatches = mismatches
         self.checked = checked
         self.order = order
-        #: Tensor functions: the first op whose VJP disagrees with finite
+        #: For Tensor functions, the first op whose VJP disagrees with finite
         #: differences on its own (None when none was singled out), and why.
         self.op = op
         self.culprit = culprit
@@ -187,7 +187,7 @@ def gradcheck(
     ``f`` takes one Value per input and returns a scalar; or, when the
     inputs are Tensors or NumPy arrays, one Tensor per input, returning a
     Tensor of any shape (and the report names the op whose VJP is wrong:
-    :mod:`chainrule.tensor.gradcheck`). With ``order=1``
+    ``chainrule.tensor.gradcheck``). With ``order=1``
     each ``df/dx_i`` from the backward pass is compared with
     ``(f(x + eps e_i) - f(x - eps e_i)) / 2 eps``. With ``order=2`` the
     second derivatives are checked too: the derivatives of the
@@ -332,7 +332,7 @@ def _anomaly(
 
 class AnomalyDetector(ContextDecorator):
     """The context returned by :func:`detect_anomaly`; a
-    :class:`chainrule.graph.Observer`."""
+    ``chainrule.graph.Observer``."""
 
     def __init__(self) -> None:
         # id(node) -> (node._id, location). Keyed by id so no node is kept

@@ -76,7 +76,7 @@ def forward_order(root: Any) -> list[Any]:
 
 
 def display_name(node: Any, index: int) -> str:
-    """The node's label, shortened to :data:`LABEL_WIDTH`, or ``#index``
+    """The node's label, shortened to ``LABEL_WIDTH``, or ``#index``
     when it has none (the same number in the drawing and in the table)."""
     label = " ".join(node.label.split())
     if not label:
