@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import public_api
+from sphinx import addnodes
 from sphinx.application import Sphinx
 from sphinx.util import logging
 
@@ -178,7 +179,38 @@ def _external(cls: type) -> bool:
     return not cls.__module__.startswith("chainrule")
 
 
+def _defined_in(module: str, fullname: str) -> str | None:
+    """The module whose source defines ``module.fullname`` (a method's or a
+    property's: its class's)."""
+    obj: Any = sys.modules.get(module)
+    owner = obj
+    for part in fullname.split("."):
+        owner, obj = obj, getattr(obj, part, None)
+        if obj is None:
+            return None
+    home = getattr(obj, "__module__", None) or getattr(owner, "__module__", None)
+    return home if isinstance(home, str) else None
+
+
+def anchor_where_defined(app: Sphinx, doctree: Any) -> None:
+    """Give every object on the site an anchor under the module that defines
+    it, and tell viewcode that module: viewcode keeps one anchor prefix per
+    source file, so a file whose objects are documented under two modules
+    (``to_dot`` on ``chainrule``'s page, ``GraphvizNotFound`` on
+    ``chainrule.viz``'s) got "[docs]" links to anchors that did not exist.
+    Runs before viewcode reads the page."""
+    for signode in doctree.findall(addnodes.desc_signature):
+        module, fullname = signode.get("module"), signode.get("fullname")
+        if not module or not fullname:
+            continue
+        home = _defined_in(module, fullname)
+        if home and home != module:
+            signode["ids"].append(f"{home}.{fullname}")
+            signode["module"] = home
+
+
 def setup(app: Sphinx) -> dict[str, Any]:
+    app.connect("doctree-read", anchor_where_defined, priority=400)
     app.connect("builder-inited", write_pages)
     app.connect("env-check-consistency", check_every_name)
     app.connect("missing-reference", resolve_by_object)

@@ -46,6 +46,7 @@ class Mismatch:
 
     @property
     def name(self) -> str:
+        """The derivative's name, ``df/dx0`` (for an array with the element, ``df/dx0[1, 2]``)."""
         parts = [
             f"dx{i}" + (f"[{', '.join(map(str, self.element[n]))}]" if self.element else "")
             for n, i in enumerate(self.index)
@@ -359,6 +360,8 @@ class AnomalyDetector(ContextDecorator):
     # -- the Observer protocol ----------------------------------------------
 
     def forward(self, node: Any) -> None:
+        """Called for every new node: remembers where it was made, and stops
+        at the first op that turns finite inputs into nan or inf."""
         location = _user_location()
         location = self._interned.setdefault(location, location)
         self._where[id(node)] = (node._id, location)
@@ -374,6 +377,8 @@ class AnomalyDetector(ContextDecorator):
             raise _anomaly("forward", node, what, inputs, y, location)
 
     def backward(self, node: Any, child: Any, contribution: Any, incoming: Any) -> None:
+        """Called for every contribution of the backward pass: stops at the
+        first one that is nan or inf while the gradient arriving is finite."""
         if type(node.data) is not float:  # a Tensor
             if _finite_array(contribution) or not _finite_array(incoming):
                 return  # fine, or already non-finite further down: not the first
