@@ -7,6 +7,7 @@ import math
 import os
 import shutil
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -48,6 +49,43 @@ def close(ours: float, theirs: float, rtol: float = 1e-12, atol: float = 1e-300)
     if math.isinf(theirs) or math.isinf(ours):
         return ours == theirs
     return abs(ours - theirs) <= atol + rtol * max(abs(ours), abs(theirs))
+
+
+# The pure-Python tests: they need neither NumPy nor PyTorch nor a
+# subprocess, so they also run on CPython 3.14 under WebAssembly
+# (`../shared/py314/py314 -m pytest -m pure`, in .ci/run). A test in these
+# modules that needs more is marked `native` (or asks for the torch fixture).
+PURE_MODULES = {
+    "test_check",
+    "test_engine",
+    "test_explain",
+    "test_expr",
+    "test_finite_differences",
+    "test_micrograd_compat",
+    "test_micrograd_graph",
+    "test_nn",
+    "test_no_grad",
+    "test_protocols",
+}
+
+
+try:  # where NumPy is missing (CPython 3.14 under WebAssembly) only the pure modules load
+    import numpy  # noqa: F401
+except ImportError:
+    collect_ignore = [
+        p.name for p in Path(__file__).parent.glob("test_*.py") if p.stem not in PURE_MODULES
+    ]
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    for item in items:
+        module = item.module.__name__.rsplit(".", 1)[-1] if item.module else ""  # type: ignore[attr-defined]
+        if (
+            module in PURE_MODULES
+            and "torch" not in getattr(item, "fixturenames", ())
+            and item.get_closest_marker("native") is None
+        ):
+            item.add_marker(pytest.mark.pure)
 
 
 # -- a real browser: headless Chromium driven by Selenium ----------------------

@@ -45,12 +45,14 @@ def test_compat_and_fused_give_the_same_loss_and_gradients(
     assert sum(g != 0.0 for g in grads_f) > 1000  # the gradient reaches the model
 
 
-def test_graphs_are_much_smaller_than_microgpts(weights: dict[str, Any]) -> None:
-    """The same user code builds one node per sum of products on chainrule
-    (``sum(w * x for ...)``), about 2n on microgpt's engine; the fused ops
-    smaller still."""
+def test_user_code_builds_microgpts_graph_and_fused_ops_a_smaller_one(
+    weights: dict[str, Any],
+) -> None:
+    """The same user code builds the same graph on chainrule as on
+    microgpt's engine, node for node; the fused ops (called by name) a much
+    smaller one."""
     from chainrule.bench import microgpt
-    from chainrule.engine import topological_order
+    from chainrule.walk import topological_order
 
     literal = gpt.GPT(weights, gpt.CompatOps, value=microgpt.literal_value())
     nodes: set[Any] = set()
@@ -64,8 +66,8 @@ def test_graphs_are_much_smaller_than_microgpts(weights: dict[str, Any]) -> None
     for ops in (gpt.CompatOps, gpt.FusedOps):
         loss = gpt.GPT(weights, ops).loss(gpt.encode("emma"))
         sizes.append(len(topological_order(loss)[0]))
-    assert sizes[1] * 4 < sizes[0]
-    assert sizes[2] < sizes[1]
+    assert sizes[1] == sizes[0]
+    assert sizes[2] * 4 < sizes[1]
 
 
 def _torch_loss(torch: Any, weights: dict[str, Any], tokens: list[int]) -> tuple[Any, dict]:

@@ -238,7 +238,7 @@ def test_anomaly_in_a_create_graph_pass() -> None:
     with pytest.raises(AnomalyError) as info, detect_anomaly():
         gradients(y, [x], create_graph=True)
     # the rule's Value division 0.5 / sqrt(x) is the op that made inf
-    assert (info.value.phase, info.value.op, info.value.inputs) == ("forward", "/", (0.0,))
+    assert (info.value.phase, info.value.op, info.value.inputs) == ("forward", "/", (0.5, 0.0))
 
 
 def test_custom_op_anomaly() -> None:
@@ -286,6 +286,7 @@ def test_no_grad_ops_are_not_watched() -> None:
         assert Value(0.0).log().data == -math.inf
 
 
+@pytest.mark.native  # threads: not in the WebAssembly build
 def test_per_thread() -> None:
     # another thread's ops are not watched while this thread detects anomalies
     results: list[float] = []
@@ -300,13 +301,13 @@ def test_per_thread() -> None:
     assert results == [-math.inf]
 
 
-def test_order_two_catches_a_rule_that_leaves_the_graph_through_math() -> None:
-    # math.exp accepts a Value (through __float__) and returns a float: on
-    # Values the rule silently becomes a constant, so only order 2 sees it.
+def test_order_two_refuses_a_rule_that_leaves_the_graph_through_math() -> None:
+    # math.exp on a Value would take its float and drop the graph, making the
+    # second derivative silently 0: a Value refuses to become a float instead.
     exp_math = Primitive("exp_math", math.exp, lambda M, x, out: (math.exp(x),))
     assert gradcheck(exp_math, [0.3]).ok
-    (m,) = gradcheck(exp_math, [0.3], order=2).mismatches
-    assert (m.index, m.analytic) == ((0, 0), 0.0) and math.isclose(m.numeric, math.exp(0.3))
+    with pytest.raises(TypeError, match=r"chainrule\.sin\(v\)"):
+        gradcheck(exp_math, [0.3], order=2)
 
 
 def test_gradcheck_inside_no_grad() -> None:

@@ -6,9 +6,14 @@ from __future__ import annotations
 import itertools
 import math
 from fractions import Fraction
+from typing import Any
 
-import numpy as np
 import pytest
+
+try:  # NumPy's scalars are numbers too; the rest of this file needs no NumPy
+    import numpy as np
+except ImportError:  # CPython 3.14 under WebAssembly (the pure run)
+    np = None
 
 import chainrule
 from chainrule import Value, add_n, dense, dot, gradients, no_grad
@@ -105,6 +110,7 @@ def test_backward_on_a_leaf() -> None:
     assert x.grad == 1.0
 
 
+@pytest.mark.native  # WebAssembly's stack is too small to free a million-deep chain
 def test_million_deep_chain_backpropagates() -> None:
     x = Value(0.5)
     y = x
@@ -167,13 +173,21 @@ def test_log_of_zero() -> None:
     assert x.grad == math.inf
 
 
-@pytest.mark.parametrize(
-    "number", [3, 3.0, True, np.float64(3.0), np.float32(3.0), np.int64(3), Fraction(3, 1)]
+NUMPY_NUMBERS = (
+    []
+    if np is None
+    else [np.float64(3.0), np.float32(3.0), np.int64(3), np.True_, np.array(3.0), np.array(2)]
 )
+
+
+@pytest.mark.parametrize("number", [3, 3.0, True, Fraction(3, 1), *NUMPY_NUMBERS])
 def test_accepted_numbers(number: object) -> None:
     v = Value(number)  # type: ignore[arg-type]
     assert type(v.data) is float
-    assert (v * number).data == float(number) ** 2  # type: ignore[arg-type]
+    x = float(number)  # type: ignore[arg-type]
+    assert (v * number).data == x * x
+    assert (v + number).data == (number + v).data == x + x  # type: ignore[operator]
+    assert (v - number).data == 0.0 and (number - v).data == 0.0  # type: ignore[operator]
 
 
 @pytest.mark.parametrize("bad", ["2", None, 1j, [1.0], (1.0,), {"a": 1}])
@@ -197,9 +211,27 @@ def test_comparisons_and_conversions() -> None:
     assert a < 1.5 and b > 1.5
     assert a != Value(1.0)  # identity, so Values can live in sets
     assert len({a, Value(1.0)}) == 2
-    assert float(b) == 2.0
-    assert f"{b:.2f}" == "2.00"
+    assert b.item() == b.data == 2.0
+    assert f"{b:.2f}" == "2.00" and f"{b}" == "2.0"
     assert max(a, b) is b
+
+
+@pytest.mark.parametrize(
+    "convert", [float, int, round, math.sin, math.exp, math.floor, lambda v: [1, 2, 3][v]]
+)
+def test_a_value_never_becomes_a_float_silently(convert: Any) -> None:
+    # micrograd's and microgpt's Values have no __float__ either: math.sin(v)
+    # would take the number and drop the graph, so the gradient would be wrong
+    with pytest.raises(TypeError, match=r"chainrule\.sin\(v\).*v\.data / v\.item\(\)"):
+        convert(Value(2.0))
+
+
+def test_grad_of_math_sin_names_the_fix() -> None:
+    from chainrule import grad, sin
+
+    with pytest.raises(TypeError, match=r"chainrule\.sin"):
+        grad(lambda x: math.sin(x) * x)(2.0)
+    assert grad(lambda x: sin(x) * x)(2.0) == pytest.approx(math.sin(2.0) + 2.0 * math.cos(2.0))
 
 
 def test_every_node_gets_its_grad() -> None:
@@ -235,7 +267,8 @@ def test_dot_with_constant_inputs() -> None:
     y.backward()
     assert y.data == 3.0
     assert [v.grad for v in w] == [3.0, 4.0]
-    assert len(y._prev) == 3  # the two weights and the bias; no node per input
+    # the two weights, the inputs as leaves (micrograd's Value(xi)) and the bias
+    assert [v.data for v in y._prev] == [2.0, -1.0, 3.0, 4.0, 1.0]
 
 
 def test_dot_length_mismatch() -> None:
@@ -341,7 +374,7 @@ def test_relu_fused_into_dot_matches_two_nodes(constant_x: bool) -> None:
         b = Value(rng.uniform(-0.5, 0.5))
         leaves = w + [b] + ([] if constant_x else x)  # type: ignore[operator]
         fused = dot(w, x, b, activation="relu")
-        assert fused._op == "ReLU(dot)" and len(fused._prev) == len(leaves)
+        assert fused._op == "ReLU(dot)" and len(fused._prev) == 2 * len(w) + 1
         (fused * 3.0).backward()
         got = [v.grad for v in leaves]
         for v in leaves:

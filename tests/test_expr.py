@@ -159,15 +159,18 @@ def test_every_function() -> None:
     assert evaluate("min(x, y)", values).data == 0.5
 
 
-def test_numbers_are_constants() -> None:
+def test_numbers_are_leaves_as_in_micrograd() -> None:
     f = evaluate("a*2 + 10", {"a": 1.5})
     assert f.data == 13.0
-    assert len(f._prev) == 1 and f._prev[0]._prev[0].label == "a"  # no node for 2 or 10
+    product, ten = f._prev
+    assert ten.data == 10.0 and not ten._prev  # a leaf, as micrograd's Value(10)
+    assert product._prev[0].label == "a" and product._prev[1].data == 2.0
 
 
 def test_constant_subexpressions_fold_with_engine_semantics() -> None:
     f = evaluate("2*3 + a", {"a": 1})
-    assert f.data == 7.0 and [v.label for v in f._prev] == ["a"]
+    assert f.data == 7.0 and [v.label for v in f._prev] == ["a", ""]  # 6.0: one leaf
+    assert f._prev[1].data == 6.0 and not f._prev[1]._prev
     assert evaluate("1/0", {}).data == math.inf  # as PyTorch, not ZeroDivisionError
     assert math.isnan(evaluate("(-8)**0.5", {}).data)  # never a complex number
     whole = evaluate("exp(0) + 1", {})

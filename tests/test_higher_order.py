@@ -243,7 +243,7 @@ def test_hessian_of_several_scalar_arguments_matches_torch(torch: Any) -> None:
     def f(x: Any, y: Any, z: Any) -> Any:
         return x * y.exp() * z + (x / z).sin()
 
-    ours = hessian(f)(0.5, -0.3, 1.4)
+    ours = hessian(f, argnums=(0, 1, 2))(0.5, -0.3, 1.4)
     theirs = torch.func.hessian(lambda v: f(v[0], v[1], v[2]))(
         torch.tensor([0.5, -0.3, 1.4], dtype=torch.float64)
     )
@@ -274,14 +274,14 @@ def test_custom_op_works_like_a_builtin() -> None:
     )
     x = Value(-0.5, label="x")
     y = softsign(x * 2.0)
-    assert y._op == "softsign" and len(y._prev) == 1 and y._prev[0]._prev == (x,)
+    assert y._op == "softsign" and len(y._prev) == 1 and y._prev[0]._prev[0] is x
     y.backward()
     assert y.data == -0.5 and x.grad == 2.0 * 0.25
     assert 'label="softsign"' in chainrule.to_dot(y)  # drawn like a built-in
-    assert "softsign  -0.5  #1: 0.25" in chainrule.explain(y)
+    assert "softsign  -0.5  #2: 0.25" in chainrule.explain(y)
     assert chainrule.gradcheck(lambda v: softsign(v * 2.0), [-0.5], order=2).ok
     # second derivative of softsign(u) = -2 sign(u) / (1 + |u|)^3, at u = 2x = -1: 0.25; times 2^2
-    assert hessian(lambda v: softsign(v * 2.0))(-0.5) == [[4 * 0.25]]
+    assert hessian(lambda v: softsign(v * 2.0))(-0.5) == 4 * 0.25
     with chainrule.no_grad():
         assert softsign(x)._prev == ()
     assert softsign(3.0).data == 0.75  # numbers are lifted

@@ -1,6 +1,7 @@
 """micrograd's graph-drawing notebook (``trace_graph.ipynb``), its neuron
 example, run with micrograd and with chainrule imported in its place: with
-the elementary switch on, the drawing has the same nodes and edges.
+``Neuron(2, fused=False)`` (micrograd's own neuron, node for node) the
+drawing has the same nodes and edges.
 
 The notebook draws with the ``graphviz`` Python package (it only builds the
 DOT source here, so Graphviz's ``dot`` program is not needed); its helpers
@@ -64,17 +65,19 @@ def counts(dot: Any) -> tuple[int, int]:
     return len(dot.body) - edges, edges
 
 
-def neuron_example(engine: ModuleType, nn: ModuleType) -> tuple[Any, list[Any], Any]:
+def neuron_example(
+    engine: ModuleType, nn: ModuleType, **options: Any
+) -> tuple[Any, list[Any], Any]:
     """The notebook's neuron: ``Neuron(2)`` on ``[1.0, -2.0]``, seed 1337."""
     random.seed(1337)
-    n = nn.Neuron(2)
+    n = nn.Neuron(2, **options)
     x = [engine.Value(1.0), engine.Value(-2.0)]
     y = n(x)
     y.backward()
     return y, x, n
 
 
-def test_neuron_drawing_matches_micrograd_with_the_elementary_switch() -> None:
+def test_unfused_neuron_drawing_matches_micrograd() -> None:
     import micrograd.engine
     import micrograd.nn
 
@@ -82,8 +85,7 @@ def test_neuron_drawing_matches_micrograd_with_the_elementary_switch() -> None:
     import chainrule.nn
 
     theirs, their_x, their_n = neuron_example(micrograd.engine, micrograd.nn)
-    with chainrule.nn.elementary():  # the switch: the notebook's code is unchanged inside
-        ours, our_x, our_n = neuron_example(chainrule.engine, chainrule.nn)
+    ours, our_x, our_n = neuron_example(chainrule.engine, chainrule.nn, fused=False)
 
     their_counts = counts(notebook_drawing(theirs))
     # micrograd: 5 Values in (w1, w2, b, x1, x2), 2 products, 2 sums, 1 ReLU

@@ -238,7 +238,7 @@ def test_loaded_numbers_become_floats() -> None:
     assert type(n.w[0].data) is float and n([3.0]).data == 5.0
 
 
-# -- the elementary switch -------------------------------------------------
+# -- fused=False: micrograd's neuron, node for node ---------------------------
 
 
 def _ops(root: Value) -> list[str]:
@@ -255,7 +255,7 @@ def _ops(root: Value) -> list[str]:
 
 
 @pytest.mark.parametrize("activation", ["relu", "tanh"])
-def test_elementary_mlp_has_the_same_numbers_with_binary_ops_only(activation: str) -> None:
+def test_unfused_mlp_has_the_same_numbers_with_binary_ops_only(activation: str) -> None:
     fused = MLP(3, [4, 4, 1], activation=activation, rng=random.Random(5))
     plain = MLP(3, [4, 4, 1], activation=activation, rng=random.Random(5), fused=False)
     x = [Value(0.5), Value(-1.5), Value(2.0)]
@@ -275,23 +275,7 @@ def test_elementary_mlp_has_the_same_numbers_with_binary_ops_only(activation: st
     assert all(math.isclose(a, b, rel_tol=1e-12, abs_tol=1e-15) for a, b in zip(g1 + x1, g2 + x2))
 
 
-def test_elementary_block_sets_the_default_at_construction_only() -> None:
-    from chainrule.nn import elementary
-
-    with elementary():
-        inside = MLP(2, [2, 1], rng=random.Random(0))
-        explicit = MLP(2, [2, 1], rng=random.Random(0), fused=True)
-    after = MLP(2, [2, 1], rng=random.Random(0))
-    assert [n.fused for layer in inside.layers for n in layer.neurons] == [False] * 3
-    assert all(
-        n.fused for model in (explicit, after) for layer in model.layers for n in layer.neurons
-    )
-    y = inside([1.0, 2.0])  # still elementary outside the block
-    assert "ReLU(dot)" not in _ops(y) and "dot" not in _ops(y)
-    assert inside.state_dict() == after.state_dict()  # same parameters, same checkpoint
-
-
-def test_elementary_neuron_refuses_a_wrong_input_length() -> None:
+def test_unfused_neuron_refuses_a_wrong_input_length() -> None:
     n = Neuron(3, fused=False)
     with pytest.raises(ValueError, match="Neuron: 3 weights but 2 inputs"):
         n([1.0, 2.0])

@@ -82,7 +82,7 @@ def test_decorators() -> None:
     assert predict(x)._prev == () and predict(x).data == 3.0
     assert is_grad_enabled()
     with no_grad():
-        assert train(x)._prev == (x,)
+        assert train(x)._prev[0] is x
     assert predict.__name__ == "predict"
 
 
@@ -95,6 +95,7 @@ def test_the_same_context_object_nests() -> None:
     assert is_grad_enabled()
 
 
+@pytest.mark.native  # threads: not in the WebAssembly build
 def test_thread_local() -> None:
     # One thread inside no_grad, the other recording, at the same time.
     inside, recorded = threading.Event(), threading.Event()

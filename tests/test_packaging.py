@@ -55,3 +55,15 @@ def test_extras_have_their_conventional_meanings() -> None:
     assert "torch" in names["test"] and "sphinx" in names["docs"]
     # no documentation site or public repository exists yet: no link that leads nowhere
     assert "urls" not in PYPROJECT["project"]
+
+
+def test_user_extras_take_ranges_and_the_tests_pin_their_oracle() -> None:
+    """A library's extra must not pin (it would fight the user's own torch);
+    the test extra pins the oracle so its figures do not move."""
+    extras = PYPROJECT["project"]["optional-dependencies"]
+    user_facing = set(extras) - {"all", "test", "docs", "dev", "bench"}
+    for extra in user_facing:
+        pinned = [r for r in extras[extra] if "==" in r]
+        assert not pinned, f"extra {extra!r} pins {pinned}: give a range"
+    assert "torch>=2.1" in extras["torch"]
+    assert "torch==2.13.0" in extras["test"]

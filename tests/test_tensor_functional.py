@@ -60,7 +60,7 @@ def test_hessian_of_an_mlp_loss_matches_torch_func_hessian(torch: Any) -> None:
 def test_hessian_blocks_for_several_tensors(torch: Any) -> None:
     rng = np.random.default_rng(3)
     a, b = rng.standard_normal((2, 3)), rng.standard_normal(3)
-    blocks = hessian(lambda a, b: ((a * b).tanh()).sum())(a, b)
+    blocks = hessian(lambda a, b: ((a * b).tanh()).sum(), argnums=(0, 1))(a, b)
     theirs = torch.func.hessian(lambda a, b: (a * b).tanh().sum(), argnums=(0, 1))(
         torch.tensor(a), torch.tensor(b)
     )

@@ -271,6 +271,29 @@ def test_tolist_and_item(torch: Any) -> None:
         Tensor(x).item()
 
 
+def test_float_of_a_tensor_in_a_graph_names_item() -> None:
+    """float() (and so math.*) of a Tensor that requires a gradient would
+    give a number whose derivative is silently lost (the wrong gradient of
+    issue 22: d/dx sin(x) * x computed as sin(x)): a TypeError naming
+    item(). A constant converts; item() and formatting always work."""
+    import math
+
+    x = Tensor(2.0)
+    for convert in (float, int, math.sin, math.exp, math.floor):
+        with pytest.raises(TypeError, match=r"item\(\)"):
+            convert(x)  # type: ignore[operator]
+    with pytest.raises(TypeError, match=r"item\(\)"):
+        math.sin(x * 1.0)
+    y = (x * x).sum()
+    assert y.item() == 4.0 and f"{y:.3f}" == "4.000" and f"{x:+.1e}" == "+2.0e+00"
+    assert f"{x}" == str(x) == "Tensor(2.)"
+    assert float(x.detach()) == 2.0 and int(Tensor(3.7, requires_grad=False)) == 3
+    with no_grad():
+        assert math.sin(x * 1.0) == math.sin(2.0)
+    with pytest.raises(TypeError):
+        format(Tensor([1.0, 2.0]), ".3f")  # an array has no float format
+
+
 def test_requires_grad(torch: Any) -> None:
     """A leaf made with requires_grad=False is a constant: it gets no
     gradient, and a result of constants alone has no graph; backward()

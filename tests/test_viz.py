@@ -120,8 +120,9 @@ def test_unlabelled_values_are_numbered() -> None:
     y = (x * 2.0).exp()
     text = to_dot(y)
     assert '"{#0|data 3.0|grad 0.0}"' in text  # grads as they are: no backward yet
-    assert '"{#1|data 6.0|grad 0.0}"' in text
-    assert 'v2_op [shape=ellipse, label="exp"]' in text
+    assert '"{2.0|data 2.0|grad 0.0}"' in text  # the number 2.0: a leaf, shown as itself
+    assert '"{#2|data 6.0|grad 0.0}"' in text
+    assert 'v3_op [shape=ellipse, label="exp"]' in text
 
 
 def test_a_leaf_alone() -> None:
@@ -155,11 +156,12 @@ def test_over_max_nodes_is_a_summary() -> None:
         y = y * 1.5
     y.label = "y"
     text = to_dot(y, max_nodes=200)
-    assert "301 values and 300 operations: more than max_nodes=200" in text
-    assert '  v300 [shape=record, label="{y|data ' in text
+    # each * 1.5 is a node and a leaf for the number, as in micrograd
+    assert "601 values and 300 operations: more than max_nodes=200" in text
+    assert '  v600 [shape=record, label="{y|data ' in text
     assert "_op" not in text and text.count("shape=record") == 1
-    full = to_dot(y, max_nodes=301)
-    assert full.count("shape=record") == 301 and full.count("shape=ellipse") == 300
+    full = to_dot(y, max_nodes=601)
+    assert full.count("shape=record") == 601 and full.count("shape=ellipse") == 300
 
 
 def test_rankdir_and_bad_arguments() -> None:

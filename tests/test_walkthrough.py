@@ -84,7 +84,7 @@ def test_refusals() -> None:
     y = x
     for _ in range(300):
         y = y * 1.0
-    with pytest.raises(ValueError, match="301 nodes, more than max_nodes=200"):
+    with pytest.raises(ValueError, match="601 nodes, more than max_nodes=200"):
         walkthrough_html(y)
 
 

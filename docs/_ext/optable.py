@@ -137,13 +137,12 @@ class ScalarOp:
     note: str = ""  # the derivative in words, for a rule that does not run on symbols
 
 
-SCALAR_MODULES = ("chainrule.primitives", "chainrule.fused", "chainrule.losses")
+SCALAR_MODULES = ("chainrule.primitives", "chainrule.sums", "chainrule.fused", "chainrule.losses")
 
 #: One entry per primitive: the module-level name of a Primitive, or of a
 #: function that makes one per constant (``pow_const``).
 SCALAR: dict[str, ScalarOp] = {
     "ADD": ScalarOp("a + b", "sum", "torch.add", ("a", "b"), (0.7, 1.3)),
-    "SUB": ScalarOp("a - b", "difference", "torch.sub", ("a", "b"), (0.7, 1.3)),
     "MUL": ScalarOp("a * b", "product", "torch.mul", ("a", "b"), (0.7, 1.3)),
     "DIV": ScalarOp("a / b", "quotient (IEEE: 1/0 = inf)", "torch.div", ("a", "b"), (0.7, 1.3)),
     "POW": ScalarOp("a ** b", "power, C's pow", "torch.pow", ("a", "b"), (0.7, 1.3)),
@@ -161,7 +160,6 @@ SCALAR: dict[str, ScalarOp] = {
         ("a", "b"),
         (0.7, 1.3),
     ),
-    "NEG": ScalarOp("-x", "negation", "torch.neg", ("x",), (0.7,)),
     "EXP": ScalarOp("x.exp(), exp(x)", "e to the x", "torch.exp", ("x",), (0.7,)),
     "LOG": ScalarOp("x.log(), log(x)", "natural log; log 0 = -inf", "torch.log", ("x",), (0.7,)),
     "SQRT": ScalarOp("x.sqrt(), sqrt(x)", "square root", "torch.sqrt", ("x",), (0.7,)),
@@ -201,56 +199,7 @@ SCALAR: dict[str, ScalarOp] = {
         (0.5, -1.0, 2.0, 3.0, 0.25),
         note="as `dot(w, x, b)`'s where the output is > 0; 0 for every input where not",
     ),
-    "SUM_TERMS": ScalarOp(
-        "sum(w * x for ...) (a running sum)",
-        "a chain of + and * as one node",
-        "torch.sum",
-        ("t", "kinds"),
-        (0.5, 2.0, 1.5),
-        const=((2, 1), None),
-        note="1 toward a term that is an input; toward `a` and `b` of a product `a * b`: `b`, `a`",
-    ),
-    "ADD_CONST": ScalarOp("x + c", "sum with a number", "torch.add", ("x", "c"), (0.7,), const=2.0),
-    "SUB_CONST": ScalarOp(
-        "x - c", "difference with a number", "torch.sub", ("x", "c"), (0.7,), const=2.0
-    ),
-    "RSUB_CONST": ScalarOp(
-        "c - x", "a number minus x", "torch.rsub", ("x", "c"), (0.7,), const=2.0
-    ),
-    "MUL_CONST": ScalarOp(
-        "x * c", "product with a number", "torch.mul", ("x", "c"), (0.7,), const=2.0
-    ),
-    "DIV_CONST": ScalarOp(
-        "x / c", "quotient by a number", "torch.div", ("x", "c"), (0.7,), const=2.0
-    ),
-    "RDIV_CONST": ScalarOp("c / x", "a number over x", "torch.div", ("x", "c"), (0.7,), const=2.0),
-    "AFFINE_CONST": ScalarOp(
-        "dot(w, [numbers], b)",
-        "w . c + b with constant inputs",
-        "torch.nn.functional.linear",
-        ("w_i", "b", "c"),
-        (0.5, -1.0, 0.25),
-        const=(2.0, 3.0),
-        note="`c_i` toward `w_i`, 1 toward `b`",
-    ),
-    "AFFINE_CONST_RELU": ScalarOp(
-        "a first-layer nn neuron",
-        "relu(w . c + b) with constant inputs",
-        "relu(linear(...))",
-        ("w_i", "b", "c"),
-        (0.5, -1.0, 0.25),
-        const=(2.0, 3.0),
-        note="`c_i` toward `w_i`, 1 toward `b`, where the output is > 0; 0 where not",
-    ),
     "pow_const": ScalarOp("x ** c", "power with a constant exponent", "torch.pow", ("x",), (0.7,)),
-    "rpow_const": ScalarOp(
-        "c ** x",
-        "a constant to the x",
-        "torch.pow",
-        ("x",),
-        (0.7,),
-        note="`x`: `y * log(c)` (0 where `c == 0` and `x >= 0`)",
-    ),
     "EXP_SUB": ScalarOp(
         "chainrule.fused.softmax",
         "exp(a - b): a softmax entry, b the logsumexp",
@@ -268,7 +217,7 @@ SCALAR: dict[str, ScalarOp] = {
 }
 
 #: Factories: one primitive per constant; made with the constant named ``c``.
-FACTORIES = ("pow_const", "rpow_const")
+FACTORIES = ("pow_const",)
 
 
 class _NamedConstant(float):
@@ -555,6 +504,24 @@ TENSOR: dict[str, TensorOp] = {
         "causal softmax(q k^T / sqrt(d)) v, one node",
         "torch.nn.functional.scaled_dot_product_attention",
         "`dp = g v^T`, `ds = p * (dp - sum(dp * p))`; `ds k * scale`, `ds^T q * scale`, `p^T g`",
+    ),
+    "_log_sigmoid_vjp": TensorOp(
+        "ct.log_sigmoid(x)",
+        "log(sigmoid(x)), stable",
+        "torch.nn.functional.logsigmoid",
+        "`g * sigmoid(-x)`",
+    ),
+    "_bce_vjp": TensorOp(
+        "ct.binary_cross_entropy(x.sigmoid(), y * 0.5, reduction='none')",
+        "-(t log p + (1 - t) log(1 - p)), logs clamped at -100",
+        "torch.nn.functional.binary_cross_entropy",
+        "`g * (p - t) / (p * (1 - p))`; toward `t`: `-g * log(p / (1 - p))`",
+    ),
+    "_bce_logits_vjp": TensorOp(
+        "ct.binary_cross_entropy_with_logits(x, y * 0.5, reduction='none')",
+        "binary cross-entropy of sigmoid(x), exact",
+        "torch.nn.functional.binary_cross_entropy_with_logits",
+        "`g * (sigmoid(x) - t)`; toward `t`: `-g * x` (with `pos_weight`: PyTorch's formulas)",
     ),
     "_dropout_vjp": TensorOp(
         "ct.dropout(x, 0.5, rng=np.random.default_rng(0))",

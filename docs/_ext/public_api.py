@@ -28,6 +28,7 @@ PUBLIC_MODULES: tuple[str, ...] = (
     "chainrule.data",
     "chainrule.checkpoint",
     "chainrule.fused",
+    "chainrule.tensor.losses",
     "chainrule.tensor",
     "chainrule.tensor.nn",
     "chainrule.transformer",

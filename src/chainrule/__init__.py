@@ -1,38 +1,24 @@
 """chainrule: reverse-mode automatic differentiation, micrograd's backward
 pass made exact, deep and fast."""
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING as _TYPE_CHECKING
 
 from . import checkpoint, data, losses, nn, optim
 from ._version import __version__ as __version__
 from .check import AnomalyError, GradcheckError, GradcheckReport, detect_anomaly, gradcheck
 from .compiler import compile  # noqa: A004 - the field's name (jax.jit, torch.compile)
-from .engine import (
-    Primitive,
-    Value,
-    add_n,
-    cos,
-    dense,
-    dot,
-    exp,
-    log,
-    maximum,
-    minimum,
-    relu,
-    sigmoid,
-    sin,
-    softplus,
-    sqrt,
-    tanh,
-)
+from .engine import Primitive, Value
 from .explain import explain
-from .functional import grad, gradients, hessian, hvp, jvp, value_and_grad, vjp
-from .graph import elementary, enable_grad, is_elementary, is_grad_enabled, no_grad
-from .nn import MLP, Layer, Module, Neuron
+from .functional import grad, gradients, hessian, hvp, jacobian, jvp, value_and_grad, vjp
+from .functions import cos, exp, log, maximum, minimum, relu, sigmoid, sin, softplus, sqrt, tanh
+from .graph import enable_grad, is_grad_enabled, no_grad
+from .nn import MLP, Layer, Module, Neuron, Sequential
 from .optim import SGD, Adam, LinearDecay
+from .random_state import manual_seed
+from .sums import add_n, dense, dot
 from .viz import draw, to_dot
 
-if TYPE_CHECKING:  # for type checkers: chainrule.Tensor is the class (loaded lazily below)
+if _TYPE_CHECKING:  # for type checkers: chainrule.Tensor is the class (loaded lazily below)
     from .tensor import Tensor as Tensor
 
 
@@ -58,6 +44,7 @@ __all__ = [
     "Module",
     "Neuron",
     "Primitive",
+    "Sequential",
     "Value",
     "add_n",
     "checkpoint",
@@ -68,7 +55,6 @@ __all__ = [
     "detect_anomaly",
     "dot",
     "draw",
-    "elementary",
     "enable_grad",
     "exp",
     "explain",
@@ -77,11 +63,12 @@ __all__ = [
     "gradients",
     "hessian",
     "hvp",
-    "is_elementary",
     "is_grad_enabled",
+    "jacobian",
     "jvp",
     "log",
     "losses",
+    "manual_seed",
     "maximum",
     "minimum",
     "nn",

@@ -21,8 +21,10 @@ from dataclasses import dataclass
 from math import isfinite
 from typing import Any
 
-from .engine import Value, gradients
+from .autograd import gradients
+from .engine import Value
 from .graph import enable_grad, no_grad, observing
+from .primitives import NUMBER
 
 # --------------------------------------------------------------------------
 # gradcheck
@@ -384,7 +386,7 @@ class AnomalyDetector(ContextDecorator):
                 return  # fine, or already non-finite further down: not the first
             _tensor_backward_error(node, child, contribution, self._location(node))
         c = _float(contribution)
-        if isfinite(c):
+        if isfinite(c) or child._fn is NUMBER:  # a number operand's gradient is nobody's
             return
         g = _float(incoming)
         if not isfinite(g):

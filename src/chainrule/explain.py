@@ -2,7 +2,7 @@
 and the trace of every ``+=`` update in the order the pass applies them.
 
 :func:`backward_walk` runs the engine's own backward walk
-(``chainrule.engine.backpropagate``) with a hook that watches every
+(``chainrule.walk.backpropagate``) with a hook that watches every
 term, so it neither needs nor changes ``.grad``. It records the
 topological order, the seed, and every update
 ``child.grad += local * node.grad`` (the local derivative read from the
@@ -24,9 +24,10 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
-from .engine import Value, backpropagate, topological_order
-from .primitives import MUL_CONST, RDIV_CONST, RSUB_CONST
+from .autograd import walk_aside
+from .engine import Value
 from .viz import display_name, format_number, forward_order
+from .walk import topological_order
 
 #: A node with more contributions than this shows their count, not each one.
 MAX_TERMS = 6
@@ -120,7 +121,7 @@ def backward_walk(root: Value) -> Walk:
         local = float(node._local_grads[p])
         updates.append(Update(i, k, local, incoming, contribution, before, grads[k]))
 
-    backpropagate(root, 1.0, on_edge=watch)
+    walk_aside(root, 1.0, on_edge=watch)
     order = [index[v] for v in topological_order(root)[0]]
     return Walk(nodes, names, order, r, 1.0, updates, grads, received)
 
@@ -377,12 +378,6 @@ def formula(walk: Walk, i: int) -> str:
     op = node._op or "?"
     if op in _INFIX and len(inputs) == 2:
         body = f"{inputs[0]} {op} {inputs[1]}"
-    elif node._fn is MUL_CONST:  # x * c: the local gradient is c
-        body = f"{format_number(node._local_grads[0])} * {inputs[0]}"
-    elif node._fn in (RSUB_CONST, RDIV_CONST):  # c - x, c / x
-        body = f"number {op} {inputs[0]}"
-    elif op in _INFIX and len(inputs) == 1:  # x + c, x - c, x / c
-        body = f"{inputs[0]} {op} number"
     elif op.startswith("**") and len(inputs) == 1:
         body = f"{inputs[0]}{op}"
     elif op.endswith("**") and len(inputs) == 1:

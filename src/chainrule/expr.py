@@ -40,8 +40,8 @@ from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass
 from typing import Union
 
-from .engine import Value, maximum, minimum
-from .graph import elementary
+from .engine import Value
+from .functions import maximum, minimum
 
 #: Longest formula accepted, in characters: bounds the size of any graph.
 MAX_LENGTH = 10_000
@@ -508,20 +508,19 @@ def _evaluate_tree(
     """The operand one formula evaluates to; iterative (no recursion)."""
     results: list[Operand] = []
     stack: list[tuple[Node, bool]] = [(tree, False)]
-    with elementary():  # one node per operation written, each labelled with its text
-        while stack:
-            node, ready = stack.pop()
-            kids = _children(node)
-            if kids and not ready:
-                stack.append((node, True))
-                stack.extend((kid, False) for kid in reversed(kids))
-                continue
-            args = results[len(results) - len(kids) :]
-            del results[len(results) - len(kids) :]
-            if isinstance(node, Name):
-                results.append(_lookup(node, source, env, defined, used))
-            else:
-                results.append(_apply(node, args, source))
+    while stack:
+        node, ready = stack.pop()
+        kids = _children(node)
+        if kids and not ready:
+            stack.append((node, True))
+            stack.extend((kid, False) for kid in reversed(kids))
+            continue
+        args = results[len(results) - len(kids) :]
+        del results[len(results) - len(kids) :]
+        if isinstance(node, Name):
+            results.append(_lookup(node, source, env, defined, used))
+        else:
+            results.append(_apply(node, args, source))
     (result,) = results
     return result
 

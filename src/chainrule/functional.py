@@ -1,5 +1,5 @@
-"""Function transforms: ``grad``, ``value_and_grad``, ``hessian``, ``vjp``,
-``jvp`` and ``hvp``.
+"""Function transforms: ``grad``, ``value_and_grad``, ``hessian``,
+``jacobian``, ``vjp``, ``jvp`` and ``hvp``.
 
 As in JAX and ``torch.func``, they turn a Python function into the function
 that computes its derivatives, and they compose: ``grad(grad(f))`` is the
@@ -7,6 +7,12 @@ second derivative. They work on both engines: the arguments may be numbers
 and Values (the scalar engine) or Tensors and NumPy arrays (the Tensor
 engine), alone or in lists, tuples and dicts. All of them are built on one
 engine call, ``gradients`` (``torch.autograd.grad``).
+
+One convention for which arguments, JAX's: ``argnums`` is an int (default
+0, the first argument) giving one result, or a tuple of ints giving a tuple
+of results. ``vjp``, ``jvp`` and ``hvp`` take their primals together and,
+as ``jax.vjp`` and ``jax.jvp``, differentiate all of them unless
+``argnums`` names some.
 
 How nesting works. A transformed function called with plain numbers (or
 arrays) makes a fresh leaf per number and returns floats (arrays). Called
@@ -35,8 +41,8 @@ import threading
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any, Union
 
+from .autograd import gradients as _value_gradients
 from .engine import Primitive, Value
-from .engine import gradients as _value_gradients
 from .graph import enable_grad
 
 ArgNums = Union[int, Sequence[int]]
@@ -199,12 +205,17 @@ class _Call:
             return _tensor_arg(self.ct)(x)
         return self.ct.Tensor(x)  # a number or an array: a fresh leaf
 
-    def run(self, f: Callable[..., Any], kwargs: dict[str, Any], scalar: bool = True) -> Any:
+    def call(self, f: Callable[..., Any], kwargs: dict[str, Any]) -> Any:
+        """``f`` on the variables, its result as it returned it."""
         _depth.level += 1
         try:
-            out = f(*self.call_args, **kwargs)
+            return f(*self.call_args, **kwargs)
         finally:
             _depth.level -= 1
+
+    def run(self, f: Callable[..., Any], kwargs: dict[str, Any], scalar: bool = True) -> Any:
+        """``f`` on the variables: one node (a scalar one when ``scalar``)."""
+        out = self.call(f, kwargs)
         if self.ct is not None:
             if isinstance(out, numbers.Real):
                 return self.ct.Tensor(float(out))  # a constant: every derivative is 0
@@ -263,9 +274,69 @@ class _Call:
 
     def unflatten(self, flat: list[Any], single: bool) -> Any:
         """Results shaped like the differentiated arguments."""
-        it = iter([self.result(g, k or NUMBER) for g, k in zip(flat, self.kinds)])
+        return self.group([self.result(g, k or NUMBER) for g, k in zip(flat, self.kinds)], single)
+
+    def group(self, items: list[Any], single: bool) -> Any:
+        """One item per variable, put back in the arguments' structure: the
+        argument's own (an int ``argnums``) or a tuple of them (JAX's rule)."""
+        it = iter(items)
         grouped = tuple([_build(structure, it) for structure in self.structures])
         return grouped[0] if single else grouped
+
+    def outputs(self, out: Any) -> tuple[Any, list[Any]]:
+        """The leaves of ``f``'s result as nodes (numbers and arrays as
+        constants), and its structure for :func:`_build`."""
+        leaves: list[Any] = []
+        structure = _flatten(out, f"{self.name}: the function's result", leaves)
+        nodes = []
+        for leaf in leaves:
+            kind, ct = _kind(leaf), self.ct
+            if ct is None:
+                if kind in (TENSOR, ARRAY):
+                    raise TypeError(
+                        f"{self.name}: the function of numbers or Values returned a {kind}"
+                    )
+                nodes.append(Value(float(leaf)) if kind == NUMBER else leaf)
+            else:
+                if kind == VALUE:
+                    raise TypeError(f"{self.name}: the function of Tensors returned a Value")
+                nodes.append(leaf if kind == TENSOR else ct.Tensor(leaf))  # a constant
+        return structure, nodes
+
+    def jacobian(self, outputs: list[Any]) -> list[list[Any]]:
+        """``J[a][j]``: the derivative of output ``a`` with respect to
+        variable ``j``, of shape ``outputs[a].shape + variables[j].shape``
+        (a float or Value in the scalar engine), one reverse pass per
+        output element."""
+        xs = self.variables
+        if self.ct is None:
+            return [self.gradients(o, xs) for o in outputs]
+        np = sys.modules["numpy"]
+        blocks: list[list[Any]] = []
+        for o in outputs:
+            flat = o.reshape(-1)
+            rows = [self.gradients(flat[k], xs) for k in range(flat.data.size)]
+            blocks.append([])
+            for j, x in enumerate(xs):
+                shape = (*o.data.shape, *x.data.shape)
+                column = [row[j] for row in rows]
+                if self.create_graph:
+                    block = self.ct.stack(column) if column else self.ct.Tensor(np.zeros(shape))
+                else:
+                    block = np.stack(column) if column else np.zeros(shape, x.data.dtype)
+                blocks[-1].append(block.reshape(shape))
+        return blocks
+
+    def block(self, x: Any, row_kind: str | None, col_kind: str | None) -> Any:
+        """A block of a Jacobian or Hessian as the caller should see it: a
+        float between two scalar variables, else an array (a graph when
+        wanted)."""
+        if self.create_graph:
+            return x
+        data = self.data(x)
+        if self.ct is None or (data.ndim == 0 and {row_kind, col_kind} <= {NUMBER, VALUE}):
+            return float(data)
+        return data
 
     def dot(self, xs: list[Any], tangents: list[Any]) -> Any:
         """``sum_i <xs_i, tangents_i>``: a scalar node."""
@@ -381,21 +452,23 @@ def grad(f: Callable[..., Any], argnums: ArgNums = 0) -> Callable[..., Any]:
     return transformed
 
 
-def hessian(f: Callable[..., Any], argnums: ArgNums | None = None) -> Callable[..., Any]:
-    """The function that returns the matrix of second derivatives of ``f``.
+def hessian(f: Callable[..., Any], argnums: ArgNums = 0) -> Callable[..., Any]:
+    """The function that returns the second derivatives of ``f``, a scalar
+    function, as ``jax.hessian`` and ``torch.func.hessian``.
 
-    Scalar arguments: the variables are the numbers of the arguments named
-    by ``argnums`` (default: every positional argument), in order, a list
-    argument contributing each of its items; the result is a list of rows,
-    ``H[i][j] = d²f / dx_i dx_j``.
-
-    Tensor arguments: ``H[i][j]`` is the block of shape ``x_i.shape +
-    x_j.shape`` for the i-th and j-th Tensor (or array) among them; with a
-    single one, the block itself (as ``torch.func.hessian``).
+    ``argnums`` works as for :func:`grad`: an int (default 0) gives the
+    Hessian with respect to that argument, a tuple of ints the tuple of
+    blocks, ``H[i][j] = d²f / dx_i dx_j``. A scalar argument gives a float,
+    an array or Tensor a block of shape ``x_i.shape + x_j.shape``, and a
+    list (tuple, dict) of them the nested structure JAX gives: a list of
+    rows for a list argument.
 
     >>> from chainrule import hessian
-    >>> hessian(lambda x, y: x * x * y)(3.0, 2.0)
-    [[4.0, 6.0], [6.0, 0.0]]
+    >>> rosenbrock = lambda x, y: (1 - x) ** 2 + 100 * (y - x * x) ** 2
+    >>> hessian(rosenbrock)(1.0, 1.0)
+    802.0
+    >>> hessian(rosenbrock, argnums=(0, 1))(1.0, 1.0)
+    ((802.0, -400.0), (-400.0, 200.0))
     >>> hessian(lambda v: v[0] * v[1])([1.0, 2.0])
     [[0.0, 1.0], [1.0, 0.0]]
     """
@@ -406,41 +479,73 @@ def hessian(f: Callable[..., Any], argnums: ArgNums | None = None) -> Callable[.
         with enable_grad():
             out = call.run(f, kwargs)
             first = call.gradients(out, call.variables, graph=True)
-            if call.ct is not None:
-                return _tensor_hessian(call, first)
-            rows = [call.gradients(g, call.variables) for g in first]
-        return [[call.result(h, NUMBER) for h in row] for row in rows]
+            blocks = call.jacobian(first)
+        single = isinstance(argnums, int)
+        rows = [
+            call.group([call.block(h, ka, kb) for h, kb in zip(row, call.kinds)], single)
+            for row, ka in zip(blocks, call.kinds)
+        ]
+        return call.group(rows, single)
 
     _named("hessian", f, transformed)
     return transformed
 
 
-def _tensor_hessian(call: _Call, first: list[Any]) -> Any:
-    ct = _tensor_module()
-    xs = call.variables
-    blocks: list[list[Any]] = [[] for _ in xs]
-    for i, g in enumerate(first):
-        flat = g.reshape(-1)
-        rows = [call.gradients(flat[k], xs) for k in range(flat.data.size)]
-        for j, x in enumerate(xs):
-            column = [row[j] for row in rows]
-            if call.create_graph:
-                block = ct.stack(column) if column else ct.Tensor(x.data.reshape(0, *x.data.shape))
-            else:
-                np = sys.modules["numpy"]
-                block = np.stack(column) if column else np.zeros((0, *x.data.shape))
-            blocks[i].append(block.reshape(*xs[i].data.shape, *x.data.shape))
-    return blocks[0][0] if len(xs) == 1 else blocks
+def jacobian(f: Callable[..., Any], argnums: ArgNums = 0) -> Callable[..., Any]:
+    """The function that returns the Jacobian of ``f`` by reverse mode, one
+    backward pass per output element (``jax.jacrev``,
+    ``torch.func.jacrev``).
+
+    ``f`` returns a Value, a Tensor, or a list, tuple or dict of them; the
+    result has that structure, each output replaced by its derivatives with
+    respect to the arguments named by ``argnums`` (an int, default 0, or a
+    tuple giving a tuple). The block of output ``y`` and argument ``x`` has
+    the shape ``y.shape + x.shape`` (a float for two scalars).
+
+    >>> import numpy as np
+    >>> from chainrule import jacobian
+    >>> jacobian(lambda x: x * x)(np.array([1.0, 2.0]))
+    array([[2., 0.],
+           [0., 4.]])
+    >>> jacobian(lambda x, y: [x * y, x + y], argnums=(0, 1))(2.0, 3.0)
+    [(3.0, 2.0), (1.0, 1.0)]
+    """
+
+    def transformed(*args: Any, **kwargs: Any) -> Any:
+        positions = _positions(argnums, len(args), "jacobian")
+        call = _Call("jacobian", args, kwargs, positions)
+        with enable_grad():
+            structure, outputs = call.outputs(call.call(f, kwargs))
+            blocks = call.jacobian(outputs)
+        single = isinstance(argnums, int)
+        per_output = [
+            call.group([call.block(b, TENSOR, k) for b, k in zip(row, call.kinds)], single)
+            for row in blocks
+        ]
+        return _build(structure, iter(per_output))
+
+    _named("jacobian", f, transformed)
+    return transformed
+
+
+def _all_or(argnums: ArgNums | None, nargs: int, name: str) -> tuple[int, ...]:
+    """The positions ``argnums`` names; every argument when None (``jax.vjp``
+    and ``jax.jvp`` differentiate all their primals)."""
+    return tuple(range(nargs)) if argnums is None else _positions(argnums, nargs, name)
 
 
 def _primals(primals: Any) -> tuple[Any, ...]:
     return tuple(primals) if isinstance(primals, tuple) else (primals,)
 
 
-def vjp(f: Callable[..., Any], *primals: Any) -> tuple[Any, Callable[[Any], Any]]:
+def vjp(
+    f: Callable[..., Any], *primals: Any, argnums: ArgNums | None = None
+) -> tuple[Any, Callable[[Any], Any]]:
     """``(f(*primals), vjp_fn)``: ``vjp_fn(cotangent)`` returns, for each
     primal, the cotangent pulled back through ``f`` (``jax.vjp``). ``f``
     may return any Value or Tensor; ``vjp_fn`` can be called many times.
+    ``argnums`` (an int, or a tuple giving a tuple) pulls back to those
+    primals only; by default to all of them, as JAX.
 
     >>> import numpy as np
     >>> from chainrule import vjp
@@ -448,30 +553,35 @@ def vjp(f: Callable[..., Any], *primals: Any) -> tuple[Any, Callable[[Any], Any]
     >>> pull(np.array([1.0, 10.0]))
     (array([ 2., 40.]),)
     """
-    call = _Call("vjp", primals, {}, tuple(range(len(primals))))
+    call = _Call("vjp", primals, {}, _all_or(argnums, len(primals), "vjp"))
     with enable_grad():
         out = call.run(f, {}, scalar=False)
 
-    def vjp_fn(cotangent: Any) -> tuple[Any, ...]:
+    def vjp_fn(cotangent: Any) -> Any:
         with enable_grad():
             flat = call.gradients(out, call.variables, cotangent)
-        return call.unflatten(flat, False)
+        return call.unflatten(flat, isinstance(argnums, int))
 
     return call.value(out), vjp_fn
 
 
-def jvp(f: Callable[..., Any], primals: Any, tangents: Any) -> tuple[Any, Any]:
+def jvp(
+    f: Callable[..., Any], primals: Any, tangents: Any, *, argnums: ArgNums | None = None
+) -> tuple[Any, Any]:
     """``(f(*primals), J @ tangents)``: the directional derivative of ``f``
     along ``tangents`` (``jax.jvp``), forward-over-reverse. ``primals`` is
-    a tuple of arguments (or one argument) and ``tangents`` matches it.
+    a tuple of arguments (or one argument) and ``tangents`` matches it, or,
+    with ``argnums``, matches the primals it names (the others held fixed).
 
     >>> from chainrule import jvp
     >>> jvp(lambda x, y: x * y, (2.0, 3.0), (1.0, 0.0))
     (6.0, 3.0)
+    >>> jvp(lambda x, y: x * y, (2.0, 3.0), 1.0, argnums=1)
+    (6.0, 2.0)
     """
     args = _primals(primals)
-    call = _Call("jvp", args, {}, tuple(range(len(args))))
-    ts = call.tangents(_primals(tangents) if isinstance(primals, tuple) else tangents, "jvp")
+    call = _Call("jvp", args, {}, _all_or(argnums, len(args), "jvp"))
+    ts = call.tangents(tangents, "jvp")
     with enable_grad():
         out = call.run(f, {}, scalar=False)
         # The VJP is linear in its cotangent u; d<vjp(u), t>/du = J t.
@@ -485,25 +595,32 @@ def jvp(f: Callable[..., Any], primals: Any, tangents: Any) -> tuple[Any, Any]:
     return call.value(out), call.result(tangent_out, kind)
 
 
-def hvp(f: Callable[..., Any], primals: Any, tangents: Any) -> tuple[Any, Any]:
+def hvp(
+    f: Callable[..., Any], primals: Any, tangents: Any, *, argnums: ArgNums | None = None
+) -> tuple[Any, Any]:
     """``(f(*primals), H @ tangents)``: the Hessian of the scalar function
     ``f`` times a vector, without forming the Hessian (reverse-over-reverse:
     the gradient of ``<grad f, tangents>``), as
     ``torch.autograd.functional.hvp``. The product has the structure of
-    ``primals`` (a tuple of arguments, or one argument).
+    ``primals`` (a tuple of arguments, or one argument); with ``argnums``
+    the tangents and the product are those of the primals it names, as
+    :func:`grad`'s.
 
     >>> from chainrule import hvp
     >>> hvp(lambda x, y: x * x * y, (3.0, 2.0), (1.0, 0.0))
     (18.0, (4.0, 6.0))
+    >>> hvp(lambda x, y: x * x * y, (3.0, 2.0), 1.0, argnums=0)
+    (18.0, 4.0)
     """
     args = _primals(primals)
-    call = _Call("hvp", args, {}, tuple(range(len(args))))
-    ts = call.tangents(_primals(tangents) if isinstance(primals, tuple) else tangents, "hvp")
+    call = _Call("hvp", args, {}, _all_or(argnums, len(args), "hvp"))
+    ts = call.tangents(tangents, "hvp")
     with enable_grad():
         out = call.run(f, kwargs={})
         first = call.gradients(out, call.variables, graph=True)
         product = call.gradients(call.dot(first, ts), call.variables)
-    return call.value(out), call.unflatten(product, not isinstance(primals, tuple))
+    single = isinstance(argnums, int) or (argnums is None and not isinstance(primals, tuple))
+    return call.value(out), call.unflatten(product, single)
 
 
 def gradients(

@@ -28,9 +28,10 @@ from collections.abc import Iterable, Sequence
 from typing import Any
 
 from . import ieee
-from .engine import Primitive, Scalar, Value, dense
+from .engine import Primitive, Scalar, Value
 from .losses import LOGSUMEXP, logsumexp
 from .losses import example_cross_entropy as cross_entropy
+from .sums import dense
 
 __all__ = [
     "EXP_SUB",

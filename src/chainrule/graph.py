@@ -1,5 +1,5 @@
-"""The graph itself: recording mode (``no_grad``, ``elementary``, the
-anomaly observer) and, for the ``Tensor`` engine, creation order.
+"""The graph itself: recording mode (``no_grad``, the anomaly observer),
+per thread, and, for the ``Tensor`` engine, creation order.
 
 The recording mode is shared by the scalar ``Value`` engine and the NumPy
 ``Tensor`` engine. Nothing in this module imports an engine.
@@ -13,8 +13,8 @@ recursion-free:
   depth-first search, no recursion, no depth limit.
 * Leaves (no inputs) never need to be visited: they only receive gradient.
 
-The ``Value`` engine orders its graph itself (``engine.topological_order``):
-an iterative depth-first search in micrograd's and microgpt's order, so its
+The ``Value`` engine orders its graph itself (:mod:`chainrule.walk`): an
+iterative depth-first search in micrograd's and microgpt's order, so its
 gradients are theirs bit for bit, with no counter to keep per node.
 """
 
@@ -25,6 +25,7 @@ import itertools
 import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from contextvars import ContextVar, Token
 from operator import attrgetter
 from typing import Any, Protocol, TypeVar
 
@@ -43,45 +44,45 @@ class Observer(Protocol):
     def backward(self, node: Any, child: Any, contribution: Any, incoming: Any) -> None: ...
 
 
-# How many threads are not in the default mode (recording, unobserved), and
-# who wants to know when that number becomes or stops being 0: the engines
-# keep a module global for it, one check per operation, instead of reading
-# the thread-local state on every op.
-_not_fast_threads = 0
-_fast_lock = threading.Lock()
-_fast_listeners: list[Callable[[bool], None]] = []
+class _State:
+    """A recording state other than the default (recording, unobserved)."""
+
+    __slots__ = ("grad_enabled", "observer")
+
+    def __init__(self, grad_enabled: bool, observer: Observer | None) -> None:
+        self.grad_enabled = grad_enabled
+        self.observer = observer
 
 
-def on_fast_change(listener: Callable[[bool], None]) -> None:
-    """Call ``listener(all_fast)`` now and whenever it changes: True while
-    every thread records a graph and nobody observes (``mode.fast``
-    everywhere)."""
-    _fast_listeners.append(listener)
-    listener(_not_fast_threads == 0)
+#: This thread's recording state: None while operations record a graph and
+#: nobody observes them (the default), else a :class:`_State`. A context
+#: variable is per thread (and per asyncio task): what one thread does
+#: (``no_grad``, ``detect_anomaly``) never changes the graph another builds.
+#: ``state.get() is None`` is the one check an operation makes.
+state: ContextVar[_State | None] = ContextVar("chainrule_recording", default=None)
 
 
-class _Mode(threading.local):
-    """Per-thread recording state.
+def _state(grad_enabled: bool, observer: Observer | None) -> _State | None:
+    return None if grad_enabled and observer is None else _State(grad_enabled, observer)
 
-    ``fast`` is True when ops record a graph and nobody observes them.
-    """
 
-    grad_enabled: bool = True
-    observer: Observer | None = None
-    elementary: bool = False
-    fast: bool = True
+class _Mode:
+    """The current thread's recording state, read as attributes."""
 
-    def refresh(self) -> None:
-        global _not_fast_threads
-        fast = self.grad_enabled and self.observer is None and not self.elementary
-        if fast == self.fast:
-            return
-        self.fast = fast
-        with _fast_lock:
-            _not_fast_threads += -1 if fast else 1
-            all_fast = _not_fast_threads == 0
-            for listener in _fast_listeners:
-                listener(all_fast)
+    @property
+    def fast(self) -> bool:
+        """True when operations record a graph and nobody observes them."""
+        return state.get() is None
+
+    @property
+    def grad_enabled(self) -> bool:
+        s = state.get()
+        return True if s is None else s.grad_enabled
+
+    @property
+    def observer(self) -> Observer | None:
+        s = state.get()
+        return None if s is None else s.observer
 
 
 mode = _Mode()
@@ -100,20 +101,18 @@ class _GradModeContext:
         # The states to restore, per thread (by thread id): one context
         # object may be entered by several threads at once, as a shared
         # ``NO_GRAD = no_grad()``. An entry is dropped when its list empties.
-        self._saved: dict[int, list[bool]] = {}
+        self._saved: dict[int, list[Token[_State | None]]] = {}
 
     def __enter__(self) -> None:
-        self._saved.setdefault(threading.get_ident(), []).append(mode.grad_enabled)
-        mode.grad_enabled = self._enabled
-        mode.refresh()
+        token = state.set(_state(self._enabled, mode.observer))
+        self._saved.setdefault(threading.get_ident(), []).append(token)
 
     def __exit__(self, *exc: object) -> None:
         thread = threading.get_ident()
         stack = self._saved[thread]
-        mode.grad_enabled = stack.pop()
+        state.reset(stack.pop())
         if not stack:
             del self._saved[thread]
-        mode.refresh()
 
     def __call__(self, func: F) -> F:
         enabled = self._enabled
@@ -130,7 +129,7 @@ def no_grad() -> _GradModeContext:
     """Inside ``with no_grad():`` (or a function decorated ``@no_grad()``)
     operations compute values only: no graph, no gradients.
 
-    Thread-local and nestable, like ``torch.no_grad``.
+    Per thread and nestable, like ``torch.no_grad``.
 
     >>> from chainrule import Value, no_grad
     >>> x = Value(3.0)
@@ -148,48 +147,13 @@ def enable_grad() -> _GradModeContext:
 
 
 @contextmanager
-def elementary() -> Iterator[None]:
-    """Inside ``with elementary():`` every operation is its own node, as in
-    micrograd: ``sum(w * x for ...)`` stays a chain of ``*`` and ``+``
-    nodes instead of one ``sum`` node, and ``nn`` networks are built from
-    binary and unary operations instead of fused ``ReLU(dot)`` nodes. The
-    values and gradients are the same; the graph is what micrograd draws,
-    for teaching and drawing. Thread-local and nestable, like ``no_grad``.
-
-    >>> from chainrule import Value, elementary
-    >>> w, x = [Value(1.0), Value(2.0)], [Value(3.0), Value(4.0)]
-    >>> sum(a * b for a, b in zip(w, x))._op
-    'sum'
-    >>> with elementary():
-    ...     sum(a * b for a, b in zip(w, x))._op
-    '+'
-    """
-    saved = mode.elementary
-    mode.elementary = True
-    mode.refresh()
-    try:
-        yield
-    finally:
-        mode.elementary = saved
-        mode.refresh()
-
-
-def is_elementary() -> bool:
-    """True inside :func:`elementary`: operations are not fused."""
-    return mode.elementary
-
-
-@contextmanager
 def observing(observer: Observer) -> Iterator[Observer]:
     """Install ``observer`` for this thread (used by ``detect_anomaly``)."""
-    saved = mode.observer
-    mode.observer = observer
-    mode.refresh()
+    token = state.set(_state(mode.grad_enabled, observer))
     try:
         yield observer
     finally:
-        mode.observer = saved
-        mode.refresh()
+        state.reset(token)
 
 
 class Labelled:

@@ -1,6 +1,11 @@
 """Loss functions on Values, each the mean over the examples, as PyTorch's
 default ``reduction="mean"``.
 
+Given Tensors, ``mse_loss``, ``cross_entropy`` and
+``binary_cross_entropy_with_logits`` are the Tensor engine's
+(:mod:`chainrule.tensor.losses`, PyTorch's arguments and reductions); the
+others say what to use instead.
+
 Sums are single ``add_n`` nodes and ``logsumexp`` is one node whose local
 gradients are the softmax, so a loss adds a handful of nodes per example,
 not one per arithmetic step.
@@ -16,10 +21,16 @@ from __future__ import annotations
 import functools
 import math
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from . import ieee
-from .engine import Primitive, Scalar, Value, add_n, dot, relu
+from .engine import Primitive, Scalar, Value
+from .functional import _loaded_tensor_class
+from .functions import relu
+from .sums import add_n, dot
+
+if TYPE_CHECKING:
+    from .tensor import Tensor
 
 __all__ = [
     "binary_cross_entropy_with_logits",
@@ -76,6 +87,23 @@ def _cross_entropy(target: int) -> Primitive:
     return Primitive(f"cross_entropy[{target}]", forward, rule)
 
 
+def _tensor_losses(*args: Any) -> Any:
+    """The Tensor engine's losses module if any argument is a Tensor, else None."""
+    tensor = _loaded_tensor_class()
+    if tensor is None or not any(isinstance(a, tensor) for a in args):
+        return None
+    from .tensor import losses as tensor_losses
+
+    return tensor_losses
+
+
+def _no_tensors(op: str, instead: str, *args: Any) -> None:
+    if _tensor_losses(*args) is not None:
+        raise TypeError(
+            f"{op}: this is the scalar engine's, for lists of Values; on Tensors use {instead}"
+        )
+
+
 def logsumexp(values: Sequence[Scalar]) -> Value:
     """``log(sum(exp(v)))``, stable for large inputs, as one node.
 
@@ -83,6 +111,9 @@ def logsumexp(values: Sequence[Scalar]) -> Value:
     >>> round(logsumexp([1000.0, 1000.0]).data - 1000.0, 12)  # log 2, no overflow
     0.69314718056
     """
+    _no_tensors(
+        "logsumexp", "x - x.log_softmax() (each entry is logsumexp(x), computed stably)", values
+    )
     if len(values) == 0:
         raise ValueError("logsumexp: needs at least one value")
     return LOGSUMEXP(*values)
@@ -90,6 +121,7 @@ def logsumexp(values: Sequence[Scalar]) -> Value:
 
 def log_softmax(logits: Sequence[Scalar]) -> list[Value]:
     """``logits[i] - logsumexp(logits)`` for each i: log-probabilities."""
+    _no_tensors("log_softmax", "chainrule.tensor.log_softmax(x) (or x.log_softmax())", logits)
     lse = logsumexp(logits)
     return [z - lse for z in _values(logits)]
 
@@ -110,13 +142,16 @@ def _pairs(predictions: Any, targets: Any, op: str) -> tuple[list[Any], list[Any
     return ps, ts
 
 
-def mse_loss(predictions: Any, targets: Any) -> Value:
+def mse_loss(predictions: Any, targets: Any) -> Value | Tensor:
     """Mean squared error, ``mean((p - t) ** 2)``.
 
     >>> from chainrule import Value
     >>> mse_loss([Value(1.0), Value(3.0)], [0.0, 1.0]).data  # (1 + 4) / 2
     2.5
     """
+    tensor_losses = _tensor_losses(predictions, targets)
+    if tensor_losses is not None:
+        return tensor_losses.mse_loss(predictions, targets)
     ps, ts = _pairs(predictions, targets, "mse_loss")
     diffs = [p - t for p, t in zip(ps, ts)]
     # diffs . diffs: one node for the sum of squares; each diff appears on
@@ -127,11 +162,12 @@ def mse_loss(predictions: Any, targets: Any) -> Value:
 def hinge_loss(scores: Any, labels: Any) -> Value:
     """The SVM max-margin loss of micrograd's demo: ``mean(relu(1 - y * s))``
     for labels ``y`` in {-1, +1}."""
+    _no_tensors("hinge_loss", "Tensor ops: (1 - y * s).relu().mean()", scores, labels)
     ss, ys = _pairs(scores, labels, "hinge_loss")
     return add_n([relu(1.0 - y * s) for s, y in zip(ss, ys)]) / len(ss)
 
 
-def binary_cross_entropy_with_logits(logits: Any, targets: Any) -> Value:
+def binary_cross_entropy_with_logits(logits: Any, targets: Any) -> Value | Tensor:
     """Binary cross-entropy of ``sigmoid(logit)`` against targets in [0, 1],
     computed from the logit as ``softplus(z) - t * z`` so it never takes the
     log of 0 (``torch.nn.functional.binary_cross_entropy_with_logits``).
@@ -140,6 +176,9 @@ def binary_cross_entropy_with_logits(logits: Any, targets: Any) -> Value:
     >>> round(binary_cross_entropy_with_logits([Value(0.0)], [1.0]).data, 12)  # log 2
     0.69314718056
     """
+    tensor_losses = _tensor_losses(logits, targets)
+    if tensor_losses is not None:
+        return tensor_losses.binary_cross_entropy_with_logits(logits, targets)
     zs, ts = _pairs(logits, targets, "binary_cross_entropy_with_logits")
     return add_n([_softplus(z) - t * z for z, t in zip(zs, ts)]) / len(zs)
 
@@ -148,7 +187,7 @@ def _softplus(z: Any) -> Value:
     return z.softplus() if isinstance(z, Value) else Value(ieee.softplus(float(z)))
 
 
-def cross_entropy(logits: Any, targets: Any) -> Value:
+def cross_entropy(logits: Any, targets: Any) -> Value | Tensor:
     """Multi-class cross-entropy, ``mean(logsumexp(z) - z[target])``: the
     negative log-likelihood of each target class under ``softmax(z)``.
 
@@ -161,6 +200,9 @@ def cross_entropy(logits: Any, targets: Any) -> Value:
     >>> round(cross_entropy(z, 0).data, 12)  # two equal classes: log 2
     0.69314718056
     """
+    tensor_losses = _tensor_losses(logits, targets)
+    if tensor_losses is not None:
+        return tensor_losses.cross_entropy(logits, targets)
     if isinstance(targets, int):
         logits, targets = [logits], [targets]
     rows, ts = _pairs(logits, targets, "cross_entropy")
@@ -176,6 +218,7 @@ def example_cross_entropy(logits: Sequence[Scalar], target: int) -> Value:
     >>> round(example_cross_entropy([Value(0.0), Value(0.0)], 0).data, 6)
     0.693147
     """
+    _no_tensors("example_cross_entropy", "chainrule.tensor.cross_entropy(logits, targets)", logits)
     items = list(logits)
     if isinstance(target, bool) or not isinstance(target, int):
         raise TypeError(f"cross_entropy: target must be an int, got {target!r}")

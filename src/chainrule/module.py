@@ -39,6 +39,45 @@ class BaseModule:
         """The architecture, as JSON-ready data (checkpoints compare it)."""
         return {"type": type(self).__name__}
 
+    # -- the module tree, printed as PyTorch prints it ------------------------
+
+    def _submodules(self) -> Iterator[tuple[str, Any]]:
+        """The direct sub-modules by attribute name, in assignment order:
+        each a module, or a list of modules (printed as PyTorch's
+        ``ModuleList``)."""
+        for name, value in vars(self).items():
+            if isinstance(value, BaseModule):
+                yield name, value
+            elif isinstance(value, (list, tuple)):
+                items = [item for item in value if isinstance(item, BaseModule)]
+                if items:
+                    yield name, items
+
+    def extra_repr(self) -> str:
+        """The module's own settings for its repr, e.g. ``in_features=2,
+        out_features=3, bias=True`` (PyTorch's hook); none by default."""
+        return ""
+
+    def __repr__(self) -> str:
+        """The module tree, as PyTorch prints it::
+
+        Net(
+          (hidden): Linear(in_features=2, out_features=3, bias=True)
+          (out): Linear(in_features=3, out_features=1, bias=True)
+        )
+        """
+        children = [
+            f"({name}): " + _indent(_list_repr(value) if isinstance(value, list) else repr(value))
+            for name, value in self._submodules()
+        ]
+        extra = self.extra_repr()
+        lines = (extra.split("\n") if extra else []) + children
+        if not lines:
+            return f"{type(self).__name__}()"
+        if extra and not children and len(lines) == 1:
+            return f"{type(self).__name__}({extra})"
+        return f"{type(self).__name__}(\n  " + "\n  ".join(lines) + "\n)"
+
     def state_dict(self) -> dict[str, Any]:
         """Every parameter's value by name, e.g. ``{"layers.0.neurons.0.w.0": 0.23, ...}``."""
         return {name: p.data for name, p in self.named_parameters()}
@@ -64,6 +103,87 @@ class BaseModule:
         values = {name: _convert(name, p.data, state[name]) for name, p in named.items()}
         for name, p in named.items():
             p.data = values[name]
+
+
+def _indent(text: str) -> str:
+    """Every line but the first indented by two spaces (PyTorch's ``_addindent``)."""
+    return text.replace("\n", "\n  ")
+
+
+def _list_repr(modules: list[Any]) -> str:
+    """A list of modules as PyTorch prints a ``ModuleList``: runs of equal
+    modules shown once, ``(0-2): 3 x Block(...)``."""
+    runs: list[tuple[int, int, str]] = []  # (first index, last index, repr)
+    for i, module in enumerate(modules):
+        text = repr(module)
+        if runs and runs[-1][2] == text:
+            runs[-1] = (runs[-1][0], i, text)
+        else:
+            runs.append((i, i, text))
+    lines = []
+    for first, last, text in runs:
+        if first == last:
+            lines.append(_indent(f"({first}): {text}"))
+        else:
+            lines.append(_indent(f"({first}-{last}): {last - first + 1} x {text}"))
+    return "ModuleList(\n  " + "\n  ".join(lines) + "\n)"
+
+
+class SequentialBase(BaseModule):
+    """Modules applied one after the other, ``Sequential(a, b, c)(x) ==
+    c(b(a(x)))``, as PyTorch's ``nn.Sequential``: parameters named
+    ``0.weight``, ``1.bias`` ..., indexing, ``len`` and iteration. Each
+    engine's ``Sequential`` is this and its own ``Module``; ``module_type``
+    is the class its items must be."""
+
+    module_type: type = BaseModule
+
+    def __init__(self, *modules: Any) -> None:
+        for i, module in enumerate(modules):
+            if not isinstance(module, self.module_type):
+                what = type(module).__name__
+                engine = self.module_type.__module__
+                raise TypeError(
+                    f"Sequential: item {i} is a {what}, not a module of {engine} "
+                    "(wrap a function in a Module)"
+                )
+        self.layers = list(modules)
+
+    def forward(self, x: Any) -> Any:
+        """``x`` through every module in turn."""
+        for module in self.layers:
+            x = module(x)
+        return x
+
+    def __call__(self, x: Any) -> Any:
+        return self.forward(x)
+
+    def __len__(self) -> int:
+        return len(self.layers)
+
+    def __iter__(self) -> Iterator[Any]:
+        return iter(self.layers)
+
+    def __getitem__(self, index: int) -> Any:
+        return self.layers[index]
+
+    def _submodules(self) -> Iterator[tuple[str, Any]]:
+        for i, module in enumerate(self.layers):
+            yield str(i), module
+
+    def named_parameters(self, prefix: str = "") -> Iterator[tuple[str, Any]]:
+        """``(name, parameter)`` pairs named by position, as PyTorch's:
+        ``0.weight``, ``0.bias``, ``2.weight`` ..."""
+        for i, module in enumerate(self.layers):
+            for name, p in module.named_parameters():
+                yield f"{prefix}{i}.{name}", p
+
+    def parameters(self) -> list[Any]:
+        """Every module's parameters, in order."""
+        return [p for _, p in self.named_parameters()]
+
+    def config(self) -> dict[str, Any]:
+        return {"type": "Sequential", "layers": [m.config() for m in self.layers]}
 
 
 def _some(names: Sequence[str], limit: int = 3) -> str:

@@ -8,7 +8,7 @@ unary ones), and every
 module can name its parameters, save them (``state_dict``) and load them
 back. The losses live in :mod:`chainrule.losses`.
 
-For teaching, ``fused=False`` (or building inside ``with elementary():``)
+For teaching, ``fused=False``
 makes a network whose neurons compute micrograd's own chain,
 ``sum((wi*xi for wi, xi in zip(w, x)), b).relu()``: the same values and
 gradients, drawn node for node as micrograd draws them.
@@ -29,9 +29,9 @@ import random
 from collections.abc import Iterator, Sequence
 from typing import Any
 
-from .engine import Scalar, Value, dense, dot
-from .graph import elementary, is_elementary
-from .module import BaseModule
+from .engine import Scalar, Value
+from .module import BaseModule, SequentialBase
+from .sums import dense, dot
 
 #: The activations a neuron can apply to ``w . x + b``, and the repr prefix.
 ACTIVATIONS: dict[str, str] = {"relu": "ReLU", "tanh": "Tanh", "linear": "Linear"}
@@ -85,7 +85,7 @@ class Neuron(Module):
     ``"linear"``. Weights come from Python's global ``random``, like
     micrograd, unless ``rng`` (a ``random.Random``) is given.
 
-    ``fused=True`` (the default, see :func:`elementary`) computes the unit
+    ``fused=True`` (the default) computes the unit
     as one node; ``fused=False`` as micrograd's chain of ``*`` and ``+``
     nodes and the activation: the same numbers, more nodes.
 
@@ -109,7 +109,7 @@ class Neuron(Module):
         if activation is None:
             activation = "relu" if nonlin else "linear"
         self.activation = _check_activation(activation)
-        self.fused = not is_elementary() if fused is None else bool(fused)
+        self.fused = True if fused is None else bool(fused)
         uniform = (rng or random).uniform
         self.w = [Value(uniform(-1, 1)) for _ in range(nin)]
         self.b = Value(0.0)
@@ -127,11 +127,10 @@ class Neuron(Module):
         if not self.fused:
             if len(x) != len(self.w):
                 raise ValueError(f"Neuron: {len(self.w)} weights but {len(x)} inputs")
-            with elementary():  # micrograd's chain, node for node
-                act = sum((wi * xi for wi, xi in zip(self.w, x)), self.b)
-                if self.activation == "relu":
-                    return act.relu()
-                return act.tanh() if self.activation == "tanh" else act
+            act = sum((wi * xi for wi, xi in zip(self.w, x)), self.b)  # micrograd's chain
+            if self.activation == "relu":
+                return act.relu()
+            return act.tanh() if self.activation == "tanh" else act
         # One node for relu(w . x + b) (a tanh neuron adds a tanh node): the
         # same value and gradients as micrograd's chain of + and *, with 2n
         # fewer nodes.
@@ -200,7 +199,7 @@ class MLP(Module):
     """A multi-layer perceptron: ``nin`` inputs, then one layer per entry
     of ``nouts``. Hidden layers use ``activation`` (ReLU by default, as in
     micrograd); the last layer is linear. ``fused=False`` builds every
-    neuron from binary and unary ops, as micrograd (see :func:`elementary`).
+    neuron from binary and unary ops, as micrograd.
 
     >>> import random
     >>> random.seed(0)
@@ -261,6 +260,23 @@ class MLP(Module):
 
     def __repr__(self) -> str:
         return f"MLP of [{', '.join(str(layer) for layer in self.layers)}]"
+
+
+class Sequential(SequentialBase, Module):
+    """Scalar modules applied in turn, as ``torch.nn.Sequential``:
+    ``Sequential(Layer(2, 16), Layer(16, 1, activation="linear"))`` is a
+    two-layer perceptron, its parameters named ``0.neurons.0.w.0`` ...
+
+    >>> import random
+    >>> random.seed(0)
+    >>> Sequential(Layer(2, 2), Layer(2, 1, activation="linear"))
+    Sequential(
+      (0): Layer of [ReLUNeuron(2), ReLUNeuron(2)]
+      (1): Layer of [LinearNeuron(2)]
+    )
+    """
+
+    module_type = Module
 
 
 #: The Tensor engine's layers, once importable from here too. They live in

@@ -30,14 +30,42 @@ def _check_nonnegative(name: str, x: float) -> None:
         raise ValueError(f"{name} must be >= 0, got {x!r}")
 
 
+def _is_parameter(x: Any) -> bool:
+    return hasattr(x, "data") and hasattr(x, "grad")
+
+
+def _parameter_list(params: Iterable[Any], name: str) -> list[Any]:
+    """``params`` as a list of parameters, or a TypeError saying what to
+    pass. A lone Tensor is refused, not iterated: its rows are copies, and
+    updating them would leave the weights as they were."""
+    if _is_parameter(params):
+        what = type(params).__name__
+        raise TypeError(f"{name}: pass a list of parameters, {name}([w], ...), not a single {what}")
+    if hasattr(params, "parameters") and callable(params.parameters):
+        raise TypeError(f"{name}: pass model.parameters(), not the model itself")
+    try:
+        out = list(params)
+    except TypeError:
+        raise TypeError(
+            f"{name}: params must be a list of Values or Tensors, got {type(params).__name__}"
+        ) from None
+    if not out:
+        raise ValueError(f"{name}: no parameters to optimize")
+    for i, p in enumerate(out):
+        if not _is_parameter(p):
+            raise TypeError(
+                f"{name}: parameter {i} is a {type(p).__name__}, not a Value or Tensor "
+                "(something with .data and .grad)"
+            )
+    return out
+
+
 class Optimizer:
     """The shared part: the parameter list, the learning rate ``lr`` (which
     a schedule may change between steps) and ``zero_grad()``."""
 
     def __init__(self, params: Iterable[Any], lr: float) -> None:
-        self.params = list(params)
-        if not self.params:
-            raise ValueError(f"{type(self).__name__}: no parameters to optimize")
+        self.params = _parameter_list(params, type(self).__name__)
         _check_nonnegative("lr", lr)
         self.lr = lr
 

@@ -16,12 +16,12 @@ the one rule runs in several places: on floats when an operation runs (the
 ordinary backward pass only multiplies the stored results), on Values for
 ``backward(create_graph=True)`` (the gradient becomes a graph itself), and
 on NumPy arrays, for many nodes at once, when ``chainrule.compile`` replays
-a graph. A
-primitive with a constant operand (``x * 2.0``) gets the constant after
-its inputs, ``derivative(M, x, c, out)``, and is not differentiated with
-respect to it.
+a graph.
 
-Nothing here knows about ``Value``: this module is the table only.
+This is the table of the operators users write; the fused library ops
+(``dot``, ``add_n``, ``dense``, :mod:`chainrule.fused`) declare theirs
+beside their code. Nothing here knows about ``Value``: this module is the
+table only.
 """
 
 from __future__ import annotations
@@ -135,105 +135,8 @@ def _d_relu(M: Any, x: Any, out: Any) -> tuple[float]:
     return (M.where(out <= 0.0, 0.0, 1.0),)  # a nan output is live, as torch.relu
 
 
-def _rsub(x: float, c: float) -> float:
-    return c - x
-
-
-def _rdiv(x: float, c: float) -> float:
-    return ieee.div(c, x)
-
-
 def _relu(x: float) -> float:
     return 0.0 if x < 0.0 else x  # keeps nan, as torch.relu
-
-
-# The fused weighted sums. Inputs are the weights w1..wn, then the inputs
-# x1..xn (or, with constant inputs, the constants as ``c``), then the bias.
-
-
-def _dot_forward(*args: float) -> float:
-    n = len(args) // 2
-    return sum(map(operator.mul, args[:n], args[n : 2 * n]))
-
-
-def _d_dot(M: Any, *args: Any) -> tuple[Any, ...]:
-    # w . x: d/dw_i = x_i, d/dx_i = w_i
-    n = (len(args) - 1) // 2
-    return (*args[n : 2 * n], *args[:n])
-
-
-def _affine_forward(*args: float) -> float:
-    return _dot_forward(*args[:-1]) + args[-1]
-
-
-def _d_affine(M: Any, *args: Any) -> tuple[Any, ...]:
-    # w . x + b: as dot, and d/db = 1
-    n = (len(args) - 2) // 2
-    return (*args[n : 2 * n], *args[:n], 1.0)
-
-
-def _d_affine_relu(M: Any, *args: Any) -> tuple[Any, ...]:
-    # relu(w . x + b): the affine rule where the unit is active, 0 where not
-    if args[-1] <= 0.0:  # the output; a Value compares by its data
-        return (0.0,) * (len(args) - 1)
-    return _d_affine(M, *args)
-
-
-def _affine_relu_forward(*args: float) -> float:
-    return _relu(_affine_forward(*args))
-
-
-# With constant inputs (a network's first layer): inputs w1..wn, b, and the
-# tuple of constants c.
-
-
-def _affine_const_forward(*args: Any) -> float:
-    c = args[-1]
-    return sum(map(operator.mul, args[:-2], c)) + args[-2]
-
-
-def _d_affine_const(M: Any, *args: Any) -> tuple[Any, ...]:
-    return (*args[-2], 1.0)  # d/dw_i = c_i, d/db = 1
-
-
-def _d_affine_const_relu(M: Any, *args: Any) -> tuple[Any, ...]:
-    if args[-1] <= 0.0:
-        return (0.0,) * (len(args) - 2)
-    return _d_affine_const(M, *args)
-
-
-def _affine_const_relu_forward(*args: Any) -> float:
-    return _relu(_affine_const_forward(*args))
-
-
-# A running sum ``t1 + t2 + ...`` (what ``sum(w * x for ...)`` builds): the
-# constant is ``(kinds, start)``, one kind per term, 1 for a term that is
-# an input, 2 for a product of the next two inputs; ``start`` is the number
-# a ``sum()`` starts from (or None), added to the first term. Summed left to
-# right, as the chain of binary additions it stands for.
-
-
-def _sum_terms_forward(*args: Any) -> float:
-    kinds, start = args[-1]
-    terms = []
-    i = 0
-    for kind in kinds:
-        terms.append(args[i] if kind == 1 else args[i] * args[i + 1])
-        i += kind
-    total = terms[0] if start is None else terms[0] + start
-    for term in terms[1:]:
-        total = total + term
-    return total
-
-
-def _d_sum_terms(M: Any, *args: Any) -> list[Any]:
-    kinds, _ = args[-2]
-    local: list[Any] = []
-    i = 0
-    for kind in kinds:
-        local += (1.0,) if kind == 1 else (args[i + 1], args[i])
-        i += kind
-    return local
 
 
 # --------------------------------------------------------------------------
@@ -241,16 +144,16 @@ def _d_sum_terms(M: Any, *args: Any) -> list[Any]:
 # --------------------------------------------------------------------------
 
 LEAF = Primitive("", float, None)
+#: A leaf made from a number operand (``x * 2``: micrograd's ``Value(2)``).
+NUMBER = Primitive("", float, None)
 
 # name, forward on floats, local derivative(s) (M, inputs..., out) -> per input
 ADD = Primitive("+", operator.add, lambda M, a, b, out: (1.0, 1.0))
-SUB = Primitive("-", operator.sub, lambda M, a, b, out: (1.0, -1.0))
 MUL = Primitive("*", operator.mul, lambda M, a, b, out: (b, a))
 DIV = Primitive("/", ieee.div, lambda M, a, b, out: (M.div(1.0, b), M.div(-out, b)))
 POW = Primitive("**", ieee.pow, _d_pow, ZERO_EXPONENT)
 MAXIMUM = Primitive("max", ieee.maximum, _d_maximum, ZERO_MASKS)
 MINIMUM = Primitive("min", ieee.minimum, _d_minimum, ZERO_MASKS)
-NEG = Primitive("neg", operator.neg, lambda M, x, out: (-1.0,))
 EXP = Primitive("exp", ieee.exp, lambda M, x, out: (out,))
 LOG = Primitive("log", ieee.log, lambda M, x, out: (M.div(1.0, x),))
 SQRT = Primitive("sqrt", ieee.sqrt, lambda M, x, out: (M.div(0.5, out),))
@@ -261,23 +164,6 @@ RELU = Primitive("ReLU", _relu, _d_relu, ZERO_MASKS)
 ABS = Primitive("abs", abs, lambda M, x, out: (M.sign(x),))
 SIN = Primitive("sin", ieee.sin, lambda M, x, out: (M.cos(x),))
 COS = Primitive("cos", ieee.cos, lambda M, x, out: (-M.sin(x),))
-ADD_N = Primitive("sum", lambda *xs: sum(xs), lambda M, *args: (1.0,) * (len(args) - 1))
-DOT = Primitive("dot", _dot_forward, _d_dot)
-AFFINE = Primitive("dot", _affine_forward, _d_affine)
-AFFINE_RELU = Primitive("ReLU(dot)", _affine_relu_forward, _d_affine_relu, DEAD_UNIT)
-SUM_TERMS = Primitive("sum", _sum_terms_forward, _d_sum_terms, const=True)
-
-# One input x and a constant c: forward(x, c), derivative(M, x, c, out).
-ADD_CONST = Primitive("+", operator.add, lambda M, x, c, out: (1.0,), const=True)
-SUB_CONST = Primitive("-", operator.sub, lambda M, x, c, out: (1.0,), const=True)
-RSUB_CONST = Primitive("-", _rsub, lambda M, x, c, out: (-1.0,), const=True)
-MUL_CONST = Primitive("*", operator.mul, lambda M, x, c, out: (c,), const=True)
-DIV_CONST = Primitive("/", ieee.div, lambda M, x, c, out: (M.div(1.0, c),), const=True)
-RDIV_CONST = Primitive("/", _rdiv, lambda M, x, c, out: (M.div(-out, x),), const=True)
-AFFINE_CONST = Primitive("dot", _affine_const_forward, _d_affine_const, const=True)
-AFFINE_CONST_RELU = Primitive(
-    "ReLU(dot)", _affine_const_relu_forward, _d_affine_const_relu, DEAD_UNIT, const=True
-)
 
 
 @functools.lru_cache(maxsize=256)
@@ -290,17 +176,6 @@ def pow_const(c: float) -> Primitive:
     # As PyTorch, x ** 0 passes no gradient at all, not even 0 * inf = nan.
     masked = ZERO_MASKS if c == 0.0 else MULTIPLY
     return Primitive(f"**{c:g}", lambda x: ieee.pow_scalar(x, c), d, masked)
-
-
-@functools.lru_cache(maxsize=256)
-def rpow_const(c: float) -> Primitive:
-    """``c ** x`` for a constant ``c``."""
-    log_c = ieee.log(c)
-
-    def d(M: Any, x: Any, out: Any) -> tuple[Any]:
-        return (M.where((c == 0.0) & (M.data(x) >= 0.0), 0.0, out * log_c),)
-
-    return Primitive(f"{c:g}**", lambda x: ieee.pow(c, x), d)
 
 
 # --------------------------------------------------------------------------

@@ -23,9 +23,11 @@ import subprocess
 from pathlib import Path
 from typing import Any
 
-from .engine import Value, topological_order
+from .engine import Value
 from .graph import reverse_topological_order
-from .primitives import ADD_N, AFFINE, AFFINE_RELU, DOT
+from .primitives import NUMBER
+from .sums import ADD_N, AFFINE, AFFINE_RELU, DOT
+from .walk import topological_order
 
 #: Graphs with more Values than this are drawn as a one-node summary.
 DEFAULT_MAX_NODES = 200
@@ -77,10 +79,11 @@ def forward_order(root: Any) -> list[Any]:
 
 def display_name(node: Any, index: int) -> str:
     """The node's label, shortened to ``LABEL_WIDTH``, or ``#index``
-    when it has none (the same number in the drawing and in the table)."""
+    when it has none (the same number in the drawing and in the table); a
+    leaf made from a number operand (``x * 2``) is shown as that number."""
     label = " ".join(node.label.split())
     if not label:
-        return f"#{index}"
+        return format_number(node.data) if getattr(node, "_fn", None) is NUMBER else f"#{index}"
     if len(label) > LABEL_WIDTH:
         return label[: LABEL_WIDTH - 3] + "..."
     return label

@@ -17,13 +17,14 @@ from typing import Any
 
 from .. import checkpoint
 from ..data import make_moons
-from ..engine import Value, dot
+from ..engine import Value
 from ..graph import no_grad
 from ..losses import hinge_loss
 from ..nn import MLP
 from ..optim import SGD, LinearDecay
 from ..progress import ProgressBar
 from ..raster import decision_boundary_png
+from ..sums import dot
 from .options import int_at_least, make_out_dir
 from .preflight import would_load
 

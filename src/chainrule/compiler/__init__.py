@@ -97,7 +97,7 @@ def _output(value: float, program: Any, slot: int, buffer: Any, args: Sequence[V
     v = _new(CompiledValue)
     v.data = value
     v.grad = 0.0
-    v._a = v._b = v._da = v._db = None
+    v._prev = v._local = ()
     v._fn = LEAF
     v._program, v._slot, v._buffer, v._arg_values = program, slot, buffer, args
     return v
@@ -209,7 +209,7 @@ class Compiled:
             if isinstance(x, Value):
                 if x in positions:
                     outputs.append(("arg", positions[x]))
-                elif x._a is None and x not in made:
+                elif not x._prev and x not in made:
                     outputs.append(("leaf", x))
                 else:
                     outputs.append(("slot", program.node_slot[x]))
@@ -255,7 +255,7 @@ def _key(items: list[Any]) -> tuple[Any, list[Value], list[Any]]:
             key.append(float)
             floats.append(x)
         elif isinstance(x, Value):
-            if x._a is not None:
+            if x._prev:
                 raise _Eager(
                     "an argument is a Value computed by other operations; pass leaves "
                     "(parameters, inputs) and build the rest inside the function"

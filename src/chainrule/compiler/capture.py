@@ -15,11 +15,13 @@ from typing import Any
 
 import numpy as np
 
-from ..engine import CLOSURE, Value, _constant, topological_order
-from ..primitives import ADD, ADD_CONST, SUM_TERMS, Primitive
+from ..engine import Value
+from ..primitives import ADD, Primitive
+from ..walk import topological_order
 from . import reads, rules
 from .program import SMALL_GROUP, Group, Program, RecipeStep, is_recipe
 from .reads import Record, TracedFloat
+from .rules import SUM_TERMS
 from .trace import Unsupported
 
 
@@ -28,8 +30,7 @@ def _inputs_and_constant(
 ) -> tuple[tuple[Value, ...], Any]:
     if merged and v in merged:
         return merged[v]
-    b = v._b
-    if b is CLOSURE:
+    if v._local is None:
         raise Unsupported(
             f"node {v._fn.name!r} backpropagates through a micrograd _backward closure, "
             "which cannot be replayed; define the operation as a chainrule.Primitive"
@@ -39,8 +40,7 @@ def _inputs_and_constant(
             f"node {v._fn.name!r} was built with Value(data, children, local_grads), whose "
             "derivative cannot be evaluated again; define it as a chainrule.Primitive"
         )
-    const = _constant(v)
-    return v._children, (const[0] if const else None)
+    return v._prev, None
 
 
 def _signature(fn: Primitive, n_inputs: int, c: Any) -> Any:
@@ -144,16 +144,14 @@ def _add_chains(order: list[Value], pinned: set[Value]) -> dict[Value, Any]:
     for v in order:
         if v._fn is not ADD:
             continue
-        a, b = v._a, v._b
+        a, b = v._prev
         for prev, other in ((a, b), (b, a)):
             if prev is other or uses.get(prev) != 1 or prev in pinned:
                 continue
             if prev in merged:
                 terms, start = merged[prev]
             elif prev._fn is ADD:
-                terms, start = [prev._a, prev._b], None
-            elif prev._fn is ADD_CONST:
-                terms, start = [prev._a], prev._db
+                terms, start = list(prev._prev), None
             else:
                 continue
             merged[prev] = None
@@ -227,7 +225,7 @@ def _lay_out(
             r = record.leaf_recipes[v]
             tmp_of[v] = new(recipe_level(r) + 1, v.data, ("recipe", r))
             continue
-        if v._a is None:
+        if not v._prev:
             kind: Any = ("const",) if v in made else ("leaf", v)
             tmp_of[v] = new(0, v.data, kind)
             continue
@@ -380,7 +378,7 @@ def _placement_order(
     def deps(v: Value) -> list[Value]:
         if v in record.leaf_recipes:
             return _recipe_nodes(record.leaf_recipes[v], [])
-        if v._a is None:
+        if not v._prev:
             return []
         children, c = _inputs_and_constant(v, merged)
         found = list(children)

@@ -296,7 +296,7 @@ def plain_floats(outputs: list[Any]) -> None:
     """Turn the read floats that a traced graph kept (as constants, as local
     derivatives) into plain floats, so the graph can run eagerly without
     growing recipes."""
-    from ..engine import CHAIN, topological_order
+    from ..walk import topological_order
 
     def fix(x: Any) -> Any:
         if type(x) is TracedFloat:
@@ -307,9 +307,5 @@ def plain_floats(outputs: list[Any]) -> None:
 
     for root in outputs:
         for v in topological_order(root)[0]:
-            if v._b is CHAIN:
-                terms = v._a
-                terms.local[:] = [fix(d) for d in terms.local]
-                terms.start = fix(terms.start)
-            else:
-                v._da, v._db = fix(v._da), fix(v._db)
+            if v._local is not None:
+                v._local = fix(v._local)

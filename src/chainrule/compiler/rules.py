@@ -27,6 +27,7 @@ from typing import Any
 import numpy as np
 
 from .. import primitives as P
+from .. import sums as S
 from ..primitives import Primitive
 
 Array = np.ndarray
@@ -71,6 +72,40 @@ ARRAY = SimpleNamespace(
 )
 
 
+# A running sum ``t1 + t2 + ...`` the compiler finds in a chain of ``+`` nodes
+# (what ``sum(w * x for ...)`` builds): the constant is ``(kinds, start)``,
+# one kind per term, 1 for a term that is
+# an input, 2 for a product of the next two inputs; ``start`` is the number
+# a ``sum()`` starts from (or None), added to the first term. Summed left to
+# right, as the chain of binary additions it stands for.
+
+
+def _sum_terms_forward(*args: Any) -> float:
+    kinds, start = args[-1]
+    terms = []
+    i = 0
+    for kind in kinds:
+        terms.append(args[i] if kind == 1 else args[i] * args[i + 1])
+        i += kind
+    total = terms[0] if start is None else terms[0] + start
+    for term in terms[1:]:
+        total = total + term
+    return total
+
+
+def _d_sum_terms(M: Any, *args: Any) -> list[Any]:
+    kinds, _ = args[-2]
+    local: list[Any] = []
+    i = 0
+    for kind in kinds:
+        local += (1.0,) if kind == 1 else (args[i + 1], args[i])
+        i += kind
+    return local
+
+
+SUM_TERMS = Primitive("sum", _sum_terms_forward, _d_sum_terms, const=True)
+
+
 def _relu(x: Array) -> Array:
     return np.where(x < 0.0, 0.0, x)  # as primitives._relu: nan and -0.0 stay
 
@@ -95,21 +130,12 @@ def _then_relu(fn: Primitive) -> Callable[..., Array]:
 SAME_ON_ARRAYS = frozenset(
     {
         P.ADD,
-        P.SUB,
         P.MUL,
         P.DIV,
-        P.NEG,
-        P.ADD_CONST,
-        P.SUB_CONST,
-        P.RSUB_CONST,
-        P.MUL_CONST,
-        P.DIV_CONST,
-        P.RDIV_CONST,
-        P.ADD_N,
-        P.DOT,
-        P.AFFINE,
-        P.AFFINE_CONST,
-        P.SUM_TERMS,
+        S.ADD_N,
+        S.DOT,
+        S.AFFINE,
+        SUM_TERMS,
     }
 )
 
@@ -118,8 +144,7 @@ SELECTIONS: dict[Primitive, Callable[..., Array]] = {
     P.RELU: _relu,
     P.MAXIMUM: _select(np.greater_equal),
     P.MINIMUM: _select(np.less_equal),
-    P.AFFINE_RELU: _then_relu(P.AFFINE),
-    P.AFFINE_CONST_RELU: _then_relu(P.AFFINE_CONST),
+    S.AFFINE_RELU: _then_relu(S.AFFINE),
 }
 
 
@@ -156,13 +181,13 @@ def vectorizes(fn: Primitive) -> bool:
     """Whether ``fn``'s derivative rule is one of the table's, written to run
     on arrays; a user's rule runs per element."""
     d = fn.derivative
-    return d is not None and getattr(d, "__module__", None) == P.__name__
+    return d is not None and getattr(d, "__module__", None) in (P.__name__, S.__name__, __name__)
 
 
 def kernels(fn: Primitive, small: bool, kinds: tuple[int, ...] | None = None) -> tuple[Any, Any]:
     """``(forward(X, c), local(X, c, out))`` for a group of ``fn``; ``kinds``
     for a group of running sums (``SUM_TERMS``) of those kinds of terms."""
-    if fn is P.SUM_TERMS and not small and kinds is not None:
+    if fn is SUM_TERMS and not small and kinds is not None:
         sums = RunningSums(kinds)
         return sums.forward, sums.local
     return forward_function(fn, small), TableRule(fn, small or not vectorizes(fn)).local

@@ -96,6 +96,18 @@ def watching(record: Record, created: list[Value]) -> Iterator[None]:
             if type(data) is TracedFloat:  # a constant recomputed at each replay
                 record.leaf_recipes[self] = data.recipe
 
+    leaf = engine._leaf
+
+    def new_leaf(x: object, op: str) -> Value:
+        # a number operand becomes a leaf: a constant of the trace, or one
+        # recomputed at each replay when it is a read float
+        v = leaf(x, op)
+        if threading.get_ident() == me:
+            created.append(v)
+            if type(x) is TracedFloat:
+                record.leaf_recipes[v] = x.recipe
+        return v
+
     def keep_read(x: object, op: str) -> float:
         if type(x) is TracedFloat:
             record.consumed[id(x)] = (x, reads.where())
@@ -148,7 +160,7 @@ def watching(record: Record, created: list[Value]) -> Iterator[None]:
     Value.__truediv__ = guarded_truediv  # type: ignore[method-assign]
     Value.__rtruediv__ = guarded_rtruediv  # type: ignore[method-assign]
     Value.data = property(read, write)  # type: ignore[misc,assignment]
-    Value.grad = property(get_grad, write_grad)  # type: ignore[misc,assignment]
+    Value.grad = property(get_grad, write_grad)  # type: ignore[misc]
     Value.__init__ = new_init  # type: ignore[method-assign]
     Value.__lt__ = compare(operator.lt)  # type: ignore[method-assign]
     Value.__le__ = compare(operator.le)  # type: ignore[method-assign]
@@ -157,12 +169,14 @@ def watching(record: Record, created: list[Value]) -> Iterator[None]:
     Value.__float__ = lambda self: reads.guard_whole(user_read(self))  # type: ignore[method-assign]
     Value.__format__ = lambda self, spec: format(user_read(self), spec)  # type: ignore[method-assign]
     engine._as_float = keep_read
+    engine._leaf = new_leaf
     reads.current.append(record)
     try:
         yield
     finally:
         reads.current.pop()
         engine._as_float = as_float
+        engine._leaf = leaf
         for name, attr in saved.items():
             setattr(Value, name, attr)
         Value.__init__ = init  # type: ignore[method-assign]

@@ -6,8 +6,6 @@ vector-Jacobian product instead of a local derivative. Needs NumPy
 (``pip install numpy``; in a checkout, ``pip install -e '.[tensor]'``).
 """
 
-from __future__ import annotations
-
 try:
     import numpy as _np  # noqa: F401
 except ImportError as e:  # pragma: no cover - exercised without numpy only
@@ -28,6 +26,7 @@ from .elementwise import (
     exp,
     gelu,
     log,
+    log_sigmoid,
     mul,
     neg,
     pow,  # noqa: A004
@@ -39,10 +38,17 @@ from .elementwise import (
     where,
 )
 from .linalg import linear, matmul
+from .losses import (
+    binary_cross_entropy,
+    binary_cross_entropy_with_logits,
+    cross_entropy,
+    l1_loss,
+    mse_loss,
+    nll_loss,
+)
 from .nn_ops import (
     attention,
     causal_mask,
-    cross_entropy,
     dropout,
     layer_norm,
     log_softmax,
@@ -78,6 +84,8 @@ __all__ = [
     "add",
     "astype",
     "attention",
+    "binary_cross_entropy",
+    "binary_cross_entropy_with_logits",
     "broadcast_to",
     "cat",
     "causal_mask",
@@ -93,17 +101,21 @@ __all__ = [
     "gelu",
     "getitem",
     "gradients",
+    "l1_loss",
     "layer_norm",
     "linear",
     "log",
+    "log_sigmoid",
     "log_softmax",
     "masked_fill",
     "matmul",
     "max",
     "mean",
     "min",
+    "mse_loss",
     "mul",
     "neg",
+    "nll_loss",
     "pow",
     "relu",
     "reshape",

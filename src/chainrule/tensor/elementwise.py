@@ -270,10 +270,31 @@ def _sigmoid_vjp(M: Any, g: Any, out: Tensor) -> tuple[Any]:
     return (g * (1.0 - y) * y,)
 
 
+def sigmoid_array(x: np.ndarray) -> np.ndarray:
+    """``1 / (1 + e^-x)`` of an array (PyTorch's formula)."""
+    with np.errstate(over="ignore"):
+        return 1.0 / (1.0 + np.exp(-x))
+
+
 def sigmoid(x: Tensor) -> Tensor:
     """``1 / (1 + e^-x)``; derivative ``s (1 - s)``."""
-    with np.errstate(over="ignore"):
-        return make(1.0 / (1.0 + np.exp(-x.data)), (x,), _sigmoid_vjp)
+    return make(sigmoid_array(x.data), (x,), _sigmoid_vjp)
+
+
+def log_sigmoid_array(x: np.ndarray) -> np.ndarray:
+    """``log(sigmoid(x)) = min(x, 0) - log1p(e^-|x|)`` of an array: no
+    overflow, no log of 0 (PyTorch's formula)."""
+    return np.minimum(x, 0.0) - np.log1p(np.exp(-np.abs(x)))
+
+
+def _log_sigmoid_vjp(M: Any, g: Any, out: Tensor) -> tuple[Any]:
+    return (g * M.sigmoid(-M.of(out._prev[0])),)
+
+
+def log_sigmoid(x: Tensor) -> Tensor:
+    """``log(sigmoid(x))``, exact for large ``|x|``
+    (``torch.nn.functional.logsigmoid``); derivative ``sigmoid(-x)``."""
+    return make(log_sigmoid_array(x.data), (x,), _log_sigmoid_vjp)
 
 
 _SAME_SIZE_INT = {np.dtype(np.float32): np.int32, np.dtype(np.float64): np.int64}

@@ -19,7 +19,8 @@ for what is a constant in both passes: masks, comparisons, shapes.
 The functions, the same in both: ``M.graph`` (False, True), ``M.of(t)``,
 ``M.fit(g, x)`` (sum ``g`` over the axes ``x`` was broadcast along, cast to
 its dtype), ``M.where(cond, a, b)`` (``cond`` a constant mask),
-``M.exp``, ``M.log``, ``M.sqrt``, ``M.tanh``, ``M.erf``,
+``M.exp``, ``M.log``, ``M.sqrt``, ``M.tanh``, ``M.erf``, ``M.sigmoid``,
+``M.log_sigmoid``,
 ``M.threshold(g, out)`` (relu's select), ``M.matmul`` (BLAS on arrays,
 with the thread choice of :mod:`chainrule.tensor.blas`),
 ``M.rms_norm_backward(g, x, r)`` (in place on arrays), ``M.row_sum`` and
@@ -185,6 +186,14 @@ def _graph_erf(x: Any) -> Any:
     return ew.erf_op(x)
 
 
+def _graph_sigmoid(x: Any) -> Any:
+    return ew.sigmoid(x)
+
+
+def _graph_log_sigmoid(x: Any) -> Any:
+    return ew.log_sigmoid(x)
+
+
 def _graph_threshold(g: Any, out: np.ndarray) -> Any:
     return ew.where(out <= 0.0, 0.0, g)
 
@@ -207,6 +216,8 @@ GRAPH = SimpleNamespace(
     matmul=_graph_matmul,
     rms_norm_backward=_graph_rms_norm_backward,
     erf=_graph_erf,
+    sigmoid=_graph_sigmoid,
+    log_sigmoid=_graph_log_sigmoid,
     threshold=_graph_threshold,
     log=_graph_log,
     sqrt=_graph_sqrt,
@@ -226,6 +237,8 @@ def bind_array_functions() -> None:
     called once they are loaded (they import this module's importer)."""
     ARRAY.threshold = ew.threshold_backward
     ARRAY.erf = ew.erf
+    ARRAY.sigmoid = ew.sigmoid_array
+    ARRAY.log_sigmoid = ew.log_sigmoid_array
     ARRAY.rms_norm_backward = nn.rms_norm_backward
 
 

@@ -20,7 +20,8 @@ from typing import Any
 import numpy as np
 
 from ..graph import no_grad
-from ..module import BaseModule
+from ..module import BaseModule, SequentialBase
+from ..random_state import tensor_generator
 from ..transformer import GPTConfig
 from .linalg import linear
 from .nn_ops import attention, cross_entropy, dropout, layer_norm, rms_norm
@@ -59,11 +60,8 @@ class Module(BaseModule):
 
     def children(self) -> Iterator[Module]:
         """The direct sub-modules, in assignment order."""
-        for value in vars(self).values():
-            if isinstance(value, Module):
-                yield value
-            elif isinstance(value, (list, tuple)):
-                yield from (item for item in value if isinstance(item, Module))
+        for _, value in self._submodules():
+            yield from value if isinstance(value, list) else (value,)
 
     def named_parameters(self, prefix: str = "") -> Iterator[tuple[str, Tensor]]:
         """``(dotted name, parameter)`` pairs, in assignment order."""
@@ -116,7 +114,7 @@ class Linear(Module):
         dtype: Any = np.float64,
         rng: np.random.Generator | None = None,
     ) -> None:
-        rng = rng or np.random.default_rng()
+        rng = rng or tensor_generator()
         bound = 1.0 / math.sqrt(in_features)
         d = _dtype(dtype)
         self.weight = Tensor(rng.uniform(-bound, bound, (out_features, in_features)).astype(d))
@@ -125,6 +123,12 @@ class Linear(Module):
     def forward(self, x: Tensor) -> Tensor:
         """``x @ weight.T + bias`` over the last axis of ``x``."""
         return linear(x, self.weight, self.bias)
+
+    def extra_repr(self) -> str:
+        out_features, in_features = self.weight.data.shape
+        return (
+            f"in_features={in_features}, out_features={out_features}, bias={self.bias is not None}"
+        )
 
 
 class Embedding(Module):
@@ -138,7 +142,7 @@ class Embedding(Module):
         dtype: Any = np.float64,
         rng: np.random.Generator | None = None,
     ) -> None:
-        rng = rng or np.random.default_rng()
+        rng = rng or tensor_generator()
         self.weight = Tensor(
             rng.standard_normal((num_embeddings, embedding_dim)).astype(_dtype(dtype))
         )
@@ -146,6 +150,9 @@ class Embedding(Module):
     def forward(self, indices: Any) -> Tensor:
         """The rows of ``weight`` at the integer ``indices`` (any shape)."""
         return embedding(self.weight, indices)
+
+    def extra_repr(self) -> str:
+        return "{}, {}".format(*self.weight.data.shape)
 
 
 class RMSNorm(Module):
@@ -168,6 +175,9 @@ class RMSNorm(Module):
         """``x`` scaled to unit root-mean-square over its last axis (times ``weight``)."""
         return rms_norm(x, self.weight, self.eps)
 
+    def extra_repr(self) -> str:
+        return f"{(self.dim,)}, eps={self.eps}, elementwise_affine={self.weight is not None}"
+
 
 class LayerNorm(Module):
     """``(x - mean) / sqrt(var + eps) * weight + bias`` over the last axis."""
@@ -184,20 +194,79 @@ class LayerNorm(Module):
         """``x`` normalized to mean 0 and variance 1 over its last axis, then scaled and shifted."""
         return layer_norm(x, self.weight, self.bias, self.eps)
 
+    def extra_repr(self) -> str:
+        shape, bias = self.weight.data.shape, self.bias is not None
+        return f"{shape}, eps={self.eps}, elementwise_affine=True, bias={bias}"
+
 
 class Dropout(Module):
     """Zeroes each entry with probability ``p`` in training and scales the
     rest by ``1 / (1 - p)``; the identity in evaluation mode (``eval()``).
-    The draws come from ``rng``."""
+    The draws come from ``rng``, else from the generator
+    :func:`chainrule.manual_seed` seeds."""
 
     def __init__(self, p: float = 0.5, *, rng: np.random.Generator | None = None) -> None:
         if isinstance(p, bool) or not isinstance(p, (int, float)) or not 0.0 <= p <= 1.0:
             raise ValueError(f"Dropout: p must be a probability in [0, 1], got {p!r}")
         self.p = float(p)
-        self.rng = rng or np.random.default_rng()
+        self.rng = rng  # None: chainrule's generator (manual_seed), at each call
 
     def forward(self, x: Tensor) -> Tensor:
         return dropout(x, self.p, self.training, rng=self.rng)
+
+    def extra_repr(self) -> str:
+        return f"p={self.p}, inplace=False"
+
+
+class ReLU(Module):
+    """``max(x, 0)`` as a module, for :class:`Sequential`."""
+
+    def forward(self, x: Tensor) -> Tensor:
+        return x.relu()
+
+
+class Tanh(Module):
+    """``tanh(x)`` as a module, for :class:`Sequential`."""
+
+    def forward(self, x: Tensor) -> Tensor:
+        return x.tanh()
+
+
+class Sigmoid(Module):
+    """``sigmoid(x)`` as a module, for :class:`Sequential`."""
+
+    def forward(self, x: Tensor) -> Tensor:
+        return x.sigmoid()
+
+
+class GELU(Module):
+    """``gelu(x)`` as a module (``approximate`` ``"none"`` or ``"tanh"``)."""
+
+    def __init__(self, approximate: str = "none") -> None:
+        self.approximate = approximate
+
+    def forward(self, x: Tensor) -> Tensor:
+        return x.gelu(self.approximate)
+
+    def extra_repr(self) -> str:
+        return f"approximate={self.approximate!r}"
+
+
+class Sequential(SequentialBase, Module):
+    """Modules applied in turn, as ``torch.nn.Sequential``; parameters
+    named ``0.weight``, ``0.bias`` ... so a PyTorch ``state_dict`` of the
+    same layers loads.
+
+    >>> from chainrule.tensor.nn import Linear, ReLU, Sequential
+    >>> Sequential(Linear(2, 3), ReLU(), Linear(3, 1))
+    Sequential(
+      (0): Linear(in_features=2, out_features=3, bias=True)
+      (1): ReLU()
+      (2): Linear(in_features=3, out_features=1, bias=True)
+    )
+    """
+
+    module_type = Module
 
 
 class CausalSelfAttention(Module):
@@ -299,7 +368,7 @@ class GPT(Module):
         dtype: Any = np.float64,
         rng: np.random.Generator | None = None,
     ) -> None:
-        rng = rng or np.random.default_rng()
+        rng = rng or tensor_generator()
         self.gpt_config = config
         c = config
         self.wte = Embedding(c.vocab_size, c.n_embd, dtype=dtype, rng=rng)
@@ -349,7 +418,7 @@ class GPT(Module):
         returned."""
         if not temperature > 0.0:
             raise ValueError(f"generate: temperature must be > 0, got {temperature!r}")
-        rng = rng or np.random.default_rng()
+        rng = rng or tensor_generator()
         if n <= 0:
             return []
         idx = np.full((n, 1), bos, dtype=np.int64)

@@ -21,6 +21,7 @@ from typing import Any
 
 import numpy as np
 
+from ..random_state import tensor_generator
 from .blas import matmul as _mm
 from .rows import row_mean, shifted_exp
 from .tensor import Tensor, make
@@ -361,8 +362,9 @@ def dropout(
     """Each entry zeroed with probability ``p`` and the rest scaled by
     ``1 / (1 - p)``, so the expectation is unchanged, as
     ``torch.nn.functional.dropout``; the identity when not ``training``
-    (or ``p == 0``). The draws come from ``rng`` (a fresh generator when
-    None); the gradient passes through the kept entries, scaled alike."""
+    (or ``p == 0``). The draws come from ``rng`` (when None, the generator
+    :func:`chainrule.manual_seed` seeds); the gradient passes through the
+    kept entries, scaled alike."""
     if isinstance(p, bool) or not isinstance(p, (int, float)) or not 0.0 <= p <= 1.0:
         raise ValueError(f"dropout: p must be a probability in [0, 1], got {p!r}")
     if not training or p == 0.0:
@@ -371,7 +373,7 @@ def dropout(
     if p == 1.0:
         scale = np.zeros(xd.shape, dtype=xd.dtype)
     else:
-        keep = (rng or np.random.default_rng()).random(xd.shape) >= p
+        keep = (rng or tensor_generator()).random(xd.shape) >= p
         scale = keep.astype(xd.dtype) * xd.dtype.type(1.0 / (1.0 - p))
     return make(xd * scale, (x,), _dropout_vjp, scale)
 

@@ -148,8 +148,32 @@ class Tensor(Labelled):
             raise ValueError(f"item: tensor has {self.data.size} elements, not 1")
         return float(self.data.reshape(()))
 
-    def __float__(self) -> float:
+    def _number(self, convert: str) -> float:
+        # A number leaves the graph: math.sin(t) would give a value whose
+        # derivative is silently lost. PyTorch allows it; micrograd's Value
+        # (no __float__) and JAX under grad refuse, and so do we.
+        if self.requires_grad:
+            raise TypeError(
+                f"{convert}() of a Tensor that requires a gradient would drop it from the graph "
+                "(math.* on it too): use Tensor ops (t.exp(), t.tanh(), chainrule.tensor.log "
+                "...) to stay differentiable, or t.item() for the number"
+            )
         return self.item()
+
+    def __float__(self) -> float:
+        return self._number("float")
+
+    def __int__(self) -> int:
+        return int(self._number("int"))
+
+    def __format__(self, spec: str) -> str:
+        """``f"{loss:.4f}"`` formats a one-element tensor's value (any spec
+        works on its ``item()``); an empty spec is ``str(t)``."""
+        if not spec:
+            return str(self)
+        if self.data.size == 1:
+            return format(self.item(), spec)
+        return format(self.data, spec)  # NumPy's message for an array
 
     def numpy(self) -> np.ndarray:
         """The data array (shared, not copied)."""

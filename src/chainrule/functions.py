@@ -1,0 +1,84 @@
+"""The scalar engine's functions, on a number or a Value: ``chainrule.exp(x)``,
+``chainrule.sin(x)``, ... Each returns a Value (a number becomes a leaf),
+so it keeps the graph where ``math.exp(x)`` would drop it.
+
+>>> from chainrule import Value, sin
+>>> x = Value(0.0)
+>>> y = sin(x) * 2
+>>> y.backward()
+>>> x.grad
+2.0
+"""
+
+from __future__ import annotations
+
+from .engine import Scalar, Value, _lift
+
+__all__ = [
+    "cos",
+    "exp",
+    "log",
+    "maximum",
+    "minimum",
+    "relu",
+    "sigmoid",
+    "sin",
+    "softplus",
+    "sqrt",
+    "tanh",
+]
+
+
+def exp(x: Scalar) -> Value:
+    """``e ** x`` for a number or a Value."""
+    return _lift(x, "exp").exp()
+
+
+def log(x: Scalar) -> Value:
+    """The natural logarithm of a number or a Value."""
+    return _lift(x, "log").log()
+
+
+def sqrt(x: Scalar) -> Value:
+    """The square root of a number or a Value."""
+    return _lift(x, "sqrt").sqrt()
+
+
+def tanh(x: Scalar) -> Value:
+    """The hyperbolic tangent of a number or a Value."""
+    return _lift(x, "tanh").tanh()
+
+
+def sigmoid(x: Scalar) -> Value:
+    """The logistic sigmoid of a number or a Value."""
+    return _lift(x, "sigmoid").sigmoid()
+
+
+def relu(x: Scalar) -> Value:
+    """``max(0, x)`` for a number or a Value."""
+    return _lift(x, "relu").relu()
+
+
+def softplus(x: Scalar) -> Value:
+    """``log(1 + e ** x)`` for a number or a Value."""
+    return _lift(x, "softplus").softplus()
+
+
+def sin(x: Scalar) -> Value:
+    """The sine of a number or a Value."""
+    return _lift(x, "sin").sin()
+
+
+def cos(x: Scalar) -> Value:
+    """The cosine of a number or a Value."""
+    return _lift(x, "cos").cos()
+
+
+def maximum(a: Scalar, b: Scalar) -> Value:
+    """The larger of two numbers or Values (a tie splits the gradient)."""
+    return _lift(a, "max").max(b)
+
+
+def minimum(a: Scalar, b: Scalar) -> Value:
+    """The smaller of two numbers or Values (a tie splits the gradient)."""
+    return _lift(a, "min").min(b)
