@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 import sys
 from pathlib import Path
 from typing import Any
@@ -20,9 +21,11 @@ from chainrule.bench import (
     TINY,
     WORKLOADS,
     Engine,
+    Result,
     Settings,
     Workload,
     chain,
+    install_hints,
     measure,
     memory,
     moons,
@@ -137,6 +140,45 @@ def test_missing_engine_is_not_installed() -> None:
     engine = Engine("ghost", lambda sizes: lambda: lambda: None, requires=("no_such_module_xyz",))
     result = measure(_workload(engine), engine, TINY_SETTINGS)
     assert result.value is None and result.note == "not installed"
+
+
+def test_a_missing_baseline_gives_a_hint_and_ratios_against_the_next_engine() -> None:
+    ghost = Engine("ghost", lambda sizes: lambda: lambda: None, requires=("no_such_module_xyz",))
+    slow = Engine("slow", lambda sizes: lambda: lambda: None)
+    fast = Engine("fast", lambda sizes: lambda: lambda: None)
+    w = _workload(ghost, slow, fast)  # ghost is the baseline
+    results = [Result("w", "ghost", None, "not installed"), Result("w", "slow", 2.0),
+               Result("w", "fast", 0.5)]  # fmt: skip
+    text = table([w], results)
+    assert "4.0x faster than slow" in text and "1.0x (baseline)" in text
+    assert install_hints([w], results) == [
+        "no_such_module_xyz is not installed: pip install no_such_module_xyz; "
+        "ratios relative to another engine instead: w (against slow)"
+    ]
+    data = to_json([w], results, TINY_SETTINGS)
+    assert data["ratios"] == {"w": {"slow": 1.0, "fast": 0.25}}
+    assert data["meta"]["baselines"] == {"w": "slow"}
+
+
+def test_bench_without_micrograd_says_how_to_install_it(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setitem(sys.modules, "micrograd", None)  # not installed, as far as find_spec sees
+    code = main(["bench", "--tiny", "--repeat", "1", "--warmup", "0", "--workload", "moons-step"])
+    out = capsys.readouterr().out
+    assert code == 0
+    rows = {}
+    for line in out.splitlines():
+        words = line.removeprefix("moons-step").split()
+        if words and words[0] in ENGINES["moons-step"] and " is not " not in line:
+            rows[words[0]] = line
+    assert "not installed" in rows["micrograd"] and rows["micrograd"].split()[-1] == "-"
+    assert rows["microgpt"].endswith("1.0x (baseline)")
+    assert re.search(r"\d+\.\dx (faster|slower) than microgpt$", rows["chainrule"])
+    assert out.splitlines()[-1] == (
+        "micrograd is not installed: pip install micrograd; "
+        "ratios relative to another engine instead: moons-step (against microgpt)"
+    )
 
 
 def test_failing_engine_is_named_by_its_error() -> None:

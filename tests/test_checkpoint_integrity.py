@@ -199,6 +199,50 @@ HUGE_GPT = {
     "n_head": 1, "n_layer": 1, "init_std": 0.08,
 }  # fmt: skip
 
+DEEP = 100_000  # layers a hostile file declares
+
+
+def _deep_gpt(path: Path) -> None:
+    """A GPT of 100,000 layers of width 1 by its architecture, its weight
+    count matched by one tensor of 1.2 million floats (4.8 MB): before
+    names and shapes were checked, the loader built all 100,000 blocks
+    first (300,000 layers: 1.23 GB and 41 s)."""
+    config = GPTConfig(vocab_size=27, block_size=16, n_embd=1, n_head=1, n_layer=DEEP)
+    weights = {"wte.weight": np.zeros(config.num_parameters(), np.float32)}
+    architecture = {"type": "GPT", **config.to_dict()}
+    path.write_bytes(
+        tensor_checkpoint._sealed(
+            tensor_checkpoint.FORMAT, weights, {"architecture": architecture, "metadata": {}}
+        )
+    )
+
+
+def _deep_mlp(path: Path) -> None:
+    """An MLP of 100,000 layers of one neuron by its architecture, its
+    200,000 parameters listed under other names (2.6 MB): the loader
+    built the whole MLP before it compared the names."""
+    nouts = [1] * DEEP
+    params = ", ".join(f'"p{k}": 0.5' for k in range(2 * DEEP))
+    arch = json.dumps({"type": "MLP", "nin": 1, "nouts": nouts, "activation": "relu"})
+    path.write_bytes(
+        _sealed_json(f'"architecture": {arch}, "parameters": {{{params}}}, "metadata": {{}}')
+    )
+
+
+#: Files whose architecture declares 100,000 layers (see test_a_file_declaring_100000_layers).
+DEEP_FILES: dict[str, tuple[str, Callable[[Path], None], str]] = {
+    "GPT of 100,000 layers in one tensor": (
+        "safetensors",
+        _deep_gpt,
+        "has 600,003 weight tensors, the file holds 1",
+    ),
+    "MLP of 100,000 layers under other names": (
+        "json",
+        _deep_mlp,
+        "the checkpoint lacks 'layers.0.neurons.0.w.0', which the MLP has",
+    ),
+}
+
 HOSTILE: dict[str, tuple[str, Callable[[Path], None], str]] = {
     "deep nesting": (
         "json",
@@ -234,7 +278,7 @@ HOSTILE: dict[str, tuple[str, Callable[[Path], None], str]] = {
     "GPT of 10^9 tokens": (
         "safetensors",
         lambda p: p.write_bytes(_sealed_gpt(HUGE_GPT)),
-        "has 4,000,000,052 weights, the file holds 64",
+        "'wte.weight' has shape",  # (3, 2) in the file, (1000000000, 2) in the architecture
     ),
     "header of 2^63 bytes": (
         "safetensors",
@@ -339,3 +383,119 @@ def test_ctrl_c_during_a_save_leaves_model_and_optimizer_together(
     saved = tensor_checkpoint.read(path)
     assert saved["metadata"] == {"save": 2} and saved["optimizer"]["t"] == 2
     assert sorted(p.name for p in tmp_path.iterdir()) == sorted(renamed)  # no temporary left
+
+
+_PEAK_RSS = """
+import sys, time
+from chainrule import checkpoint
+from chainrule.tensor import checkpoint as tensor_checkpoint
+
+def status(field):
+    with open("/proc/self/status") as f:
+        return next(int(x.split()[1]) * 1024 for x in f if x.startswith(field + ":"))
+
+def build(path):  # the model alone, as load_model builds it, for comparison
+    from chainrule.tensor.nn import GPT, GPTConfig
+    import numpy as np
+    arch = {k: v for k, v in tensor_checkpoint.read(path)["architecture"].items() if k != "type"}
+    return lambda: GPT(GPTConfig(**arch), dtype="float32", rng=np.random.default_rng(0))
+
+loaders = {"json": checkpoint.load_model, "safetensors": tensor_checkpoint.load_model}
+load = loaders[sys.argv[1]] if sys.argv[1] in loaders else build(sys.argv[2])
+with open("/proc/self/clear_refs", "w") as f:
+    f.write("5")  # the peak (VmHWM) starts again from the resident size now
+before = status("VmRSS")
+started = time.perf_counter()
+try:
+    load(sys.argv[2]) if sys.argv[1] in loaders else load()
+    outcome = "loaded"
+except checkpoint.CheckpointError as e:
+    outcome = str(e)
+seconds = time.perf_counter() - started
+print(status("VmHWM") - before)
+print(seconds)
+print(outcome)
+"""
+
+
+def _peak_rss_growth(kind: str, path: Path) -> tuple[int, str, float]:
+    """Loading ``path`` in a fresh process (libraries already imported):
+    how far its peak resident memory grew (Linux), what happened, and how
+    long it took."""
+    import subprocess
+
+    src = str(Path(__file__).resolve().parent.parent / "src")
+    done = subprocess.run(
+        [sys.executable, "-c", _PEAK_RSS, kind, str(path)],
+        capture_output=True, text=True, timeout=300,
+        env={**os.environ, "PYTHONPATH": src, "OPENBLAS_NUM_THREADS": "1"},
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    growth, seconds, outcome = done.stdout.splitlines()
+    return int(growth), outcome, float(seconds)
+
+
+@pytest.mark.parametrize("case", list(DEEP_FILES))
+def test_a_file_declaring_100000_layers_costs_little_memory(tmp_path: Path, case: str) -> None:
+    """Peak RSS growth under 100 MB (it was the whole model's: 100,000
+    blocks or layers built before the check)."""
+    kind, make, message = DEEP_FILES[case]
+    path = tmp_path / ("x.json" if kind == "json" else "x.safetensors")
+    make(path)
+    growth, outcome, seconds = _peak_rss_growth(kind, path)
+    assert message in outcome
+    assert growth < 100e6, f"{case}: {growth / 1e6:.0f} MB for a file of {path.stat().st_size:,} B"
+    assert seconds < 5.0  # the file is read, parsed and checked; nothing is built
+
+
+def test_loading_a_real_checkpoint_takes_the_file_twice_and_the_model(tmp_path: Path) -> None:
+    """The bound for a file that is what it says: at most twice its size
+    (its bytes, then its arrays) plus the model, whose cost is measured the
+    same way (building it alone, its initial weights included)."""
+    config = GPTConfig(vocab_size=27, block_size=16, n_embd=256, n_head=4, n_layer=4)
+    path = tmp_path / "gpt.safetensors"
+    model = GPT(config, dtype="float32", rng=np.random.default_rng(0))
+    tensor_checkpoint.save(model, path)
+    growth, outcome, _ = _peak_rss_growth("safetensors", path)
+    assert outcome == "loaded"
+    building, _, _ = _peak_rss_growth("build", path)
+    size = path.stat().st_size
+    assert growth <= 2 * size + building + 1_000_000, (growth, size, building)
+
+
+def test_the_shapes_a_loader_checks_are_the_models() -> None:
+    """The names and shapes checked before building are the ones building
+    gives (GPT), and the names (MLP)."""
+    for sizes in [(27, 16, 8, 2, 1, 4), (5, 3, 12, 3, 3, 2), (40, 8, 4, 4, 2, 1)]:
+        V, T, C, H, L, ratio = sizes
+        config = GPTConfig(
+            vocab_size=V, block_size=T, n_embd=C, n_head=H, n_layer=L, mlp_ratio=ratio
+        )
+        built = [(n, p.data.shape) for n, p in GPT(config).named_parameters()]
+        assert list(config.parameter_shapes()) == built
+        assert config.num_tensors() == len(built)
+        assert config.num_parameters() == sum(int(np.prod(s)) for _, s in built)
+    for nin, nouts in [(2, [16, 16, 1]), (3, [1]), (1, [4, 1, 2])]:
+        names = [n for n, _ in MLP(nin, nouts, rng=random.Random(0)).named_parameters()]
+        assert list(checkpoint.mlp_parameter_names(nin, nouts)) == names
+
+
+def test_a_gpt_file_with_a_wrong_shape_is_refused_before_its_tensors_are_read(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    config = GPTConfig(vocab_size=5, block_size=4, n_embd=4, n_head=2, n_layer=1)
+    weights = {n: np.zeros(s, np.float32) for n, s in config.parameter_shapes()}
+    weights["lm_head.weight"] = np.zeros((4, 5), np.float32)  # transposed: same count
+    path = tmp_path / "gpt.safetensors"
+    path.write_bytes(
+        tensor_checkpoint._sealed(
+            tensor_checkpoint.FORMAT,
+            weights,
+            {"architecture": {"type": "GPT", **config.to_dict()}, "metadata": {}},
+        )
+    )
+    read: list[int] = []
+    monkeypatch.setattr(tensor_checkpoint, "_tensors", lambda *a: read.append(1))
+    with pytest.raises(CheckpointError, match=r"'lm_head.weight' has shape \(4, 5\) in the file"):
+        tensor_checkpoint.load_model(path)
+    assert read == []

@@ -121,7 +121,7 @@ def test_step_and_binding_mistakes_are_one_line(
 ) -> None:
     code, out, err = run(capsys, *args)
     assert (code, out) == (2, "")
-    assert err.splitlines()[0].startswith(f"error: {message}")
+    assert err.splitlines()[0].startswith(f"chainrule explain: {message}")
     assert "Traceback" not in err
 
 
@@ -164,7 +164,7 @@ def test_malformed_formula(
     code, out, err = run(capsys, formula, "a=2", "b=3")
     assert code == 2 and out == ""
     first, echo, pointer = err.splitlines()
-    assert first.startswith("error: ") and message in first
+    assert first.startswith("chainrule explain: ") and message in first
     assert (echo, pointer) == (f"  {formula}", caret)
 
 
@@ -179,11 +179,11 @@ def test_malformed_formula(
 )
 def test_bad_binding(capsys: pytest.CaptureFixture[str], binding: str, message: str) -> None:
     code, out, err = run(capsys, "a", binding)
-    assert (code, out, err) == (2, "", f"error: {message}\n")
+    assert (code, out, err) == (2, "", f"chainrule explain: {message}\n")
 
 
 def test_name_given_twice(capsys: pytest.CaptureFixture[str]) -> None:
-    assert run(capsys, "a", "a=1", "a=2") == (2, "", "error: a is given twice\n")
+    assert run(capsys, "a", "a=1", "a=2") == (2, "", "chainrule explain: a is given twice\n")
 
 
 def test_bad_digits(capsys: pytest.CaptureFixture[str]) -> None:
@@ -213,7 +213,7 @@ def test_svg_without_graphviz(
     assert code == 1
     assert grads(out)["a"] == "3.0"  # the table is still printed
     assert err.count("\n") == 1 and "apt-get install graphviz" in err
-    assert err.startswith("error: drawing needs Graphviz's `dot` program")
+    assert err.startswith("chainrule explain: drawing needs Graphviz's `dot` program")
 
 
 def test_svg_into_a_missing_directory(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
@@ -221,7 +221,10 @@ def test_svg_into_a_missing_directory(capsys: pytest.CaptureFixture[str], tmp_pa
     target = tmp_path / "no" / "such" / "g.svg"
     code, out, err = run(capsys, "a*b", "a=2", "b=3", "--svg", str(target))
     assert code == 1 and out == ""  # checked before the work
-    assert err == f"error: cannot write {target}: directory {target.parent} does not exist\n"
+    assert (
+        err
+        == f"chainrule explain: cannot write {target}: directory {target.parent} does not exist\n"
+    )
 
 
 def test_svg_of_seed_002(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
@@ -245,7 +248,9 @@ def test_malformed_input_in_a_real_process_gives_no_traceback() -> None:
     )
     assert done.returncode == 2 and done.stdout == ""
     assert "Traceback" not in done.stderr
-    assert done.stderr.splitlines()[0].startswith("error: unknown function '__import__'")
+    assert done.stderr.splitlines()[0].startswith(
+        "chainrule explain: unknown function '__import__'"
+    )
 
 
 def test_html_writes_the_page(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
@@ -262,4 +267,70 @@ def test_html_to_an_unwritable_place_is_one_line(
 ) -> None:
     code, _, err = run(capsys, "a*b", "a=2", "b=3", "--html", str(tmp_path / "no" / "p.html"))
     assert code == 1
-    assert err.startswith("error: cannot write ") and len(err.splitlines()) == 1
+    assert err.startswith("chainrule explain: cannot write ") and len(err.splitlines()) == 1
+
+
+def test_a_formula_starting_with_minus_says_to_put_it_after_double_dash(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    with pytest.raises(SystemExit) as info:
+        main(["explain", "-a*b", "a=1", "b=2"])
+    assert info.value.code == 2
+    assert capsys.readouterr().err == (
+        "chainrule explain: error: unknown option '-a*b'; a formula that starts with '-' "
+        "goes after '--': chainrule explain -- '-a*b' ...; see chainrule explain --help\n"
+    )
+    with pytest.raises(SystemExit):  # a misspelled option still gets its suggestion
+        main(["explain", "a", "a=1", "--tarce"])
+    assert "(did you mean --trace?)" in capsys.readouterr().err
+
+
+def test_every_explain_error_starts_with_the_command(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    for args in (["a)", "a=1"], ["a", "a=x"], ["a", "a=1", "--digits", "40"]):
+        code, _, err = run(capsys, *args)
+        assert code == 2 and err.startswith("chainrule explain: "), err
+
+
+def test_html_of_a_graph_beyond_max_nodes_names_the_option(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    formula = "+".join(["a"] * 300)  # 300 values: a and 299 sums
+    page = tmp_path / "p.html"
+    code, _, err = run(capsys, formula, "a=1", "--html", str(page))
+    assert code == 1 and not page.exists()
+    assert err == (
+        "chainrule explain: --html: the graph has 300 values, more than --max-nodes 200; "
+        "give --max-nodes 300 to draw the page\n"
+    )
+    code, _, err = run(capsys, formula, "a=1", "--html", str(page), "--max-nodes", "300")
+    assert code == 0 and page.read_text(encoding="utf-8").count('class="node"') == 300
+
+
+@pytest.mark.parametrize("option", ["--html", "--dot"])
+def test_a_full_disk_leaves_the_old_file_not_an_empty_one(tmp_path: Path, option: str) -> None:
+    """Writes past 2 KB fail (``ulimit -f``, as a full disk fails them): the
+    file that was there is still there, whole, and no temporary is left."""
+    import resource
+    import signal
+
+    def small_files() -> None:
+        signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+        resource.setrlimit(resource.RLIMIT_FSIZE, (2000, 2000))
+
+    target = tmp_path / "out.file"
+    target.write_text("the old file\n")
+    formula = "+".join(f"x{i}" for i in range(40))
+    done = subprocess.run(
+        [sys.executable, "-m", "chainrule", "explain", formula,
+         *[f"x{i}=1" for i in range(40)], option, str(target)],
+        capture_output=True, text=True, env={**os.environ, "PYTHONPATH": str(SRC)},
+        timeout=120, preexec_fn=small_files,
+    )  # fmt: skip
+    assert done.returncode == 1
+    assert done.stderr.splitlines()[-1] == (
+        f"chainrule explain: cannot write {target}: File too large"
+    )
+    assert target.read_text() == "the old file\n"
+    assert os.listdir(tmp_path) == ["out.file"]

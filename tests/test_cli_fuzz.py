@@ -64,7 +64,7 @@ def test_the_verdict_catches_each_kind_of_failure(
 
 def test_the_verdict_accepts_one_line_and_a_formula_caret() -> None:
     assert judge(1, "chainrule gpt: --data x: no such file\n", 0.1) is None
-    assert judge(2, "error: unmatched ')' (column 2)\n  a)\n   ^\n", 0.1) is None
+    assert judge(2, "chainrule explain: unmatched ')' (column 2)\n  a)\n   ^\n", 0.1) is None
 
 
 def test_an_exception_escaping_main_is_reported_as_a_traceback(

@@ -5,6 +5,14 @@ and the bigram baseline."""
 from __future__ import annotations
 
 import math
+import os
+import random
+import re
+import shlex
+import signal
+import subprocess
+import sys
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -12,6 +20,7 @@ from typing import Any
 import numpy as np
 import pytest
 
+from chainrule.cli import gpt as gpt_cli
 from chainrule.cli import main
 from chainrule.tensor import charlm, checkpoint
 
@@ -234,3 +243,121 @@ def test_gpt_resume_rejects_corrupt_run_state(
     code, _, err = gpt(capsys, "--resume", "--steps", "8", "--samples", "0", "--out", str(tmp_path))
     assert code == 1, err
     assert message in err and err.count("\n") == 1 and "Traceback" not in err
+
+
+# ----------------------------------------------------------------------------
+# Ctrl-C: a checkpoint at the step it stopped, and the command that resumes it
+# ----------------------------------------------------------------------------
+
+SRC = str(Path(__file__).resolve().parent.parent / "src")
+SHORT = [
+    "--steps", "300", "--batch-size", "4", "--n-embd", "8", "--n-head", "2",
+    "--n-layer", "1", "--samples", "4", "--checkpoint-every", "0",
+]  # fmt: skip
+
+
+def _command(argv: list[str], **kwargs: Any) -> Any:
+    """``python -m chainrule`` for ``chainrule ARGV``, as a Popen."""
+    env = {**os.environ, "PYTHONPATH": SRC, "OPENBLAS_NUM_THREADS": "1"}
+    env.pop("CHAINRULE_DEBUG", None)
+    return subprocess.Popen(
+        [sys.executable, "-m", "chainrule", *argv],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
+        **kwargs,
+    )
+
+
+def _finish(argv: list[str]) -> tuple[int, str, str]:
+    with _command(argv) as proc:
+        out, err = proc.communicate(timeout=300)
+    return proc.returncode, out, err
+
+
+def _results(out: str) -> list[str]:
+    """The lines a run ends with that its numbers decide: loss and samples."""
+    lines = out.splitlines()
+    start = next(i for i, line in enumerate(lines) if line.startswith("held-out loss"))
+    return [line for line in lines[start:] if not line.startswith(("time:", "to train"))]
+
+
+def test_ctrl_c_saves_a_checkpoint_that_resumes_to_the_same_numbers(tmp_path: Path) -> None:
+    """SIGINT at a random moment of training: the step under way ends, the
+    checkpoint is saved, the resume command is printed, and running it ends
+    with the loss and samples of a run never interrupted."""
+    straight, broken = tmp_path / "straight", tmp_path / "broken"
+    code, out, err = _finish(["gpt", *SHORT, "--out", str(straight)])
+    assert code == 0, err
+    expected = _results(out)
+    resume_further = out.splitlines()[-1]
+    assert resume_further == (
+        f"to train further: chainrule gpt --resume --out {straight} --steps 600 "
+        "--checkpoint-every 0 --samples 4"
+    )
+
+    with _command(["gpt", *SHORT, "--out", str(broken)]) as proc:
+        assert proc.stderr is not None
+        first = proc.stderr.readline()  # the first progress line: training is under way
+        assert first.startswith("[") and "/300" in first, first
+        time.sleep(random.Random(22).uniform(0.0, 0.2))
+        proc.send_signal(signal.SIGINT)
+        out, rest = proc.communicate(timeout=120)
+    err = first + rest
+    assert proc.returncode == 130, err
+    assert "Traceback" not in err
+    stopped, command = err.splitlines()[-2:]
+    m = re.fullmatch(
+        rf"chainrule gpt: interrupted at step (\d+) of 300; checkpoint saved: "
+        rf"{re.escape(str(broken / 'gpt.safetensors'))}",
+        stopped,
+    )
+    assert m, err
+    step = int(m.group(1))
+    assert 0 < step < 300
+    saved = checkpoint.read(broken / "gpt.safetensors")
+    assert saved["metadata"]["run"]["step"] == step and saved["optimizer"]["t"] == step
+    assert command == (
+        f"resume with: chainrule gpt --resume --out {broken} --steps 300 "
+        "--checkpoint-every 0 --samples 4"
+    )
+
+    argv = shlex.split(command.removeprefix("resume with: "))
+    assert argv[0] == "chainrule"
+    code, out, err = _finish(argv[1:])
+    assert code == 0, err
+    assert f"resuming at step {step} of 300" in out
+    assert _results(out) == expected
+    assert _parameters(straight / "gpt.safetensors") == _parameters(broken / "gpt.safetensors")
+
+
+def test_the_resume_command_names_the_data_and_options_a_checkpoint_lacks() -> None:
+    from chainrule.cli import build_parser
+
+    args = build_parser().parse_args(
+        ["gpt", "--out", "my runs/a", "--data", "names.txt", "--temperature", "0.8",
+         "--threads", "2", "--steps", "50", "--lr", "0.1"]
+    )  # fmt: skip
+    assert gpt_cli.resume_command(args) == (
+        "chainrule gpt --resume --out 'my runs/a' --steps 50 --data names.txt "
+        "--temperature 0.8 --threads 2"
+    )  # --lr is in the checkpoint: resuming takes it from there
+
+
+def test_an_interrupt_after_the_last_step_keeps_the_complete_checkpoint(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def interrupted(*args: Any, **kwargs: Any) -> None:
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr("chainrule.cli.gpt.evaluate", interrupted)
+    code, _, err = gpt(capsys, *TINY, "--out", str(tmp_path))
+    assert code == 130
+    assert err.splitlines()[-2:] == [
+        f"chainrule gpt: interrupted after training; the checkpoint at step 6 is complete: "
+        f"{tmp_path / 'gpt.safetensors'}",
+        f"to train further: chainrule gpt --resume --out {tmp_path} --steps 12 "
+        "--checkpoint-every 0 --samples 3",
+    ]
+    assert checkpoint.read(tmp_path / "gpt.safetensors")["metadata"]["run"]["step"] == 6

@@ -90,8 +90,38 @@ def run(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:
 # ----------------------------------------------------------------------------
 
 
-def test_closed_pipe_is_one_line() -> None:
-    """``chainrule explain "a+a+...+a" a=1 | head -1``"""
+def _pipe_status(command: str) -> tuple[str, str]:
+    """``COMMAND | head -1`` in bash: what head printed and, after it, the
+    exit status bash saw for COMMAND; and COMMAND's stderr."""
+    done = subprocess.run(
+        ["bash", "-c", f'{command} 2>"$ERR" | head -1; echo "${{PIPESTATUS[0]}}"'],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "PYTHONPATH": SRC, "ERR": os.devnull},
+        timeout=120,
+    )
+    return done.stdout, done.stderr
+
+
+@pytest.mark.parametrize("flags", [[], ["--trace"]])
+def test_a_reader_that_leaves_ends_the_command_as_it_ends_yes(
+    tmp_path: Path, flags: list[str]
+) -> None:
+    """``chainrule explain "a+a+...+a" a=1 --trace | head -1``: nothing on
+    stderr, and the exit status the shell shows for ``yes | head -1``."""
+    formula = "+".join(["a"] * 2000)  # a table far larger than a pipe's buffer
+    err = tmp_path / "err"
+    yes_out, _ = _pipe_status(f"yes 2>{err}")
+    assert yes_out == "y\n141\n"  # SIGPIPE: 128 + 13
+    line = f"{sys.executable} -m chainrule explain '{formula}' a=1 {' '.join(flags)} 2>{err}"
+    out, _ = _pipe_status(line)
+    head, status = out.splitlines()
+    assert head.startswith("node") and status == yes_out.split()[1]
+    assert err.read_text() == ""
+
+
+def test_a_reader_that_leaves_is_silent_for_every_writer() -> None:
+    """The pipe closed under a real process (the Popen form of ``| head -1``)."""
     formula = "+".join(["a"] * 2000)
     with subprocess.Popen(
         [sys.executable, "-m", "chainrule", "explain", formula, "a=1"],
@@ -105,8 +135,7 @@ def test_closed_pipe_is_one_line() -> None:
         proc.stdout.close()  # what head does after its line
         err = proc.stderr.read()
         code = proc.wait(timeout=60)
-    assert code == 1
-    assert one_line(err) == "chainrule explain: output closed before the end (broken pipe)"
+    assert (code, err) == (128 + signal.SIGPIPE, "")
 
 
 def test_full_disk_on_stdout_is_one_line() -> None:
@@ -138,7 +167,8 @@ def test_closed_stderr_still_runs(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize(
     ("args", "target"),
-    [(["gpt", *TINY], "gpt.safetensors"), (["moons", "--steps", "1"], "moons.png")],
+    # the optimizer state is written first (the model file records its digest)
+    [(["gpt", *TINY], "gpt.optim.safetensors"), (["moons", "--steps", "1"], "moons.png")],
 )
 def test_a_full_disk_while_saving_is_one_line(tmp_path: Path, args: list[str], target: str) -> None:
     """Writes past 8 KB fail (``ulimit -f``, the way a full disk fails them)."""
@@ -412,7 +442,7 @@ def test_explain_drawing_to_a_missing_directory(capsys: pytest.CaptureFixture[st
     code, out, err = run(capsys, "explain", "a*b", "a=1", "b=2", "--dot", "/nonexistent/g.dot")
     assert code == 1 and out == ""
     assert one_line(err) == (
-        "error: cannot write /nonexistent/g.dot: directory /nonexistent does not exist"
+        "chainrule explain: cannot write /nonexistent/g.dot: directory /nonexistent does not exist"
     )
 
 
@@ -674,7 +704,8 @@ def test_many_samples_are_drawn_in_chunks(
     def samples(n: int, out: Path) -> list[str]:
         code, text, err = run(capsys, "gpt", *TINY, "--samples", str(n), "--out", str(out))
         assert code == 0, err
-        lines = text.split("* = also in the data):\n")[1].splitlines()[:-1]  # drop "time: ..."
+        # the samples, without the "time: ..." and "to train further: ..." after them
+        lines = text.split("* = also in the data):\n")[1].splitlines()[:-2]
         return [line.removesuffix(" *").strip() for line in lines]
 
     settings = gpt_cli.Settings(4, 0.01, 0, "float32", 8, 2, 1, 16)
@@ -736,3 +767,133 @@ def test_data_from_a_pipe_is_read_once(tmp_path: Path) -> None:
         out, err = proc.communicate(timeout=120)
     assert proc.returncode == 0, err
     assert "data: 60 documents from /dev/fd/" in out and "held-out loss" in out
+
+
+# ----------------------------------------------------------------------------
+# outputs checked before the work, one run per --out, Ctrl-C at start-up
+# ----------------------------------------------------------------------------
+
+
+def test_moons_checks_its_outputs_before_training(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``out/moons.png`` a directory: refused before a step is trained (it
+    used to train fully and then fail without saving moons.json)."""
+    (tmp_path / "moons.png").mkdir()
+    trained: list[int] = []
+    monkeypatch.setattr("chainrule.cli.moons.train", lambda *a: trained.append(1))
+    code, out, err = run(capsys, "moons", "--steps", "2", "--out", str(tmp_path))
+    assert (code, out, trained) == (1, "", [])
+    assert one_line(err) == (
+        f"chainrule moons: cannot write {tmp_path / 'moons.png'}: is a directory; give a file name"
+    )
+
+
+def test_gpt_names_the_optimizer_file_that_cannot_be_written(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    (tmp_path / "gpt.optim.safetensors").mkdir()
+    code, out, err = run(capsys, "gpt", *TINY, "--out", str(tmp_path))
+    assert code == 1 and out == ""
+    assert one_line(err) == (
+        f"chainrule gpt: --out {tmp_path / 'gpt.optim.safetensors'}: is a directory; "
+        "give a file name"
+    )
+
+
+@pytest.mark.parametrize("name", ["moons", "gpt"])
+def test_a_second_run_on_the_same_out_stops_at_once(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, name: str
+) -> None:
+    """Two runs on one ``--out``: the second says the directory is in use
+    (they used to both report success, one's files lost)."""
+    import fcntl
+
+    holder = subprocess.Popen(  # another run, holding the directory as a run does
+        [sys.executable, "-c",
+         "import fcntl, os, sys, time; fd = os.open(sys.argv[1], os.O_RDONLY); "
+         "fcntl.flock(fd, fcntl.LOCK_EX); print('held', flush=True); time.sleep(60)",
+         str(tmp_path)],
+        stdout=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    try:
+        assert holder.stdout is not None and holder.stdout.readline() == "held\n"
+        args = TINY if name == "gpt" else ["--steps", "1"]
+        code, out, err = run(capsys, name, *args, "--out", str(tmp_path))
+        assert (code, out) == (1, "")
+        assert one_line(err) == (
+            f"chainrule {name}: --out {tmp_path} is in use by another chainrule run; "
+            "wait for it to finish or choose another --out"
+        )
+        assert os.listdir(tmp_path) == []
+    finally:
+        holder.kill()
+        holder.wait()
+    # released when the holder ends, however it ends
+    fd = os.open(tmp_path, os.O_RDONLY)
+    fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    os.close(fd)
+
+
+def test_two_moons_runs_started_together_do_not_both_succeed(tmp_path: Path) -> None:
+    procs = [
+        subprocess.Popen(
+            [sys.executable, "-m", "chainrule", "moons", "--steps", "40", "--out", str(tmp_path)],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            env={**os.environ, "PYTHONPATH": SRC},
+        )
+        for _ in range(2)
+    ]
+    results = [(p.wait(timeout=300), p.communicate()[1]) for p in procs]
+    codes = sorted(code for code, _ in results)
+    if codes == [0, 0]:  # one finished before the other started: one after the other
+        return
+    assert codes == [0, 1], results
+    err = next(e for code, e in results if code == 1)
+    assert err.splitlines()[-1].endswith(
+        "is in use by another chainrule run; wait for it to finish or choose another --out"
+    )
+
+
+_INTERRUPT_DURING_IMPORT = """
+import os, signal, sys
+
+class Interrupt:
+    '''Ctrl-C just as the module named by INTERRUPT_AT starts to import.'''
+    def find_spec(self, name, path=None, target=None):
+        if name == os.environ["INTERRUPT_AT"]:
+            sys.meta_path.remove(self)
+            os.kill(os.getpid(), signal.SIGINT)
+        return None
+
+sys.meta_path.insert(0, Interrupt())
+"""
+
+
+@pytest.mark.parametrize(
+    "module", ["chainrule.engine", "chainrule.cli", "chainrule.cli.explain", "numpy"]
+)
+def test_ctrl_c_while_the_command_starts_is_one_line(tmp_path: Path, module: str) -> None:
+    """Ctrl-C in the first tenths of a second, while the package (or a
+    command's module, or NumPy) is imported: one line and status 130, no
+    traceback."""
+    (tmp_path / "sitecustomize.py").write_text(_INTERRUPT_DURING_IMPORT)
+    env = {"PYTHONPATH": f"{tmp_path}{os.pathsep}{SRC}", "INTERRUPT_AT": module}
+    done = command("gpt", *TINY, "--out", str(tmp_path / "out"), env=env)
+    assert done.returncode == 130, done.stderr
+    assert done.stderr.endswith("interrupted\n") and one_line(done.stderr).startswith("chainrule")
+
+
+def test_a_program_importing_chainrule_keeps_its_own_ctrl_c(tmp_path: Path) -> None:
+    """The start-up guard is the command's only: elsewhere Ctrl-C during
+    ``import chainrule`` is Python's KeyboardInterrupt, as always."""
+    (tmp_path / "sitecustomize.py").write_text(_INTERRUPT_DURING_IMPORT)
+    done = subprocess.run(
+        [sys.executable, "-c", "import chainrule"],
+        capture_output=True, text=True, timeout=60,
+        env={**os.environ, "PYTHONPATH": f"{tmp_path}{os.pathsep}{SRC}",
+             "INTERRUPT_AT": "chainrule.engine"},
+    )  # fmt: skip
+    assert done.returncode != 0 and "KeyboardInterrupt" in done.stderr

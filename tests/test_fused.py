@@ -141,6 +141,31 @@ def test_rmsnorm(torch: Any, xs: list[float], eps: float) -> None:
     _assert_close_all([x.grad for x in v], t.grad.tolist(), rtol=1e-11)
 
 
+@pytest.mark.parametrize(
+    "xs", [[1e154, 1e154], [1.5e154, 0.0], [1e155, 1.0, -2e154], [-3e154, 2e154, 1e154, 5.0]]
+)
+def test_rmsnorm_of_squares_beyond_float64_is_scaled(torch: Any, xs: list[float]) -> None:
+    """``rmsnorm([Value(1e154), Value(1e154)])`` raised ``OverflowError``
+    from fsum. Now exact: it equals PyTorch's on the inputs scaled down by
+    a power of two (eps with them), the gradient scaled back up. A tested
+    difference: PyTorch's own float64 sum overflows there, and gives 0."""
+    eps = 1e-5
+    v = _ours(xs)
+    ys = rmsnorm(v, eps)
+    out = sum(y * w for y, w in zip(ys, UPSTREAM))
+    out.backward()
+    c = 2.0 ** (math.frexp(max(abs(x) for x in xs))[1] - 1)  # a power of two: exact scaling
+    t = _theirs(torch, [x / c for x in xs])
+    ty = t * torch.rsqrt((t * t).mean() + eps / (c * c))
+    (ty * torch.tensor(UPSTREAM[: len(xs)], dtype=torch.float64)).sum().backward()
+    _assert_close_all([y.data for y in ys], ty.tolist())
+    grads, expected = [x.grad * c for x in v], t.grad.tolist()
+    scale = max(abs(g) for g in expected)  # a gradient that cancels to 0 is 0 to rounding
+    assert all(close(a, b, rtol=1e-11, atol=1e-14 * scale) for a, b in zip(grads, expected))
+    raw = _theirs(torch, xs)
+    assert (raw * torch.rsqrt((raw * raw).mean() + eps)).tolist() == [0.0] * len(xs)
+
+
 def test_inv_rms_value() -> None:
     r = inv_rms([Value(3.0), Value(-3.0), Value(3.0), Value(-3.0)], eps=0.0)
     assert r.data == 1.0 / 3.0

@@ -325,7 +325,8 @@ def test_concatenate_and_stack(torch: Any, axis: int) -> None:
 @EXAMPLES
 @given(data=st.data())
 def test_softmax_family(torch: Any, name: str, data: st.DataObject) -> None:
-    shape = data.draw(hnp.array_shapes(min_dims=1, max_dims=3, max_side=5))
+    # zero-size sides included: an empty result, as PyTorch (was NumPy's raw error)
+    shape = data.draw(hnp.array_shapes(min_dims=1, max_dims=3, min_side=0, max_side=5))
     x = data.draw(array(shape, -10.0, 10.0))
     axis = data.draw(st.integers(-len(shape), len(shape) - 1))
     compare(
@@ -334,6 +335,23 @@ def test_softmax_family(torch: Any, name: str, data: st.DataObject) -> None:
         lambda t: getattr(torch.nn.functional, name)(t, dim=axis),
         [x],
     )
+
+
+@pytest.mark.parametrize("shape", [(0, 3), (3, 0), (2, 0, 4)])
+@pytest.mark.parametrize("axis", [-1, 0])
+@pytest.mark.parametrize("name", ["softmax", "log_softmax"])
+def test_softmax_family_of_nothing_is_empty(
+    torch: Any, shape: tuple[int, ...], axis: int, name: str
+) -> None:
+    """``Tensor(np.zeros((0, 3))).softmax(-1)`` raised NumPy's zero-size
+    error; PyTorch returns an empty tensor of the same shape."""
+    y = compare(
+        torch,
+        lambda t: getattr(t, name)(axis),
+        lambda t: getattr(torch.nn.functional, name)(t, dim=axis),
+        [np.zeros(shape)],
+    )
+    assert y.data.shape == shape
 
 
 @pytest.mark.parametrize("scale", [1e3, 1e5, 1e300])

@@ -252,6 +252,36 @@ def test_escaped_labels_render_literally() -> None:
     assert 'a|b{c}<d> "e" \\f' in svg_texts(to_svg(x.tanh()))
 
 
+@pytest.mark.parametrize(
+    ("label", "shown"),
+    [
+        ("&amp;", "&amp;"),  # Graphviz decodes entities: drawn as "&" before
+        ("a & b &lt;", "a & b &lt;"),
+        ("&#45;1", "&#45;1"),
+        ("x\x00y", "x\\x00y"),  # a NUL ended dot's input: "dot failed"
+        ("s\ud800", "s\\ud800"),  # a lone surrogate: not UTF-8, _repr_svg_ raised
+        ("bell\x07", "bell\\x07"),
+    ],
+)
+def test_hostile_labels_are_drawn_literally(label: str, shown: str) -> None:
+    require_dot()
+    x = Value(1.0, label=label)
+    y = x.tanh()
+    y.label = label
+    assert svg_texts(to_svg(y)).count(shown) == 2
+    svg = y._repr_svg_()
+    assert svg is not None and shown in svg_texts(svg)
+    z = Value(2.0, (x,), "&lt;")  # micrograd's form: an op name that reads as an entity
+    assert "&lt;" in svg_texts(to_svg(z))
+
+
+def test_the_unprintable_are_escaped_in_every_name() -> None:
+    assert chainrule.viz.display_name(Value(0.0, label="a\x00b\ud800\tc"), 0) == (
+        "a\\x00b\\ud800 c"
+    )
+    assert chainrule.viz.printable("caf\u00e9 \u03c0") == "caf\u00e9 \u03c0"  # letters stay
+
+
 def test_jupyter_shows_the_graph() -> None:
     require_dot()
     svg = seed_002()._repr_svg_()

@@ -24,6 +24,10 @@ FORMULAS = [
     ("c = a*b; d = c + a; e = d**2", {"a": 2.0, "b": 3.0}),
     ("t = tanh(a*b) * a; u = t - max(a, b) / (a*a + 1); v = exp(-u) * b", {"a": 0.7, "b": -1.9}),
 ]
+LONG_NAMES = (
+    "relu(alpha_coefficient*beta_coefficient + delta_offset_value)",
+    {"alpha_coefficient": 2.0, "beta_coefficient": -3.0, "delta_offset_value": 10.0},
+)
 
 
 def test_docstring_examples() -> None:
@@ -52,6 +56,26 @@ def test_page_data_follows_the_walk() -> None:
     )
     assert data["final"][a] == 5  # a is complete after step 5, its second contribution
     assert data["meanings"][a] == "if a increases by a small h, e increases by 64h"
+
+
+def test_step_text_says_each_node_once_and_names_in_parentheses() -> None:
+    """A node named by its own formula is not repeated (``a*b + d = a*b + d:``
+    was), and ``.grad`` of a formula is on the whole of it."""
+    data = page_data(backward_walk(evaluate("relu(a*b + d)", {"a": 2, "b": -3, "d": 10})))
+    assert data["texts"][1:4] == [
+        "Seed: relu(a*b + d).grad = 1.0 (drelu(a*b + d)/drelu(a*b + d) = 1). "
+        "Now visit the nodes in reverse topological order.",
+        "relu(a*b + d): (a*b + d).grad += 1.0 * 1.0 = 1.0, so (a*b + d).grad = 1.0",
+        "a*b + d: (a*b).grad += 1.0 * 1.0 = 1.0, so (a*b).grad = 1.0",
+    ]
+
+
+def test_long_titles_wrap_and_are_whole_on_hover() -> None:
+    page = walkthrough_html(evaluate(*LONG_NAMES))
+    # the root's title, wrapped after an operator, and shortened on its second line
+    assert '<text class="name" x="' in page and ">relu(alpha_coefficient*</text>" in page
+    assert "<title>relu(alpha_coefficient*beta_coefficie...</title>" in page  # its display name
+    assert "<title>alpha_coefficient*beta_coefficient</title>" in page
 
 
 def test_labels_cannot_break_out_of_the_page(tmp_path: Path) -> None:
@@ -161,3 +185,97 @@ def test_the_page_renders(browser: Any, tmp_path: Path) -> None:
     colours = {tuple(p) for p in (rgb[::7, ::7].reshape(-1, 3) * 255).astype(int).tolist()}
     assert ink > 0.01, "the page rendered blank"
     assert len(colours) > 20  # text, boxes, the highlighted node: not one flat colour
+
+
+# -- the drawing's geometry, as the browser lays it out ------------------------
+
+GEOMETRY = """
+const box = (el) => { const b = el.getBBox(); return [b.x, b.y, b.x + b.width, b.y + b.height]; };
+const nodes = [...document.querySelectorAll("g.node")].map((g) => ({
+  rect: box(g.querySelector("rect")),
+  texts: [...g.querySelectorAll("text")].map(box),
+  title: (g.querySelector("title") || {textContent: ""}).textContent,
+  shown: [...g.querySelectorAll("text.name")].map((t) => t.textContent),
+}));
+const labels = [...document.querySelectorAll("text.local")].map((t) => ({
+  box: box(t), text: t.textContent, from: +t.dataset.from, to: +t.dataset.to,
+}));
+const edges = [...document.querySelectorAll("path.edge")].map((p) => {
+  const n = p.getTotalLength(), points = [];
+  for (let s = 0; s <= n; s += 1) { const q = p.getPointAtLength(s); points.push([q.x, q.y]); }
+  const end = p.getPointAtLength(n);
+  return {from: +p.dataset.from, to: +p.dataset.to, points: points, end: [end.x, end.y]};
+});
+return {nodes: nodes, labels: labels, edges: edges};
+"""
+
+
+def _overlap(a: list[float], b: list[float]) -> bool:
+    return a[0] < b[2] and b[0] < a[2] and a[1] < b[3] and b[1] < a[3]
+
+
+def _inside(inner: list[float], outer: list[float], margin: float) -> bool:
+    return (
+        inner[0] >= outer[0] + margin
+        and inner[1] >= outer[1] + margin
+        and inner[2] <= outer[2] - margin
+        and inner[3] <= outer[3] - margin
+    )
+
+
+def _check_geometry(drawing: dict[str, Any], walk: Any) -> None:
+    nodes, labels, edges = drawing["nodes"], drawing["labels"], drawing["edges"]
+    assert len(nodes) == len(walk.nodes)
+    for i, node in enumerate(nodes):
+        for text in node["texts"]:  # every line of the box inside it: no overflow
+            assert _inside(text, node["rect"], 2.0), (i, node["shown"], text, node["rect"])
+        for other in nodes[i + 1 :]:
+            assert not _overlap(node["rect"], other["rect"])
+    heads = [[x - 8.5, y - 4.5, x + 0.5, y + 4.5] for x, y in (e["end"] for e in edges)]
+    for j, label in enumerate(labels):
+        local = dict(walk.locals_of(label["to"]))[label["from"]]
+        assert label["text"] == chainrule.walkthrough.format_number(local)  # sign included
+        for node in nodes:
+            assert not _overlap(label["box"], node["rect"]), label
+        for other in labels[j + 1 :]:
+            assert not _overlap(label["box"], other["box"]), (label, other)
+        for head in heads:
+            assert not _overlap(label["box"], head), (label, head)
+        x0, y0, x1, y1 = label["box"]
+        for edge in edges:  # no line through a label (a minus sign on a line reads as none)
+            crossing = [
+                p
+                for p in edge["points"]
+                if x0 - 1.5 < p[0] < x1 + 1.5 and y0 - 1.5 < p[1] < y1 + 1.5
+            ]
+            assert not crossing, (label, edge["from"], edge["to"], crossing[:3])
+    for node in nodes:  # a title wrapped, or shortened: whole on hover
+        shown = " ".join(node["shown"])
+        assert "".join(shown.split()) == "".join(node["title"].split()) or shown.endswith("...")
+
+
+@pytest.mark.parametrize(
+    ("source", "values"),
+    [
+        LONG_NAMES,
+        FORMULAS[2],
+        (
+            "prediction_of_the_network = weight_of_the_first_input * first_input_value; "
+            "squared_error_of_this_example = (prediction_of_the_network - target_value)**2",
+            {"weight_of_the_first_input": -0.5, "first_input_value": 3.0, "target_value": 1.25},
+        ),
+    ],
+)
+def test_the_drawing_fits_its_boxes_and_keeps_labels_clear(
+    browser: Any, tmp_path: Path, source: str, values: dict[str, float]
+) -> None:
+    """Read back from the browser's layout: every title and number inside
+    its box, no boxes overlapping, and every edge label (its sign included)
+    clear of boxes, other labels, arrowheads and every line; before the
+    pass and after it, when the grads are written in."""
+    root = evaluate(source, values)
+    _open(browser, root, tmp_path / "geometry.html")
+    walk = backward_walk(root)
+    _check_geometry(browser.execute_script(GEOMETRY), walk)
+    browser.find_element("id", "last").click()
+    _check_geometry(browser.execute_script(GEOMETRY), walk)

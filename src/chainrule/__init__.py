@@ -3,7 +3,15 @@ pass made exact, deep and fast."""
 
 from typing import TYPE_CHECKING as _TYPE_CHECKING
 
-from . import checkpoint, data, losses, nn, optim
+# _launch first: Ctrl-C while the chainrule command starts is one line, not a traceback
+from . import (
+    _launch,  # noqa: F401
+    checkpoint,
+    data,
+    losses,
+    nn,
+    optim,
+)
 from ._version import __version__ as __version__
 from .check import AnomalyError, GradcheckError, GradcheckReport, detect_anomaly, gradcheck
 from .compiler import compile  # noqa: A004 - the field's name (jax.jit, torch.compile)

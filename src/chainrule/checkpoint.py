@@ -17,8 +17,8 @@ the old file or the new one, never half of one. Loading checks everything
 before it touches the model; on any problem it raises
 :class:`CheckpointError` and the model is unchanged. Reading is bounded: a
 FIFO, a device, a file over 64 MiB, deep nesting, a non-finite or
-400-digit number, or an architecture larger than the parameters listed is
-refused before anything large is allocated.
+400-digit number, or an architecture whose parameters (their number, names
+and values) are not the ones listed is refused before the model is built.
 
 Version 1 files (written before the digest covered the whole file) still
 load: their architecture and parameters are checked by the digest they
@@ -47,6 +47,7 @@ import json
 import math
 import os
 import random
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -212,12 +213,22 @@ def load_model(path: str | os.PathLike[str]) -> MLP:
     if arch.get("type") != "MLP":
         raise CheckpointError(f"{path}: load_model builds MLPs, checkpoint holds {_describe(arch)}")
     size = _mlp_size(arch)
-    if size is not None and size != len(ckpt["parameters"]):
-        # checked before building: an architecture of 10^9 units is never allocated
-        raise CheckpointError(
-            f"{path}: architecture {_describe(arch)} has {size:,} parameters, "
-            f"the checkpoint lists {len(ckpt['parameters']):,}"
-        )
+    params = ckpt["parameters"]
+    if size is not None:
+        # checked before building: an architecture of 10^9 units, or one that
+        # has as many parameters as the file lists under other names (an
+        # MLP of 100,000 layers), is never allocated
+        if size != len(params):
+            raise CheckpointError(
+                f"{path}: architecture {_describe(arch)} has {size:,} parameters, "
+                f"the checkpoint lists {len(params):,}"
+            )
+        for name in mlp_parameter_names(arch["nin"], arch["nouts"]):
+            value = params.get(name)
+            if value is None:
+                raise CheckpointError(f"{path}: the checkpoint lacks {name!r}, which the MLP has")
+            if type(value) not in (int, float):
+                raise CheckpointError(f"{path}: {name!r} is not a number ({value!r:.40})")
     try:
         # Its own generator: the weights are overwritten, and the global
         # random stream should not move.
@@ -226,6 +237,16 @@ def load_model(path: str | os.PathLike[str]) -> MLP:
         raise CheckpointError(f"{path}: bad MLP architecture {arch!r} ({e})") from None
     _apply(ckpt, model, path)
     return model
+
+
+def mlp_parameter_names(nin: int, nouts: list[int]) -> Iterator[str]:
+    """The names ``MLP(nin, nouts).named_parameters()`` gives, in order,
+    without building it: each neuron's weights, then its bias."""
+    for k, (n_in, n_out) in enumerate(itertools.pairwise([nin, *nouts])):
+        for j in range(n_out):
+            for i in range(n_in):
+                yield f"layers.{k}.neurons.{j}.w.{i}"
+            yield f"layers.{k}.neurons.{j}.b"
 
 
 def _mlp_size(arch: dict[str, Any]) -> int | None:

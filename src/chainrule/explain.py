@@ -21,6 +21,7 @@ and gradient norms (``chainrule.tensor_explain``).
 from __future__ import annotations
 
 import math
+import re
 from dataclasses import dataclass
 from typing import Any
 
@@ -308,7 +309,7 @@ def trace(root: Value, *, digits: int = 6) -> str:
     leaves = [names[i] for i in range(len(walk.nodes) - 1, -1, -1) if not walk.nodes[i]._prev]
     lines = [
         "topological order: " + ", ".join(names),
-        f"seed: {names[walk.root]}.grad = {fmt(walk.seed)}",
+        f"seed: {grad_of(names[walk.root])} = {fmt(walk.seed)}",
     ]
     if interior:
         rest = f" (then {', '.join(leaves)}: leaves, nothing to pass on)" if leaves else ""
@@ -318,8 +319,8 @@ def trace(root: Value, *, digits: int = 6) -> str:
     steps = [
         (
             formula(walk, u.node),
-            f"{names[u.child]}.grad += {fmt(u.local)} * {fmt(u.incoming)}",
-            f"-> {names[u.child]}.grad = {total}",
+            f"{grad_of(names[u.child])} += {fmt(u.local)} * {fmt(u.incoming)}",
+            f"-> {grad_of(names[u.child])} = {total}",
         )
         for u, total in zip(walk.updates, running_totals(walk, digits))
     ]
@@ -384,4 +385,41 @@ def formula(walk: Walk, i: int) -> str:
         body = f"{op}{inputs[0]}"
     else:
         body = f"{op}({', '.join(inputs)})"
-    return f"{walk.names[i]} = {body}"
+    name = walk.names[i]
+    if _same_text(name, body):  # a node named by its own formula: said once
+        return name
+    return f"{name} = {body}"
+
+
+def _same_text(name: str, body: str) -> bool:
+    """``relu(a*b + d)`` and ``ReLU(a*b + d)``, ``a*b`` and ``a * b``: the
+    same formula, spaces and case aside (a name shortened with ``...``:
+    the start of it)."""
+    a, b = ("".join(t.split()).lower() for t in (name, body))
+    return a == b or (a.endswith("...") and b.startswith(a[:-3]))
+
+
+def grad_of(name: str) -> str:
+    """``a.grad``, ``relu(e).grad``, and ``(a*b + d).grad`` for a name that
+    is not one word or one call, so that the ``.grad`` belongs to all of it."""
+    return f"{name}.grad" if _one_term(name) else f"({name}).grad"
+
+
+_ONE_WORD = re.compile(r"[\w#.\[\]]+")
+_CALL = re.compile(r"\w+\((.*)\)")
+
+
+def _one_term(name: str) -> bool:
+    """A word (``a``, ``#3``, ``w.0``) or a call whose parentheses hold
+    the rest (``relu(a*b + d)``, not ``exp(a) + exp(b)``)."""
+    if _ONE_WORD.fullmatch(name):
+        return True
+    call = _CALL.fullmatch(name)
+    if call is None:
+        return False
+    depth = 0
+    for c in call.group(1):
+        depth += {"(": 1, ")": -1}.get(c, 0)
+        if depth < 0:
+            return False
+    return depth == 0

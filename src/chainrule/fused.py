@@ -57,18 +57,35 @@ __all__ = [
 EXP_SUB = Primitive("exp(a-b)", lambda a, b: ieee.exp(a - b), lambda M, a, b, out: (out, -out))
 
 
+def _scaled_inv_rms(xs: Sequence[float], n: int, eps: float) -> float:
+    """``1 / sqrt(mean(x**2) + eps)`` from a scaled sum of squares: with
+    ``s = max |x|``, ``(1 / s) / sqrt(mean((x / s)**2) + eps / s**2)``. Exact
+    where the plain sum of squares overflows although the inputs are
+    finite (``[1e154, 1e154]``: 1e-154, not 0)."""
+    s = max(abs(x) for x in xs)
+    m = math.fsum([(x / s) * (x / s) for x in xs]) / n
+    return ieee.div(1.0 / s, ieee.sqrt(m + eps / (s * s)))
+
+
 @functools.lru_cache(maxsize=1024)
 def _inv_rms(n: int, eps: float) -> Primitive:
     """``1 / sqrt(mean(x**2) + eps)`` of ``n`` inputs."""
 
     def forward(*xs: float) -> float:
-        return ieee.div(1.0, ieee.sqrt(math.fsum([x * x for x in xs]) / n + eps))
+        try:
+            squares = math.fsum([x * x for x in xs])
+        except OverflowError:  # finite squares whose sum is not
+            squares = math.inf
+        if squares == math.inf and all(map(math.isfinite, xs)):
+            return _scaled_inv_rms(xs, n, eps)
+        return ieee.div(1.0, ieee.sqrt(squares / n + eps))
 
     def rule(M: Any, *args: Any) -> list[Any]:
-        # d r / d x_i = -x_i r**3 / n
+        # d r / d x_i = -x_i r**3 / n, multiplied in an order that keeps
+        # x_i r (at most sqrt(n)) in range where r**3 alone would underflow
         out = args[-1]
-        k = out * out * out * (-1.0 / n)
-        return [x * k for x in args[:-1]]
+        k = out * out * (-1.0 / n)
+        return [(x * out) * k for x in args[:-1]]
 
     return Primitive("inv_rms", forward, rule)
 
@@ -108,6 +125,10 @@ def inv_rms(xs: Iterable[Scalar], eps: float = 1e-5) -> Value:
 def rmsnorm(xs: Iterable[Scalar], eps: float = 1e-5) -> list[Value]:
     """``x_i / sqrt(mean(x**2) + eps)`` for every ``x_i`` (no learned gain),
     as one :func:`inv_rms` node and one product per entry.
+
+    Finite inputs whose squares sum past float64's range are scaled first,
+    so ``rmsnorm([1e154, 1e154])`` is ``[1.0, 1.0]``: a deliberate
+    difference from PyTorch, whose float64 sum overflows and gives 0.
 
     >>> from chainrule import Value
     >>> [y.data for y in rmsnorm([Value(3.0), Value(-3.0)], eps=0.0)]

@@ -26,13 +26,13 @@ import json
 import math
 import os
 import re
-import signal
 import stat
 import tempfile
-import threading
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
+
+from .interrupts import held_interrupts
 
 __all__ = [
     "DIGEST_KEY",
@@ -40,6 +40,7 @@ __all__ = [
     "CheckpointError",
     "loads_json",
     "read_regular_file",
+    "replace_file",
     "seal",
     "sealed_digest",
     "verify",
@@ -92,9 +93,14 @@ def verify(data: bytes, where: str, end: int | None = None) -> str:
     match = _DIGEST.search(data, 0, end)
     if match is None or _DIGEST.search(data, match.end(), end) is not None:
         raise CheckpointError(f"{where}: checkpoint is damaged (its file_sha256 is missing)")
-    zeroed = data[: match.start(1)] + PLACEHOLDER.encode() + data[match.end(1) :]
+    # the digest of the bytes with the claimed one zeroed, hashed in place
+    # (no copy of a file that may be gigabytes)
+    view = memoryview(data)
+    zeroed = hashlib.sha256(view[: match.start(1)])
+    zeroed.update(PLACEHOLDER.encode())
+    zeroed.update(view[match.end(1) :])
     claimed = match.group(1).decode()
-    if hashlib.sha256(zeroed).hexdigest() != claimed:
+    if zeroed.hexdigest() != claimed:
         raise CheckpointError(
             f"{where}: checkpoint was modified or damaged after saving (sha256 does not match)"
         )
@@ -184,17 +190,19 @@ def write_atomically(*files: tuple[Path, bytes]) -> None:
         remove_stale_temporaries(path)
     try:
         for path, data in files:
-            fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-            temps.append(tmp)
-            # mkstemp makes the file private (0600); a checkpoint is an ordinary file.
-            os.chmod(tmp, 0o644)
-            with os.fdopen(fd, "wb") as f:
-                f.write(data)
-                f.flush()
-                os.fsync(f.fileno())
-        with _interrupts_held():
+            with _naming(path):
+                fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+                temps.append(tmp)
+                # mkstemp makes the file private (0600); a checkpoint is an ordinary file.
+                os.chmod(tmp, 0o644)
+                with os.fdopen(fd, "wb") as f:
+                    f.write(data)
+                    f.flush()
+                    os.fsync(f.fileno())
+        with held_interrupts():
             for (path, _), tmp in zip(files, temps):
-                os.replace(tmp, path)
+                with _naming(path):
+                    os.replace(tmp, path)
     except BaseException:
         for tmp in temps:
             with contextlib.suppress(OSError):
@@ -204,6 +212,35 @@ def write_atomically(*files: tuple[Path, bytes]) -> None:
         _sync_directory(directory)
 
 
+@contextlib.contextmanager
+def _naming(path: Path) -> Iterator[None]:
+    """An OSError inside the block names ``path``, the file being written,
+    not its temporary file (or no file, as a failed write does)."""
+    try:
+        yield
+    except OSError as e:
+        if e.errno is not None:  # an error of the system's, which names its file
+            e.filename, e.filename2 = str(path), None
+        raise
+
+
+def replace_file(path: str | os.PathLike[str], data: bytes) -> None:
+    """Write ``data`` to ``path`` with :func:`write_atomically`: a full disk
+    or a crash leaves the old file (or none), never an empty or half one.
+    A ``path`` that exists and is not a regular file (``/dev/stdout``, a
+    FIFO) is written in place: it cannot be replaced, and must not be."""
+    p = Path(path)
+    try:
+        special = not stat.S_ISREG(os.stat(p).st_mode)
+    except OSError:  # absent (or unreadable: the write says why)
+        special = False
+    if special:
+        with open(p, "wb") as f:
+            f.write(data)
+    else:
+        write_atomically((p, data))
+
+
 def remove_stale_temporaries(path: Path) -> None:
     """Delete the temporary files that writes of ``path`` interrupted by a
     crash or ``kill -9`` left behind (``.NAME.XXXXXXXX.tmp``, mkstemp's
@@ -211,24 +248,6 @@ def remove_stale_temporaries(path: Path) -> None:
     for stale in path.parent.glob(f".{glob.escape(path.name)}.{'[a-z0-9_]' * 8}.tmp"):
         with contextlib.suppress(OSError):
             stale.unlink()
-
-
-@contextlib.contextmanager
-def _interrupts_held() -> Iterator[None]:
-    """SIGINT arriving inside the block takes effect when it ends."""
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-    caught: list[Any] = []
-    previous = signal.signal(signal.SIGINT, lambda *args: caught.append(args))
-    try:
-        yield
-    finally:
-        signal.signal(signal.SIGINT, previous)
-    if caught and callable(previous):
-        previous(*caught[0])
-    elif caught and previous == signal.SIG_DFL:
-        os.kill(os.getpid(), signal.SIGINT)
 
 
 def _sync_directory(directory: Path) -> None:

@@ -11,6 +11,7 @@ from a :class:`GPTConfig`. The defaults are microgpt's.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import asdict, dataclass
 from typing import Any
 
@@ -54,3 +55,26 @@ class GPTConfig:
         V, T, C, L = self.vocab_size, self.block_size, self.n_embd, self.n_layer
         # wte, lm_head, wpe; per layer q k v o, then fc1 and fc2
         return 2 * V * C + T * C + L * (4 + 2 * self.mlp_ratio) * C * C
+
+    def num_tensors(self) -> int:
+        """How many weight tensors a GPT of this size has (see :meth:`parameter_shapes`)."""
+        return 3 + 6 * self.n_layer
+
+    def parameter_shapes(self) -> Iterator[tuple[str, tuple[int, ...]]]:
+        """Each weight's name (PyTorch's, as ``named_parameters()`` gives
+        them) and shape, in order, without building the model: what a
+        checkpoint's file must hold, checked before anything is allocated.
+
+        >>> dict(GPTConfig(vocab_size=5, block_size=4, n_embd=8, n_layer=1).parameter_shapes())[
+        ...     "blocks.0.mlp.fc1.weight"]
+        (32, 8)
+        """
+        V, T, C, wide = self.vocab_size, self.block_size, self.n_embd, self.mlp_ratio * self.n_embd
+        yield "wte.weight", (V, C)
+        yield "wpe.weight", (T, C)
+        for i in range(self.n_layer):
+            for name in ("wq", "wk", "wv", "wo"):
+                yield f"blocks.{i}.attn.{name}.weight", (C, C)
+            yield f"blocks.{i}.mlp.fc1.weight", (wide, C)
+            yield f"blocks.{i}.mlp.fc2.weight", (C, wide)
+        yield "lm_head.weight", (V, C)

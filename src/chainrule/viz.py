@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import math
 import os
+import re
 import shutil
 import subprocess
 from pathlib import Path
@@ -26,6 +27,7 @@ from typing import Any
 from .engine import Value
 from .graph import reverse_topological_order
 from .primitives import NUMBER
+from .sealed import replace_file
 from .sums import ADD_N, AFFINE, AFFINE_RELU, DOT
 from .walk import topological_order
 
@@ -44,6 +46,19 @@ INSTALL_HINT = (
 
 class GraphvizNotFound(RuntimeError):
     """Graphviz's ``dot`` program is not on the PATH."""
+
+
+class GraphTooLarge(ValueError):
+    """A graph of more than ``max_nodes`` values, refused by a drawing that
+    cannot summarise it (the interactive page)."""
+
+    def __init__(self, op: str, nodes: int, max_nodes: int) -> None:
+        super().__init__(
+            f"{op}: the graph has {nodes} nodes, more than max_nodes={max_nodes}; "
+            "pass a larger max_nodes to draw it"
+        )
+        self.nodes = nodes
+        self.max_nodes = max_nodes
 
 
 # --------------------------------------------------------------------------
@@ -77,11 +92,26 @@ def forward_order(root: Any) -> list[Any]:
     return order
 
 
+#: Characters no drawing can show: controls (a NUL ends Graphviz's input)
+#: and lone surrogates (not encodable, so not writable, in UTF-8).
+_UNPRINTABLE = re.compile("[\x00-\x1f\x7f\ud800-\udfff]")
+
+
+def printable(text: str) -> str:
+    """``text`` with its whitespace runs as one space and every character no
+    drawing can show as a visible escape (``\\x00``, ``\\ud800``)."""
+    text = " ".join(text.split())
+    return _UNPRINTABLE.sub(
+        lambda m: f"\\x{ord(m[0]):02x}" if ord(m[0]) < 0x80 else f"\\u{ord(m[0]):04x}", text
+    )
+
+
 def display_name(node: Any, index: int) -> str:
     """The node's label, shortened to ``LABEL_WIDTH``, or ``#index``
-    when it has none (the same number in the drawing and in the table); a
-    leaf made from a number operand (``x * 2``) is shown as that number."""
-    label = " ".join(node.label.split())
+    when it has none (the same number in the drawing and in the table), a
+    leaf made from a number operand (``x * 2``) as that number; characters
+    no drawing can show are escaped (:func:`printable`)."""
+    label = printable(node.label)
     if not label:
         return format_number(node.data) if getattr(node, "_fn", None) is NUMBER else f"#{index}"
     if len(label) > LABEL_WIDTH:
@@ -114,15 +144,18 @@ def format_number(x: Any, digits: int = 6) -> str:
 
 
 def _quoted(text: str) -> str:
-    """A DOT quoted string that shows ``text`` literally (escString)."""
+    """A DOT quoted string that shows ``text`` literally (escString; ``&``
+    as ``&amp;``, since Graphviz decodes HTML entities in labels)."""
+    text = printable(text).replace("&", "&amp;")
     return '"' + text.replace("\\", "\\\\").replace('"', '\\"') + '"'
 
 
 def _field(text: str) -> str:
-    """``text`` as one field of a record label: its separators escaped."""
+    """``text`` as one field of a record label: its separators escaped, and
+    ``&`` as ``&amp;`` (Graphviz decodes HTML entities in labels)."""
     for c in "\\{}|<>":
         text = text.replace(c, "\\" + c)
-    return text
+    return text.replace("&", "&amp;")
 
 
 def _is_tensor(node: Any) -> bool:
@@ -250,7 +283,7 @@ def to_dot(
         note = (
             f"{len(nodes)} values and {operations} operations: "
             f"more than max_nodes={max_nodes}.\\nOnly the root is drawn; "
-            "pass a larger max_nodes to draw them all."
+            "pass a larger max_nodes\\n(chainrule explain: --max-nodes) to draw them all."
         )
         lines.append(_record(root, len(nodes) - 1, root=True))
         lines.append(f'  note [shape=note, label="{note}"];')
@@ -339,7 +372,7 @@ def draw(
         )
     dot_text = to_dot(root, max_nodes=max_nodes, rankdir=rankdir, expand=expand)
     data = _render(dot_text, fmt, timeout)
-    path.write_bytes(data)
+    replace_file(path, data)  # atomically: a full disk leaves no empty file
     return path
 
 

@@ -18,19 +18,92 @@ from __future__ import annotations
 import html
 import json
 import os
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from .engine import Value
-from .explain import Walk, backward_walk, formula, meaning_of, running_totals
-from .viz import DEFAULT_MAX_NODES, format_number
+from .explain import Walk, backward_walk, formula, grad_of, meaning_of, running_totals
+from .sealed import replace_file
+from .viz import DEFAULT_MAX_NODES, GraphTooLarge, format_number
 
-BOX_W, BOX_H = 150, 64  # a node's box in the drawing, in pixels
-GAP_X, GAP_Y = 70, 18  # between columns and between boxes in a column
-TOP = 46  # room above the boxes for edges that skip a column
+# Sizes in pixels. Text is monospace, so its width is known from its length:
+# at most CHAR_W[size] per character (0.6 em in DejaVu Sans Mono, Menlo,
+# Consolas, with a margin), and the boxes and gaps are made to hold it.
+CHAR_W = {12: 7.5, 10: 6.3}
+LINE = 16  # between the baselines of a box's lines
+PAD = 8  # inside a box, left and right
+MIN_BOX_W, MAX_BOX_W = 150, 270
+TITLE_LINES = 2  # a longer title is shortened, whole on hover
+MIN_GAP_X, GAP_Y = 70, 18  # between columns and between boxes in a column
+SLOT = 20  # between the points where a box's incoming edges end
+ARROW = 8  # the arrowhead's length
+TOP = 46  # room above the boxes for edges that skip columns
 
 
-def layout(walk: Walk) -> list[tuple[float, float]]:
+@dataclass(frozen=True)
+class Geometry:
+    """The drawing's sizes for one page, from the longest texts it shows."""
+
+    box_w: float
+    box_h: float
+    gap_x: float
+    title_lines: list[list[str]]  # per node, the title's lines as drawn
+    titles: list[str]  # per node, the whole title (shown on hover)
+
+
+def _grad_chars(digits: int) -> int:
+    """The longest grad the page's script can write: sign, digits, the
+    point and an exponent (``-1.23457e-305``), or ``-inf``."""
+    return digits + 8
+
+
+def geometry(walk: Walk, digits: int) -> Geometry:
+    """Box and gap sizes that hold every title, number and edge label."""
+    nodes = range(len(walk.nodes))
+    inputs = [walk.locals_of(i) for i in nodes]
+    titles = [formula(walk, i) if inputs[i] else walk.names[i] for i in nodes]
+    numbers = max(len(format_number(v.data, digits)) for v in walk.nodes)
+    widest = max(max(len(t) for t in titles), 5 + numbers, 5 + _grad_chars(digits))
+    box_w = min(max(MIN_BOX_W, 2 * PAD + CHAR_W[12] * widest), MAX_BOX_W)
+    per_line = int((box_w - 2 * PAD) // CHAR_W[12])
+    lines = [_wrap(t, per_line, TITLE_LINES) for t in titles]
+    n = max(len(x) for x in lines)
+    box_h = max(LINE * (n + 2) + 16, SLOT * (max(len(x) for x in inputs) + 1))
+    labels = [len(format_number(d, digits)) for x in inputs for _, d in x]
+    gap_x = max(MIN_GAP_X, _label_room(max(labels, default=0)) + 30)  # 30: room for the curve
+    return Geometry(box_w, box_h, gap_x, lines, titles)
+
+
+def _label_room(chars: int) -> float:
+    """How far before a box an edge runs straight: its label's width, the
+    arrowhead and a margin either side."""
+    return chars * CHAR_W[10] + ARROW + 12
+
+
+def _wrap(text: str, width: int, most: int) -> list[str]:
+    """``text`` in lines of at most ``width`` characters, broken after a
+    space or an operator where one is near the end of the line; past
+    ``most`` lines the last ends with ``...``."""
+    lines: list[str] = []
+    rest = text
+    while len(rest) > width:
+        cut = max((k + 1 for k, c in enumerate(rest[:width]) if c in _BREAKS), default=0)
+        if cut <= width // 2:  # no break late enough: cut the word
+            cut = width
+        lines.append(rest[:cut].rstrip())
+        rest = rest[cut:].lstrip()
+    lines.append(rest)
+    if len(lines) > most:
+        tail = " ".join(lines[most - 1 :])
+        lines = [*lines[: most - 1], tail[: width - 3] + "..."]
+    return lines
+
+
+_BREAKS = frozenset(" *+-/,(")
+
+
+def layout(walk: Walk, geo: Geometry) -> list[tuple[float, float]]:
     """Top-left corner of each node's box: a column per depth (leaves at
     the left, each node right of all its inputs), in forward order within
     a column."""
@@ -48,67 +121,100 @@ def layout(walk: Walk) -> list[tuple[float, float]]:
     height = max(rows.values())
     out: list[tuple[float, float]] = []
     for d, row in places:
-        offset = (height - rows[d]) * (BOX_H + GAP_Y) / 2  # centre short columns
-        out.append((20 + d * (BOX_W + GAP_X), TOP + offset + row * (BOX_H + GAP_Y)))
+        offset = (height - rows[d]) * (geo.box_h + GAP_Y) / 2  # centre short columns
+        out.append((20 + d * (geo.box_w + geo.gap_x), TOP + offset + row * (geo.box_h + GAP_Y)))
     return out
 
 
 def _svg(walk: Walk, digits: int) -> str:
-    xy = layout(walk)
-    width = max(x for x, _ in xy) + BOX_W + 20
-    height = max(y for _, y in xy) + BOX_H + 20
+    geo = geometry(walk, digits)
+    xy = layout(walk, geo)
+    box_w, box_h = geo.box_w, geo.box_h
+    width = max(x for x, _ in xy) + box_w + 20
+    height = max(y for _, y in xy) + box_h + 20
     parts = [
         f'<svg id="graph" xmlns="http://www.w3.org/2000/svg" width="{width:g}" '
         f'height="{height:g}" viewBox="0 0 {width:g} {height:g}">',
-        '<defs><marker id="arrow" viewBox="0 0 10 10" refX="10" refY="5" markerWidth="8" '
-        'markerHeight="8" markerUnits="userSpaceOnUse" orient="auto">'
-        '<path d="M0,0 L10,5 L0,10 z" fill="#888"/></marker></defs>',
+        f'<defs><marker id="arrow" viewBox="0 0 10 10" refX="10" refY="5" '
+        f'markerWidth="{ARROW}" markerHeight="{ARROW}" markerUnits="userSpaceOnUse" '
+        'orient="auto"><path d="M0,0 L10,5 L0,10 z" fill="#888"/></marker></defs>',
     ]
-    for i in range(len(walk.nodes)):
-        ins = walk.locals_of(i)
-        x2 = xy[i][0]
-
-        def arcs(k: int, x2: float = x2) -> bool:  # skips a column: arcs over the boxes between
-            return x2 - (xy[k][0] + BOX_W) > GAP_X + 1
-
-        # edges arriving from above take the upper slots, so they do not cross
-        slots = sorted(ins, key=lambda kd: -1.0 if arcs(kd[0]) else xy[kd[0]][1])
-        for slot, (k, d) in enumerate(slots):
-            x1, y1 = xy[k][0] + BOX_W, xy[k][1] + BOX_H / 2
-            y2 = xy[i][1] + BOX_H * (slot + 1) / (len(ins) + 1)
-            if arcs(k):
-                top = TOP - 30
-                curve = f"C{x1 + GAP_X:g},{top:g} {x2 - GAP_X:g},{top:g}"
-            else:
-                mid = (x1 + x2) / 2
-                curve = f"C{mid:g},{y1:g} {mid:g},{y2:g}"
-            parts.append(
-                f'<path class="edge" data-from="{k}" data-to="{i}" '
-                f'd="M{x1:g},{y1:g} {curve} {x2:g},{y2:g}" marker-end="url(#arrow)"/>'
-            )
-            parts.append(
-                f'<text class="local" x="{x2 - 4:g}" y="{y2 - 4:g}" text-anchor="end">'
-                f"{html.escape(format_number(d, digits))}</text>"
-            )
+    parts += _edges(walk, geo, xy, digits)
     for i, node in enumerate(walk.nodes):
         x, y = xy[i]
-        head = formula(walk, i) if node._prev else walk.names[i]
+        lines = geo.title_lines[i]
+        title = "".join(
+            f'<text class="name" x="{x + PAD:g}" y="{y + 18 + LINE * n:g}">{html.escape(t)}</text>'
+            for n, t in enumerate(lines)
+        )
+        below = y + 18 + LINE * len(lines) + 3  # the data line, then the grad line
         parts.append(
             f'<g class="node" id="node-{i}" data-node="{i}">'
-            f'<rect x="{x:g}" y="{y:g}" width="{BOX_W}" height="{BOX_H}" rx="6"/>'
-            f'<text class="name" x="{x + 8:g}" y="{y + 18:g}">'
-            f"{html.escape(_short(head, 22))}</text>"
-            f'<text x="{x + 8:g}" y="{y + 37:g}">data '
+            f"<title>{html.escape(geo.titles[i])}</title>"
+            f'<rect x="{x:g}" y="{y:g}" width="{box_w:g}" height="{box_h:g}" rx="6"/>'
+            f"{title}"
+            f'<text class="data" x="{x + PAD:g}" y="{below:g}">data '
             f"{html.escape(format_number(node.data, digits))}</text>"
-            f'<text x="{x + 8:g}" y="{y + 55:g}">grad <tspan class="grad" id="svg-grad-{i}">0.0'
-            "</tspan></text></g>"
+            f'<text class="grad-line" x="{x + PAD:g}" y="{below + LINE + 2:g}">grad '
+            f'<tspan class="grad" id="svg-grad-{i}">0.0</tspan></text></g>'
         )
     parts.append("</svg>")
     return "".join(parts)
 
 
-def _short(text: str, width: int) -> str:
-    return text if len(text) <= width else text[: width - 3] + "..."
+def _edges(walk: Walk, geo: Geometry, xy: list[tuple[float, float]], digits: int) -> list[str]:
+    """Every edge, input to node, with its local gradient above its end.
+
+    Edges into a column run straight (horizontal) over the same last
+    stretch, as long as the column's longest label and the arrowhead, and
+    curve only before it; an edge that skips columns rises just after its
+    box, crosses above all the boxes and comes down just before that
+    stretch. So no line runs through a label, and no label touches an
+    arrowhead or a box.
+    """
+    inputs = [walk.locals_of(i) for i in range(len(walk.nodes))]
+    labels = [[format_number(d, digits) for _, d in ins] for ins in inputs]
+    longest: dict[float, int] = {}
+    for (x, _), texts in zip(xy, labels):
+        longest[x] = max([longest.get(x, 0), *(len(t) for t in texts)])
+    parts: list[str] = []
+    arcs = 0
+    for i, ins in enumerate(inputs):
+        x2 = xy[i][0]
+        xs = x2 - _label_room(longest[x2])  # where the straight stretch begins
+
+        def skips(k: int, x2: float = x2) -> bool:  # a column between: go over it
+            return x2 - (xy[k][0] + geo.box_w) > geo.gap_x + 1
+
+        # edges arriving from above take the upper slots, so they do not cross
+        order = sorted(
+            range(len(ins)), key=lambda j: -1.0 if skips(ins[j][0]) else xy[ins[j][0]][1]
+        )
+        for slot, j in enumerate(order):
+            k = ins[j][0]
+            x1, y1 = xy[k][0] + geo.box_w, xy[k][1] + geo.box_h / 2
+            y2 = xy[i][1] + geo.box_h * (slot + 1) / (len(ins) + 1)
+            if skips(k):
+                up, down, top = x1 + 15, xs - 15, 10 + 5 * (arcs % 4)
+                arcs += 1
+                route = (
+                    f"Q{up:g},{y1:g} {up:g},{y1 - 10:g} L{up:g},{top + 10:g} "
+                    f"Q{up:g},{top:g} {up + 10:g},{top:g} L{down - 10:g},{top:g} "
+                    f"Q{down:g},{top:g} {down:g},{top + 10:g} L{down:g},{y2 - 10:g} "
+                    f"Q{down:g},{y2:g} {down + 10:g},{y2:g}"
+                )
+            else:
+                mid = (x1 + xs) / 2
+                route = f"C{mid:g},{y1:g} {mid:g},{y2:g} {xs:g},{y2:g}"
+            parts.append(
+                f'<path class="edge" data-from="{k}" data-to="{i}" '
+                f'd="M{x1:g},{y1:g} {route} L{x2:g},{y2:g}" marker-end="url(#arrow)"/>'
+            )
+            parts.append(
+                f'<text class="local" data-from="{k}" data-to="{i}" x="{x2 - ARROW - 6:g}" '
+                f'y="{y2 - 6:g}" text-anchor="end">{html.escape(labels[i][j])}</text>'
+            )
+    return parts
 
 
 def _table(walk: Walk, digits: int) -> str:
@@ -145,14 +251,15 @@ def page_data(walk: Walk, digits: int = 6) -> dict[str, Any]:
 
     texts = [
         "The forward pass is done: every node holds its data, every grad is 0.",
-        f"Seed: {root}.grad = {fmt(walk.seed)} (d{root}/d{root} = 1). "
+        f"Seed: {grad_of(root)} = {fmt(walk.seed)} (d{root}/d{root} = 1). "
         "Now visit the nodes in reverse topological order.",
     ]
     final = [1] * len(walk.nodes)  # the step after which each grad is complete
     for j, (u, total) in enumerate(zip(walk.updates, running_totals(walk, digits))):
+        child = grad_of(names[u.child])
         texts.append(
-            f"{formula(walk, u.node)}: {names[u.child]}.grad += {fmt(u.local)} * "
-            f"{fmt(u.incoming)} = {fmt(u.contribution)}, so {names[u.child]}.grad = {total}"
+            f"{formula(walk, u.node)}: {child} += {fmt(u.local)} * "
+            f"{fmt(u.incoming)} = {fmt(u.contribution)}, so {child} = {total}"
         )
         final[u.child] = j + 2
     meanings = [
@@ -188,10 +295,7 @@ def walkthrough_html(
         raise TypeError(f"walkthrough_html: expected a Value, got {type(root).__name__}")
     walk = backward_walk(root)
     if len(walk.nodes) > max_nodes:
-        raise ValueError(
-            f"walkthrough_html: the graph has {len(walk.nodes)} nodes, more than "
-            f"max_nodes={max_nodes}; pass a larger max_nodes to draw it"
-        )
+        raise GraphTooLarge("walkthrough_html", len(walk.nodes), max_nodes)
     name = walk.names[walk.root]
     title = title or f"The backward pass of {name}"
     # "<" escaped: no label can close the script element or open another
@@ -218,11 +322,18 @@ def walkthrough_html(
 
 
 def write_walkthrough(
-    root: Value, path: str | os.PathLike[str], *, digits: int = 6, title: str | None = None
+    root: Value,
+    path: str | os.PathLike[str],
+    *,
+    digits: int = 6,
+    title: str | None = None,
+    max_nodes: int = DEFAULT_MAX_NODES,
 ) -> Path:
-    """Write the page for ``root`` to ``path`` (UTF-8) and return the path."""
+    """Write the page for ``root`` to ``path`` (UTF-8, atomically: a full
+    disk leaves no empty page) and return the path."""
     path = Path(path)
-    path.write_text(walkthrough_html(root, digits=digits, title=title), encoding="utf-8")
+    page = walkthrough_html(root, digits=digits, title=title, max_nodes=max_nodes)
+    replace_file(path, page.encode("utf-8"))
     return path
 
 
@@ -243,7 +354,7 @@ svg .name { font-weight: bold; }
 .node.target rect { fill: #dde7ff; stroke: #4a6cd4; stroke-width: 3; }
 .edge { fill: none; stroke: #bbb; stroke-width: 1.3; }
 .edge.flow { stroke: #4a6cd4; stroke-width: 3; }
-.local { fill: #777; font-size: 10px; }
+.local { fill: #555; font-size: 10px; }
 table { border-collapse: collapse; margin-top: 1em; }
 th, td { border-bottom: 1px solid #ddd; padding: .3em .7em; text-align: left; }
 td.num { text-align: right; font-family: ui-monospace, Menlo, Consolas, monospace; }

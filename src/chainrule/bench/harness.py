@@ -245,13 +245,47 @@ def _format_value(value: float, unit: str) -> str:
     return f"{value * 1e6:.1f} us"
 
 
-def _reference(workload: Workload, engine: Engine) -> str:
-    return engine.versus or workload.baseline
+def baseline(workload: Workload, values: dict[str, float | None]) -> str:
+    """The engine the workload's ratios are relative to: its baseline, or,
+    when that has no value (not installed, or it failed), the first of its
+    engines that has one, so the engines measured are still compared."""
+    if values.get(workload.baseline) is not None:
+        return workload.baseline
+    measured = (e.name for e in workload.engines if not e.versus and values.get(e.name) is not None)
+    return next(measured, workload.baseline)
+
+
+def _reference(workload: Workload, engine: Engine, values: dict[str, float | None]) -> str:
+    return engine.versus or baseline(workload, values)
+
+
+def install_hints(workloads: Sequence[Workload], results: Sequence[Result]) -> list[str]:
+    """One line per module an engine needed and did not find: how to
+    install it, and which workloads' ratios are relative to another engine
+    for want of it."""
+    noted = {(r.workload, r.engine) for r in results if r.note == "not installed"}
+    values = {(r.workload, r.engine): r.value for r in results}
+    missing: dict[str, list[str]] = {}
+    for w in workloads:
+        for e in w.engines:
+            if (w.name, e.name) in noted:
+                for module in _missing(e):
+                    missing.setdefault(module, [])
+                    mine = {n: v for (k, n), v in values.items() if k == w.name}
+                    if e.name == w.baseline and baseline(w, mine) != w.baseline:
+                        missing[module].append(f"{w.name} (against {baseline(w, mine)})")
+    lines = []
+    for module, moved in missing.items():
+        line = f"{module} is not installed: pip install {module}"
+        if moved:
+            line += f"; ratios relative to another engine instead: {', '.join(moved)}"
+        lines.append(line)
+    return lines
 
 
 def _ratio(workload: Workload, engine: Engine, by_engine: dict[str, Result]) -> str:
     result = by_engine[engine.name]
-    reference = _reference(workload, engine)
+    reference = _reference(workload, engine, {k: r.value for k, r in by_engine.items()})
     base = by_engine.get(reference)
     if result.value is None or base is None or base.value is None:
         return "-"
@@ -320,7 +354,8 @@ def to_json(
 ) -> dict[str, Any]:
     """``{"workloads": {NAME: {ENGINE: value_or_null}}}`` plus ``notes``
     (why a value is null), ``ratios`` (each engine's value divided by its
-    reference's: the workload's baseline, or the engine it is paired with)
+    reference's: the workload's baseline, or the engine it is paired with;
+    :func:`baseline` when the baseline is missing)
     and ``meta`` (units, settings, machine)."""
     values: dict[str, dict[str, float | None]] = {w.name: {} for w in workloads}
     notes: dict[str, dict[str, str]] = {}
@@ -332,7 +367,7 @@ def to_json(
     for w in workloads:
         for e in w.engines:
             value = values[w.name].get(e.name)
-            base = values[w.name].get(_reference(w, e))
+            base = values[w.name].get(_reference(w, e, values[w.name]))
             if value is not None and base:
                 ratios.setdefault(w.name, {})[e.name] = value / base
     return {
@@ -344,7 +379,7 @@ def to_json(
                 w.name: ("bytes per operation" if w.unit == "B/op" else "seconds")
                 for w in workloads
             },
-            "baselines": {w.name: w.baseline for w in workloads},
+            "baselines": {w.name: baseline(w, values[w.name]) for w in workloads},
             "settings": settings.label,
             "warmup": settings.warmup,
             "repetitions": settings.repeat,

@@ -4,9 +4,13 @@ Each command module has ``register(subparsers)``, which adds its parser and
 sets ``func`` to the function that runs it and returns an exit code.
 
 No traceback reaches a user: :func:`main` turns a :class:`CommandError`,
-a closed or full output, a failed allocation or an unforeseen exception into
-one line on stderr and a non-zero exit. ``--debug`` (or the environment
-variable ``CHAINRULE_DEBUG=1``) shows the traceback instead, for bug reports.
+a full output, a failed allocation, Ctrl-C or an unforeseen exception into
+one line on stderr, ``chainrule COMMAND: ...``, and a non-zero exit.
+``--debug`` (or the environment variable ``CHAINRULE_DEBUG=1``) shows the
+traceback instead, for bug reports. A reader that leaves early
+(``chainrule explain ... | head -1``) ends the command quietly, as it ends
+``yes``: nothing on stderr, exit status 141 (128 + SIGPIPE, what the shell
+shows for a process that SIGPIPE stopped).
 """
 
 from __future__ import annotations
@@ -18,12 +22,15 @@ import importlib
 import io
 import os
 import re
+import shlex
+import signal
 import sys
 from collections.abc import Sequence
 from typing import Any, NoReturn
 
+from .. import _launch
 from .._version import __version__
-from .options import CommandError
+from .options import INTERRUPTED, CommandError
 
 # One line per command module (chainrule/cli/<name>.py).
 COMMANDS: list[str] = [
@@ -34,6 +41,10 @@ COMMANDS: list[str] = [
 ]
 
 DEBUG_ENV = "CHAINRULE_DEBUG"
+#: The exit status when the reader of the output has gone: what the shell
+#: shows for ``yes | head -1``'s ``yes``.
+BROKEN_PIPE_STATUS = 128 + getattr(signal, "SIGPIPE", 13)
+_OPTION_NAME = re.compile(r"--?[A-Za-z][A-Za-z0-9-]*")
 _INVALID_CHOICE = re.compile(r"invalid choice: '(.*?)' \(choose from (.*)\)", re.S)
 
 
@@ -45,7 +56,14 @@ def _closest(word: str, candidates: Sequence[str]) -> str:
 
 class CommandParser(argparse.ArgumentParser):
     """argparse, with a usage error as one line (and a suggestion for a
-    misspelled choice) instead of the usage block."""
+    misspelled choice) instead of the usage block. ``dash_hint`` (a
+    subcommand's keyword) is added to the error for an unknown option that
+    is no option's name, such as a formula that starts with ``-``: it says
+    how to pass it (``--`` before it)."""
+
+    def __init__(self, *args: Any, dash_hint: str = "", **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.dash_hint = dash_hint
 
     def error(self, message: str) -> NoReturn:
         m = _INVALID_CHOICE.search(message)
@@ -60,6 +78,11 @@ class CommandParser(argparse.ArgumentParser):
         word = extra[0]
         if word.startswith("-") and len(word) > 1:
             name = word.split("=", 1)[0]
+            if self.dash_hint and not _OPTION_NAME.fullmatch(name):
+                self.error(
+                    f"unknown option {name!r:.80}; {self.dash_hint} that starts with '-' "
+                    f"goes after '--': {self.prog} -- {shlex.quote(word)[:80]} ..."
+                )
             self.error(f"unknown option {name!r:.80}{_closest(name, options)}")
         self.error(f"unexpected argument {word!r:.80}")
 
@@ -101,6 +124,16 @@ def _debugging(args: argparse.Namespace | None) -> bool:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    """Run the command ``argv`` (default: ``sys.argv[1:]``) and return its
+    exit status; Ctrl-C at any moment, parsing included, is one line."""
+    _launch.release()
+    try:
+        return _main(argv)
+    except KeyboardInterrupt:
+        return _report("chainrule", "interrupted", INTERRUPTED)
+
+
+def _main(argv: Sequence[str] | None) -> int:
     # A stream the shell closed (``2>&-``): the progress bar and the one
     # line have nowhere to go, and a closed stdout would fail after the work.
     if _closed(sys.stderr):
@@ -123,9 +156,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         sys.stdout.flush()  # a closed or full stdout shows here, not at exit
         return code
     except KeyboardInterrupt:
-        return _report(prefix, "interrupted", 130)
+        return _report(prefix, "interrupted", INTERRUPTED)
     except CommandError as e:
         return _report(prefix, str(e), e.code)
+    except BrokenPipeError:
+        if _debugging(args):
+            raise
+        _silence_stdout(broken=True)
+        return BROKEN_PIPE_STATUS  # the reader left: nothing to say, as yes says nothing
     except Exception as e:
         if _debugging(args):
             raise
@@ -134,8 +172,6 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 def _describe(e: Exception) -> str:
     """The one line for an exception no command foresaw."""
-    if isinstance(e, BrokenPipeError):
-        return "output closed before the end (broken pipe)"
     if isinstance(e, MemoryError):
         return f"out of memory{f' ({e})' if str(e) else ''}; try smaller sizes"
     if isinstance(e, OSError):
@@ -176,12 +212,26 @@ def _report(prefix: str, message: str, code: int) -> int:
     return code
 
 
-def _silence_stdout() -> None:
-    try:
-        sys.stdout.flush()
-    except (OSError, ValueError):
-        # not a real file (captured in tests): nothing will flush at exit
-        with contextlib.suppress(OSError, ValueError, AttributeError):
-            devnull = os.open(os.devnull, os.O_WRONLY)
-            os.dup2(devnull, sys.stdout.fileno())
-            os.close(devnull)
+def _silence_stdout(broken: bool = False) -> None:
+    """Point stdout at /dev/null if it is closed or full (or ``broken``: its
+    reader gone), so that Python's own flush at exit stays quiet."""
+    if not broken:
+        try:
+            sys.stdout.flush()
+            return
+        except (OSError, ValueError):
+            pass
+    _to_devnull(sys.stdout)
+    if broken:  # stderr may be the pipe whose reader left (2>&1 | head)
+        try:
+            sys.stderr.flush()
+        except (OSError, ValueError):
+            _to_devnull(sys.stderr)
+
+
+def _to_devnull(stream: Any) -> None:
+    # not a real file (captured in tests): nothing will flush at exit
+    with contextlib.suppress(OSError, ValueError, AttributeError):
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, stream.fileno())
+        os.close(devnull)

@@ -81,6 +81,8 @@ def main(args: argparse.Namespace) -> int:
     print()
     print("median: seconds per run; memory: bytes per operation (tracemalloc).")
     print("ratio: the baseline's median divided by the engine's.")
+    for line in bench.install_hints(workloads, results):
+        print(line)
     if args.json:
         try:
             bench.write_json(args.json, bench.to_json(workloads, results, settings))

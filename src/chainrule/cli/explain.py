@@ -7,7 +7,8 @@ The formula is read by :mod:`chainrule.expr` (never ``eval``), its graph is
 built and backpropagated, and the table of :func:`chainrule.explain` is
 printed; ``--trace`` prints every ``+=`` update in order, and ``--html``
 writes the interactive page of :mod:`chainrule.walkthrough`. A mistake in
-the formula is reported with a caret under it.
+the formula is reported with a caret under it. Files are written
+atomically: a full disk leaves no empty or half-written page.
 """
 
 from __future__ import annotations
@@ -21,8 +22,10 @@ from typing import Any
 from ..engine import Value
 from ..explain import explain, trace
 from ..expr import ExprError, evaluate
-from ..viz import GraphvizNotFound, draw, to_dot
+from ..sealed import replace_file
+from ..viz import DEFAULT_MAX_NODES, GraphTooLarge, GraphvizNotFound, draw, to_dot
 from ..walkthrough import write_walkthrough
+from .options import CommandError, int_at_least
 from .preflight import output_file_problem
 
 _BINDING = re.compile(r"([A-Za-z_][A-Za-z0-9_]*)=(.*)", re.S)
@@ -44,6 +47,7 @@ def register(subparsers: Any) -> None:
         "operation, data, local gradients and grad.",
         epilog=EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
+        dash_hint="a formula",
     )
     p.add_argument("formula", metavar="FORMULA", help='e.g. "relu(a*b + d)"')
     p.add_argument("bindings", metavar="NAME=VALUE", nargs="*", help="e.g. a=2 b=-3 d=10")
@@ -63,12 +67,15 @@ def register(subparsers: Any) -> None:
     p.add_argument(
         "--digits", type=int, default=6, metavar="N", help="significant digits (default 6)"
     )
+    p.add_argument(
+        "--max-nodes",
+        type=int_at_least(1),
+        default=DEFAULT_MAX_NODES,
+        metavar="N",
+        help="draw graphs of up to N values in --html, --svg and --dot; larger ones "
+        f"are refused (--html) or drawn as a summary (default {DEFAULT_MAX_NODES})",
+    )
     p.set_defaults(func=run)
-
-
-def _fail(message: str, code: int = 2) -> int:
-    print(f"error: {message}", file=sys.stderr)
-    return code
 
 
 def parse_bindings(items: list[str]) -> dict[str, float]:
@@ -92,21 +99,20 @@ def parse_bindings(items: list[str]) -> dict[str, float]:
 
 def run(args: argparse.Namespace) -> int:
     if not 1 <= args.digits <= 17:
-        return _fail("--digits must be between 1 and 17")
+        raise CommandError("--digits must be between 1 and 17", 2)
     for path in (args.dot, args.svg, args.html):
         problem = path and output_file_problem(Path(path))  # before the work
         if problem:
-            return _fail(f"cannot write {path}: {problem}", 1)
+            raise CommandError(f"cannot write {path}: {problem}")
     try:
         values = parse_bindings(args.bindings)
     except ValueError as e:
-        return _fail(str(e))
+        raise CommandError(str(e), 2) from None
     try:
         root: Value = evaluate(args.formula, values)
     except ExprError as e:
         caret = e.caret()
-        print(f"error: {e}" + (f"\n{caret}" if caret else ""), file=sys.stderr)
-        return 2
+        raise CommandError(f"{e}" + (f"\n{caret}" if caret else ""), 2) from None
     root.backward()  # a fresh graph: the drawing then shows one pass's grads
     fmt = "markdown" if args.markdown else "text"
     print(explain(root, fmt, digits=args.digits))
@@ -115,26 +121,27 @@ def run(args: argparse.Namespace) -> int:
         print(trace(root, digits=args.digits))
     if args.html:
         try:
-            write_walkthrough(root, args.html, digits=args.digits)
-        except ValueError as e:
-            return _fail(str(e), 1)
+            write_walkthrough(root, args.html, digits=args.digits, max_nodes=args.max_nodes)
+        except GraphTooLarge as e:
+            raise CommandError(
+                f"--html: the graph has {e.nodes} values, more than --max-nodes {e.max_nodes}; "
+                f"give --max-nodes {e.nodes} to draw the page"
+            ) from None
         except OSError as e:
-            return _fail(f"cannot write {args.html}: {e.strerror or e}", 1)
+            raise CommandError(f"cannot write {args.html}: {e.strerror or e}") from None
         print(f"wrote {args.html}", file=sys.stderr)
     if args.dot:
         try:
-            with open(args.dot, "w", encoding="utf-8") as f:
-                f.write(to_dot(root) + "\n")
+            text = to_dot(root, max_nodes=args.max_nodes) + "\n"
+            replace_file(args.dot, text.encode("utf-8"))
         except OSError as e:
-            return _fail(f"cannot write {args.dot}: {e.strerror or e}", 1)
+            raise CommandError(f"cannot write {args.dot}: {e.strerror or e}") from None
     if args.svg:
         try:
-            draw(root, args.svg, format="svg")
-        except GraphvizNotFound as e:
-            return _fail(str(e), 1)
+            draw(root, args.svg, format="svg", max_nodes=args.max_nodes)
         except OSError as e:
-            return _fail(f"cannot write {args.svg}: {e.strerror or e}", 1)
-        except RuntimeError as e:
-            return _fail(str(e), 1)
+            raise CommandError(f"cannot write {args.svg}: {e.strerror or e}") from None
+        except (GraphvizNotFound, RuntimeError) as e:
+            raise CommandError(str(e)) from None
         print(f"wrote {args.svg}", file=sys.stderr)
     return 0

@@ -15,9 +15,12 @@ names, with the run state in its metadata) and ``DIR/gpt.optim.safetensors``
 (the Adam moments) every ``--checkpoint-every`` steps and at the end
 (atomically, every byte under a SHA-256: :mod:`chainrule.tensor.checkpoint`);
 ``--resume`` continues from it exactly where it stopped, so an interrupted
-run and an uninterrupted one end with the same numbers.
+run and an uninterrupted one end with the same numbers. Ctrl-C during
+training finishes the step under way, saves the checkpoint and stops
+(a second Ctrl-C stops at once, keeping the last checkpoint); every run
+ends by printing the command that resumes it.
 An existing checkpoint is never overwritten by a new run unless ``--force``
-says so.
+says so, and two runs never write into one directory at once.
 
 Everything that can be checked before training is: the output directory
 takes files, the data file is at most :data:`MAX_DATA_BYTES`, and the run
@@ -32,6 +35,7 @@ import contextlib
 import hashlib
 import math
 import os
+import shlex
 import sys
 import time
 from collections.abc import Iterator
@@ -39,8 +43,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from .options import CommandError, int_at_least, make_out_dir
-from .preflight import LOADING_BYTES, check_memory, would_load
+from ..interrupts import deferred_interrupts
+from .options import INTERRUPTED, CommandError, int_at_least, locked_out_dir, make_out_dir
+from .preflight import LOADING_BYTES, check_memory, check_output_file, would_load
 
 DEFAULTS: dict[str, Any] = {
     "steps": 2000,
@@ -61,6 +66,9 @@ MAX_DATA_BYTES = 64 * 2**20  # --data larger than this is refused, not read
 SAMPLE_CHUNK = 1024  # at most this many names are sampled at once,
 EVAL_BATCH = 256  # and this many held-out names scored at once,
 ROWS_BYTES = 2**28  # fewer if their arrays would exceed this (long contexts, wide models)
+CHECKPOINT_EVERY = 500
+SAMPLES = 10
+TEMPERATURE = 0.5  # microgpt's
 
 
 @dataclass(frozen=True)
@@ -191,9 +199,10 @@ def register(subparsers: Any) -> None:
     p.add_argument(
         "--checkpoint-every",
         type=_non_negative_int,
-        default=500,
+        default=CHECKPOINT_EVERY,
         metavar="K",
-        help="also save every K steps; 0: only at the end (default 500)",
+        help=f"also save every K steps; 0: only at the end and on Ctrl-C "
+        f"(default {CHECKPOINT_EVERY})",
     )
     p.add_argument(
         "--threads",
@@ -206,16 +215,16 @@ def register(subparsers: Any) -> None:
     p.add_argument(
         "--samples",
         type=_non_negative_int,
-        default=10,
+        default=SAMPLES,
         metavar="N",
-        help="names to sample at the end (default 10)",
+        help=f"names to sample at the end (default {SAMPLES})",
     )
     p.add_argument(
         "--temperature",
         type=_positive_float,
-        default=0.5,
+        default=TEMPERATURE,
         metavar="T",
-        help="sampling temperature (default 0.5, as microgpt)",
+        help=f"sampling temperature (default {TEMPERATURE:g}, as microgpt)",
     )
     p.set_defaults(func=run)
 
@@ -514,10 +523,10 @@ def train(args: argparse.Namespace, out: Path) -> Result:
         }
         try:
             checkpoint.save(model, path, metadata=meta, optimizer=adam)
-        except (OSError, ValueError, ImportError) as e:
-            raise CommandError(
-                f"cannot write {path} ({getattr(e, 'strerror', None) or e})"
-            ) from None
+        except OSError as e:  # the file that failed: the model's or the optimizer's
+            raise CommandError(f"cannot write {e.filename or path} ({e.strerror or e})") from None
+        except (ValueError, ImportError) as e:
+            raise CommandError(f"cannot write {path} ({e})") from None
 
     print(
         f"data: {len(docs):,} documents from {source}: "
@@ -532,8 +541,13 @@ def train(args: argparse.Namespace, out: Path) -> Result:
         print(f"resuming at step {step} of {args.steps} from {path}")
     sys.stdout.flush()
 
-    with ProgressBar(args.steps, every=max(args.steps // 20, 1)) as bar:
-        while step < args.steps:
+    # Ctrl-C is looked at between steps: a step half applied to the
+    # parameters is never saved
+    with (
+        ProgressBar(args.steps, every=max(args.steps // 20, 1)) as bar,
+        deferred_interrupts(insist=True) as interrupts,
+    ):
+        while step < args.steps and not interrupts:
             rows = batches.integers(0, len(train_seqs), settings.batch_size)
             x, y = charlm.batch([train_seqs[i] for i in rows], vocab.bos)
             _, loss = model(x, y)
@@ -550,22 +564,56 @@ def train(args: argparse.Namespace, out: Path) -> Result:
             bar.update(step, loss=value)
             if args.checkpoint_every and step % args.checkpoint_every == 0:
                 save(step)
-    save(step)
-
-    longest = max(len(s) for s in held_seqs) - 1
-    held_out = evaluate(
-        model, held_seqs, vocab.bos, rows_at_once(settings, vocab.size, longest, EVAL_BATCH)
-    )
-    bigram = charlm.Bigram(train_seqs, vocab.size).loss(held_seqs)
-    sampler = np.random.default_rng(sample_seed)
-    samples = []
-    chunk = sample_chunk(settings, vocab.size)
-    for start in range(0, args.samples, chunk):
-        n = min(chunk, args.samples - start)
-        generated = model.generate(n, vocab.bos, temperature=args.temperature, rng=sampler)
-        samples += [vocab.decode(s) for s in generated]
+        if not (args.checkpoint_every and step % args.checkpoint_every == 0):
+            save(step)  # at the end, or where Ctrl-C stopped the loop
+    if interrupts and step < args.steps:
+        raise CommandError(
+            f"interrupted at step {step} of {args.steps}; checkpoint saved: {path}\n"
+            f"resume with: {resume_command(args)}",
+            INTERRUPTED,
+        )
+    try:
+        if interrupts:  # during the last step or its save: the run is complete
+            raise KeyboardInterrupt
+        longest = max(len(s) for s in held_seqs) - 1
+        held_out = evaluate(
+            model, held_seqs, vocab.bos, rows_at_once(settings, vocab.size, longest, EVAL_BATCH)
+        )
+        bigram = charlm.Bigram(train_seqs, vocab.size).loss(held_seqs)
+        sampler = np.random.default_rng(sample_seed)
+        samples = []
+        chunk = sample_chunk(settings, vocab.size)
+        for start in range(0, args.samples, chunk):
+            n = min(chunk, args.samples - start)
+            generated = model.generate(n, vocab.bos, temperature=args.temperature, rng=sampler)
+            samples += [vocab.decode(s) for s in generated]
+    except KeyboardInterrupt:
+        raise CommandError(
+            f"interrupted after training; the checkpoint at step {step} is complete: {path}\n"
+            f"to train further: {resume_command(args, 2 * args.steps)}",
+            INTERRUPTED,
+        ) from None
     seconds = time.perf_counter() - started
     return Result(step, held_out, bigram, samples, seconds, frozenset(docs))
+
+
+def resume_command(args: argparse.Namespace, steps: int | None = None) -> str:
+    """The command that continues this run (to ``steps`` in total, default
+    ``--steps``): its directory, its data, and the options that are not
+    stored in the checkpoint, where they differ from the defaults."""
+    words = ["chainrule", "gpt", "--resume", "--out", str(args.out)]
+    words += ["--steps", str(steps or args.steps)]
+    if args.data is not None:
+        words += ["--data", str(args.data)]
+    for flag, value, default in (
+        ("--checkpoint-every", args.checkpoint_every, CHECKPOINT_EVERY),
+        ("--samples", args.samples, SAMPLES),
+        ("--temperature", args.temperature, TEMPERATURE),
+        ("--threads", args.threads, None),
+    ):
+        if value != default:
+            words += [flag, f"{value:g}" if isinstance(value, float) else str(value)]
+    return shlex.join(words)
 
 
 _THREAD_VARS = ("OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS", "OMP_NUM_THREADS")
@@ -647,11 +695,16 @@ def run(args: argparse.Namespace) -> int:
     problem = make_out_dir(out)
     if problem:
         raise CommandError(problem)
-    _check_overwrite(args, out / CHECKPOINT)
-    # overflow in a diverging run is reported once, as a non-finite loss,
-    # not as a stream of NumPy warnings
-    with blas_threads(args.threads), numpy.errstate(all="ignore"):
-        result = train(args, out)
+    from ..tensor.checkpoint import optimizer_path
+
+    with locked_out_dir(out):
+        _check_overwrite(args, out / CHECKPOINT)
+        for target in (out / CHECKPOINT, optimizer_path(out / CHECKPOINT)):
+            check_output_file(target, "--out")  # before the work, each file it writes
+        # overflow in a diverging run is reported once, as a non-finite loss,
+        # not as a stream of NumPy warnings
+        with blas_threads(args.threads), numpy.errstate(all="ignore"):
+            result = train(args, out)
     print(f"checkpoint: {out / CHECKPOINT} (step {result.step})")
     print(
         f"held-out loss: {result.held_out_loss:.4f} nats/token "
@@ -662,6 +715,7 @@ def run(args: argparse.Namespace) -> int:
         for s in result.samples:
             print(f"  {s}{' *' if s in result.documents else ''}")
     print(f"time: {result.seconds:.1f} s")
+    print(f"to train further: {resume_command(args, 2 * args.steps)}")
     return 0
 
 

@@ -25,8 +25,8 @@ from ..optim import SGD, LinearDecay
 from ..progress import ProgressBar
 from ..raster import decision_boundary_png
 from ..sums import dot
-from .options import int_at_least, make_out_dir
-from .preflight import would_load
+from .options import CommandError, int_at_least, locked_out_dir, make_out_dir
+from .preflight import output_file_problem, would_load
 
 DEFAULT_SEED = 1337  # micrograd's demo seed
 DEFAULT_STEPS = 100
@@ -181,11 +181,6 @@ def register(subparsers: Any) -> None:
     p.set_defaults(func=run)
 
 
-def _error(message: str) -> int:
-    print(f"chainrule moons: {message}", file=sys.stderr)
-    return 1
-
-
 def _same_run(ckpt: Path, args: argparse.Namespace) -> bool:
     """True if ``ckpt`` is missing or a moons checkpoint of the same steps
     and seed: overwriting it then gives the same file again."""
@@ -205,10 +200,19 @@ def run(args: argparse.Namespace) -> int:
     out: Path = args.out
     problem = make_out_dir(out)
     if problem:
-        return _error(problem)
-    ckpt = out / "moons.json"
+        raise CommandError(problem)
+    with locked_out_dir(out):
+        return _run(args, out)
+
+
+def _run(args: argparse.Namespace, out: Path) -> int:
+    ckpt, png = out / "moons.json", out / "moons.png"
+    for target in (png, ckpt):  # before the work, not after it
+        problem = output_file_problem(target)
+        if problem:
+            raise CommandError(f"cannot write {target}: {problem}")
     if not args.force and not _same_run(ckpt, args):
-        return _error(
+        raise CommandError(
             f"{ckpt} exists and holds another run (not --steps {args.steps} --seed {args.seed}): "
             "--force overwrites it, or choose another --out"
         )
@@ -216,7 +220,6 @@ def run(args: argparse.Namespace) -> int:
     with ProgressBar(args.steps) as bar:
         result = train(args.steps, args.seed, bar)
 
-    png = out / "moons.png"
     try:
         if would_load("matplotlib"):
             try:
@@ -227,7 +230,7 @@ def run(args: argparse.Namespace) -> int:
         else:  # too little memory to load matplotlib: the same picture without it
             plot_decision_boundary_basic(result.model, result.X, result.labels, png)
     except OSError as e:
-        return _error(f"cannot write {png} ({e.strerror or e})")
+        raise CommandError(f"cannot write {png} ({e.strerror or e})") from None
     print(f"plot: {png}")
 
     metadata = {
@@ -240,7 +243,7 @@ def run(args: argparse.Namespace) -> int:
     try:
         checkpoint.save(result.model, ckpt, metadata=metadata)
     except (OSError, ValueError) as e:
-        return _error(f"cannot write {ckpt} ({getattr(e, 'strerror', None) or e})")
+        raise CommandError(f"cannot write {ckpt} ({getattr(e, 'strerror', None) or e})") from None
     print(f"checkpoint: {ckpt}")
     print(f"accuracy: {100 * result.accuracy:.1f}%")
     return 0

@@ -1,11 +1,16 @@
-"""What the commands share: argument types, the output directory, and the
-error a command raises to stop with one line."""
+"""What the commands share: argument types, the output directory (and its
+lock), and the error a command raises to stop with one line."""
 
 from __future__ import annotations
 
 import argparse
-from collections.abc import Callable
+import contextlib
+import os
+from collections.abc import Callable, Iterator
 from pathlib import Path
+
+#: The exit status after Ctrl-C: 128 + SIGINT, the shell's convention.
+INTERRUPTED = 130
 
 
 class CommandError(Exception):
@@ -45,3 +50,36 @@ def make_out_dir(out: Path) -> str | None:
 
     problem = unwritable_dir(out)
     return f"--out {out}: {problem}" if problem else None
+
+
+@contextlib.contextmanager
+def locked_out_dir(out: Path) -> Iterator[None]:
+    """Hold ``out`` for this run: a second run given the same ``--out``
+    while this one works stops at once with a :class:`CommandError`
+    instead of both writing the same files. An advisory lock on the
+    directory itself (``flock``: released when the process ends, however
+    it ends, and it leaves no file behind); where there is none (Windows),
+    nothing is locked."""
+    try:
+        import fcntl
+    except ImportError:
+        yield
+        return
+    try:
+        fd = os.open(out, os.O_RDONLY)
+    except OSError:  # make_out_dir checked it: a race; let the writes say what is wrong
+        yield
+        return
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            raise CommandError(
+                f"--out {out} is in use by another chainrule run; "
+                "wait for it to finish or choose another --out"
+            ) from None
+        except OSError:  # a file system without locks (some network mounts)
+            pass
+        yield
+    finally:
+        os.close(fd)

@@ -20,9 +20,11 @@ sidecar keeps the model file loadable with ``strict=True``.
 Saving is atomic: both files are written and flushed to temporary files,
 then renamed over the old ones (the sidecar first) with Ctrl-C held until
 both are in place.
-Reading is bounded: only regular files, the header at most 100 MB, and an
-architecture whose size disagrees with the tensors in the file is refused
-before a model is built.
+Reading is bounded: only regular files, the header at most 100 MB, and a
+GPT architecture whose weight names and shapes disagree with the file's
+header is refused before any tensor is read or a model is built: loading
+takes at most the file twice (its bytes and its arrays, not at once with
+the model) plus the model itself.
 
 Needs the ``safetensors`` package (``pip install safetensors``; in a
 checkout, ``pip install -e '.[tensor]'``).
@@ -157,9 +159,10 @@ def _header_size(data: bytes) -> int:
 # ----------------------------------------------------------------------------
 
 
-def _open(path: Path, fmt: str) -> tuple[dict[str, np.ndarray], dict[str, Any], str]:
-    """The tensors, the metadata (JSON fields decoded) and the digest of the
-    sealed safetensors file at ``path``."""
+def _open(path: Path, fmt: str) -> tuple[bytes, dict[str, Any], dict[str, Any], str]:
+    """The bytes, the tensor header (name -> dtype, shape, offsets), the
+    metadata (JSON fields decoded) and the digest of the sealed safetensors
+    file at ``path``; no tensor is read yet (:func:`_tensors`)."""
     where = str(path)
     data = sealed.read_regular_file(path, MAX_BYTES)
     n = _header_size(data) if len(data) >= 8 else -1
@@ -167,7 +170,7 @@ def _open(path: Path, fmt: str) -> tuple[dict[str, np.ndarray], dict[str, Any], 
         raise CheckpointError(f"{where}: not a safetensors checkpoint, damaged or truncated")
     digest = sealed.verify(data, where, end=8 + n)  # before parsing anything
     header = sealed.loads_json(data[8 : 8 + n], where)
-    meta = header.get("__metadata__") if isinstance(header, dict) else None
+    meta = header.pop("__metadata__", None) if isinstance(header, dict) else None
     if not isinstance(meta, dict) or meta.get("format") != fmt:
         raise CheckpointError(f"{where}: not a chainrule checkpoint (no format {fmt!r})")
     if meta.get("version") != VERSION:
@@ -180,11 +183,27 @@ def _open(path: Path, fmt: str) -> tuple[dict[str, np.ndarray], dict[str, Any], 
         for k, v in meta.items()
         if k not in ("format", "version", sealed.DIGEST_KEY)
     }
+    return data, header, fields, digest
+
+
+def _tensors(data: bytes, where: Path) -> dict[str, np.ndarray]:
+    """The tensors of a safetensors file's bytes."""
     try:
-        tensors = _safetensors().load(data)
+        tensors: dict[str, np.ndarray] = _safetensors().load(data)
     except Exception as e:  # safetensors' SafetensorError derives from Exception only
         raise CheckpointError(f"{where}: not a valid safetensors file ({e})") from None
-    return tensors, fields, digest
+    return tensors
+
+
+def _shapes(header: dict[str, Any]) -> dict[str, Any]:
+    """Each tensor's shape as the header declares it (whatever it holds:
+    the checks compare it, the safetensors reader validates it)."""
+    return {
+        name: tuple(info["shape"])
+        if isinstance(info, dict) and isinstance(info.get("shape"), list)
+        else None
+        for name, info in header.items()
+    }
 
 
 def read(path: str | os.PathLike[str]) -> dict[str, Any]:
@@ -195,13 +214,18 @@ def read(path: str | os.PathLike[str]) -> dict[str, Any]:
     Raises :class:`CheckpointError` for a missing, unreadable, oversized or
     non-regular file, another format or version, any byte changed after
     saving (in either file), and an architecture that does not fit the
-    parameters.
+    parameters: a GPT's weight names and shapes are checked against the
+    file's header before any tensor is read.
     """
     p = Path(path)
-    tensors, fields, _ = _open(p, FORMAT)
+    data, header, fields, _ = _open(p, FORMAT)
     architecture, metadata = fields.get("architecture"), fields.get("metadata", {})
     if not isinstance(architecture, dict) or not isinstance(metadata, dict):
         raise CheckpointError(f"{p}: checkpoint lacks its architecture or metadata")
+    if architecture.get("type") == "GPT":
+        gpt_config(architecture, _shapes(header), p)
+    tensors = _tensors(data, p)
+    del data  # the arrays are copies: the file's bytes can go
     optimizer = None
     if "optimizer_sha256" in fields:
         optimizer = _read_optimizer(p, fields["optimizer_sha256"])
@@ -216,7 +240,7 @@ def read(path: str | os.PathLike[str]) -> dict[str, Any]:
 def _read_optimizer(path: Path, expected: Any) -> dict[str, Any]:
     side = optimizer_path(path)
     try:
-        moments, fields, digest = _open(side, OPTIMIZER_FORMAT)
+        data, _, fields, digest = _open(side, OPTIMIZER_FORMAT)
     except CheckpointError as e:
         raise CheckpointError(f"{path}: its optimizer state: {e}") from None
     if digest != expected:
@@ -224,6 +248,8 @@ def _read_optimizer(path: Path, expected: Any) -> dict[str, Any]:
             f"{side}: optimizer state from another save of {path.name} "
             "(an interrupted save, or a file copied without the other)"
         )
+    moments = _tensors(data, side)
+    del data
     state = fields.get("state")
     if not isinstance(state, dict):
         raise CheckpointError(f"{side}: optimizer state lacks its fields")
@@ -275,8 +301,11 @@ def load_model(path: str | os.PathLike[str]) -> Any:
 
 def gpt_config(architecture: dict[str, Any], parameters: Mapping[str, Any], path: Any) -> Any:
     """The ``GPTConfig`` of a checkpoint's architecture, refused with a
-    :class:`CheckpointError` unless it has exactly as many weights as the
-    file holds (so a file claiming 10^9 units is never built)."""
+    :class:`CheckpointError` unless the file holds exactly its weights,
+    by name and shape (``parameters``: name -> array, or name -> shape as
+    the file's header declares it). So a file claiming 10^9 units, or as
+    many weights as a GPT of 300,000 layers in a few tensors, is refused
+    before anything of that size is allocated."""
     from .nn import GPTConfig
 
     if architecture.get("type") != "GPT":
@@ -293,10 +322,18 @@ def gpt_config(architecture: dict[str, Any], parameters: Mapping[str, Any], path
         config = GPTConfig(**fields)
     except (TypeError, ValueError) as e:
         raise CheckpointError(f"{path}: bad GPT architecture {architecture} ({e})") from None
-    held = sum(int(np.prod(a.shape)) for a in parameters.values())
-    if config.num_parameters() != held:
+    shapes = {name: getattr(a, "shape", a) for name, a in parameters.items()}
+    if config.num_tensors() != len(shapes):  # before listing the names: there may be 10^9
         raise CheckpointError(
-            f"{path}: architecture {architecture} has {config.num_parameters():,} weights, "
-            f"the file holds {held:,}"
+            f"{path}: architecture {architecture} has {config.num_tensors():,} weight tensors, "
+            f"the file holds {len(shapes):,}"
         )
+    for name, shape in config.parameter_shapes():
+        if name not in shapes:
+            raise CheckpointError(f"{path}: the file lacks {name!r}, which the architecture has")
+        if shapes[name] is None or tuple(shapes[name]) != shape:
+            raise CheckpointError(
+                f"{path}: {name!r} has shape {shapes[name]} in the file, "
+                f"{shape} in the architecture"
+            )
     return config

@@ -67,6 +67,8 @@ def softmax(x: Tensor, axis: int = -1) -> Tensor:
     axis = _axis(axis, xd.ndim, "softmax")
     if xd.ndim == 0:
         return _on_one_element(softmax, x, axis)
+    if xd.size == 0:  # no entries: an empty result, as PyTorch (no maximum to shift by)
+        return make(xd.copy(), (x,), _softmax_vjp, axis)
     if _last(axis, xd.ndim):
         e, s, _ = shifted_exp(xd)
     else:
@@ -89,6 +91,8 @@ def log_softmax(x: Tensor, axis: int = -1) -> Tensor:
     axis = _axis(axis, xd.ndim, "log_softmax")
     if xd.ndim == 0:
         return _on_one_element(log_softmax, x, axis)
+    if xd.size == 0:  # no entries: an empty result, as PyTorch
+        return make(xd.copy(), (x,), _log_softmax_vjp, axis)
     if _last(axis, xd.ndim):
         _, s, shift = shifted_exp(xd)
         y = xd - shift
