@@ -22,12 +22,14 @@ from typing import Any
 #: them, and the modules whose main names ``chainrule`` exports after it.
 PUBLIC_MODULES: tuple[str, ...] = (
     "chainrule.nn",
+    "chainrule.module",
     "chainrule.optim",
     "chainrule.losses",
     "chainrule.data",
     "chainrule.images",
     "chainrule.checkpoint",
     "chainrule.fused",
+    "chainrule.tensor.losses",
     "chainrule.tensor",
     "chainrule.tensor.nn",
     "chainrule.tensor.cnn",
@@ -36,6 +38,7 @@ PUBLIC_MODULES: tuple[str, ...] = (
     "chainrule.tensor.checkpoint",
     "chainrule.interop",
     "chainrule",
+    "chainrule.check",
     "chainrule.compiler",
     "chainrule.explain",
     "chainrule.viz",

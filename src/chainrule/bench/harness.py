@@ -339,11 +339,15 @@ def table(workloads: Sequence[Workload], results: Sequence[Result]) -> str:
 
 
 def header(settings: Settings) -> str:
+    """The run's settings and the machine it ran on: Python, system, CPUs and
+    the load averages at the end of the run (ratios move with the load)."""
+    load = _load_average()
     return (
         f"chainrule bench ({settings.label}): {settings.warmup} warm-up, "
         f"{settings.repeat} timed run{'s' if settings.repeat != 1 else ''}, median; "
         f"{platform.python_implementation()} {platform.python_version()}, "
-        f"{platform.system()} {platform.machine()}"
+        f"{platform.system()} {platform.machine()}, {os.cpu_count()} CPUs"
+        + (f", load average {' '.join(map(str, load))}" if load else "")
     )
 
 
