@@ -1,6 +1,7 @@
 """Layers for images, as ``torch.nn``'s: ``Conv2d``, ``BatchNorm2d``,
 ``MaxPool2d`` and ``Flatten``, which :class:`chainrule.tensor.nn.Sequential`
-chains with ``ReLU`` and ``Linear`` into a CNN (:func:`image_classifier`).
+chains with ``ReLU`` and ``Linear`` into a CNN
+(:func:`chainrule.tensor.cnn.image_classifier`).
 
 Each keeps PyTorch's argument names, parameter names, initialisation and
 layout (NCHW), so :func:`chainrule.interop.to_torch` maps each one to the
