@@ -19,6 +19,10 @@ sys.path.insert(0, str(HERE / "_ext"))
 sys.path.insert(0, SRC)
 # The commands the pages run (program-output) import this checkout too.
 os.environ["PYTHONPATH"] = os.pathsep.join(filter(None, [SRC, os.environ.get("PYTHONPATH")]))
+# Plots drawn by the pages' code go to files, never to a window.
+os.environ["MPLBACKEND"] = "Agg"
+# tutorials/continue-on-torch runs torchrun on this machine: gloo on loopback.
+os.environ.setdefault("GLOO_SOCKET_IFNAME", "lo")
 
 import chainrule  # noqa: E402
 
@@ -36,11 +40,14 @@ extensions = [
     "myst_parser",
     "sphinxcontrib.programoutput",
     "apiref",
+    "doccheck",
     "generated",
+    "pyrun",
+    "optable",
 ]
 
 source_suffix = {".rst": "restructuredtext", ".md": "markdown"}
-exclude_patterns = ["_build", "_ext"]
+exclude_patterns = ["_build", "_ext", "_generated"]
 myst_heading_anchors = 3
 myst_enable_extensions = ["colon_fence"]
 
@@ -63,7 +70,8 @@ else:  # offline: no inventories, references to them stay plain text
 
 html_theme = "furo"
 html_title = f"chainrule {release}"
-html_static_path: list[str] = []
+html_static_path = ["_static"]
+html_css_files = ["chainrule.css"]
 # Pages made at build time (the walkthrough), copied to the site's root; the
 # directory must exist before Sphinx checks this setting.
 (HERE / "_generated" / "site").mkdir(parents=True, exist_ok=True)

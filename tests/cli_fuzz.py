@@ -75,6 +75,9 @@ class Files:
     gpt_run: Path  # the output of a finished tiny gpt run (step 1)
     moons_run: Path  # the output of a moons run of 1 step
     foreign: Path  # a directory whose gpt.safetensors is a moons checkpoint
+    digits_run: Path  # the output of a digits run of 1 epoch
+    bad_npz: list[Path]  # .npz files chainrule digits refuses
+    other_npz: Path  # a good .npz, other data than the digits
 
     def fresh_dir(self) -> Path:
         return Path(tempfile.mkdtemp(dir=self.root, prefix="out-"))
@@ -127,17 +130,21 @@ def make_files(root: Path) -> Files:
     one_line.write_text("onlyone\n")
     corrupt = root / "corrupt"
     corrupt.mkdir()
-    for name in ("gpt.safetensors", "moons.json"):
+    for name in ("gpt.safetensors", "moons.json", "digits.safetensors"):
         (corrupt / name).write_text('{"format": "chainrule-checkpoint", "version": 1')
     gpt_run, moons_run, foreign = root / "gpt-run", root / "moons-run", root / "foreign"
+    digits_run = root / "digits-run"
+    bad_npz, other_npz = _npz_files(root)
     for argv in (
         ["gpt", *GPT_TINY, "--samples", "0", "--out", str(gpt_run)],
         ["moons", "--steps", "1", "--out", str(moons_run)],
+        ["digits", *DIGITS_TINY, "--out", str(digits_run)],
     ):
         code, err, _ = run_case(Case("setup", argv))
         assert code == 0, err
     foreign.mkdir()
     shutil.copy(moons_run / "moons.json", foreign / "gpt.safetensors")
+    shutil.copy(gpt_run / "gpt.safetensors", foreign / "digits.safetensors")
     return Files(
         root,
         text,
@@ -151,7 +158,35 @@ def make_files(root: Path) -> Files:
         gpt_run,
         moons_run,
         foreign,
+        digits_run,
+        bad_npz,
+        other_npz,
     )
+
+
+def _npz_files(root: Path) -> tuple[list[Path], Path]:
+    """.npz files of images that chainrule digits refuses, and one it takes."""
+    import numpy as np
+
+    rng = np.random.default_rng(0)
+    arrays = {
+        "no-labels": {"images": rng.random((20, 8, 8))},
+        "flat": {"images": rng.random((20, 64)), "labels": np.arange(20) % 2},
+        "short-labels": {"images": rng.random((20, 8, 8)), "labels": np.arange(19) % 2},
+        "float-labels": {"images": rng.random((20, 8, 8)), "labels": np.arange(20) * 0.5},
+        "tiny-images": {"images": rng.random((20, 3, 3)), "labels": np.arange(20) % 2},
+        "one-class": {"images": rng.random((20, 8, 8)), "labels": np.zeros(20, dtype=int)},
+        "nan": {"images": np.full((20, 8, 8), np.nan), "labels": np.arange(20) % 2},
+        "objects": {"images": np.array([None] * 20, dtype=object), "labels": np.arange(20) % 2},
+        "strings": {"images": np.array(["a"] * 20), "labels": np.arange(20) % 2},
+    }
+    paths = []
+    for name, content in arrays.items():
+        paths.append(root / f"{name}.npz")
+        np.savez(paths[-1], **content)
+    other = root / "other.npz"
+    np.savez(other, images=rng.random((30, 8, 8)), labels=np.arange(30) % 10)
+    return paths, other
 
 
 # ----------------------------------------------------------------------------
@@ -283,6 +318,45 @@ def gpt_cases(rng: random.Random, files: Files) -> Iterator[Case]:
         yield Case("gpt", rng.choice(kinds)())
 
 
+DIGITS_TINY = ["--epochs", "1", "--batch-size", "256", "--show", "4"]
+DIGITS_COUNTS = {"--epochs": 1, "--batch-size": 1, "--seed": 0, "--show": 0}
+
+
+def digits_cases(rng: random.Random, files: Files) -> Iterator[Case]:
+    def resume_conflict() -> list[str]:
+        """An option that contradicts the checkpoint, or other data."""
+        return rng.choice(
+            [["--lr", "0.5"], ["--batch-size", "7"], ["--dtype", "float64"], ["--seed", "3"],
+             ["--data", str(files.other_npz)]]
+        )  # fmt: skip
+
+    def fresh() -> list[str]:
+        return ["--out", str(files.fresh_dir())]
+
+    run = str(files.digits_run)
+    counts = list(DIGITS_COUNTS)
+    kinds: list[Callable[[], list[str]]] = [
+        lambda: ["digits", (o := rng.choice(counts)), bad_count(rng, DIGITS_COUNTS[o]), *fresh()],
+        lambda: ["digits", "--lr", bad_positive_float(rng), *fresh()],
+        lambda: ["digits", "--dtype", rng.choice(["float16", "int", "", "f4"]), *fresh()],
+        lambda: ["digits", *DIGITS_TINY, "--out", bad_output_dir(rng, files)],
+        lambda: ["digits", *DIGITS_TINY, "--data", bad_data_file(rng, files), *fresh()],
+        lambda: ["digits", *DIGITS_TINY, "--data", str(rng.choice(files.bad_npz)), *fresh()],
+        lambda: ["digits", *DIGITS_TINY, "--resume", *fresh()],
+        lambda: ["digits", *DIGITS_TINY, "--resume", "--out", str(files.corrupt_checkpoint)],
+        lambda: ["digits", *DIGITS_TINY, "--out", str(files.corrupt_checkpoint)],  # no --force
+        lambda: ["digits", *DIGITS_TINY, "--out", run],  # another run's, no --force
+        lambda: ["digits", "--resume", "--epochs", "1", "--out", run],  # reached
+        lambda: ["digits", "--resume", "--epochs", "3", *resume_conflict(), "--out", run],
+        lambda: ["digits", "--resume", "--out", str(files.foreign)],
+        lambda: ["digits", misspell(rng, rng.choice([*counts, "--resume", "--data"])), "3"],
+        lambda: ["digits", rng.choice(counts)],  # value missing
+        lambda: ["digits", *DIGITS_TINY, "stray-argument"],
+    ]
+    for _ in range(CASES_PER_COMMAND // 2):
+        yield Case("digits", rng.choice(kinds)())
+
+
 def moons_cases(rng: random.Random, files: Files) -> Iterator[Case]:
     kinds: list[Callable[[], list[str]]] = [
         lambda: ["moons", "--steps", bad_count(rng, 1), "--out", str(files.fresh_dir())],
@@ -365,7 +439,7 @@ def top_level_cases(rng: random.Random, files: Files) -> Iterator[Case]:
     yield Case("top-level", [])
 
 
-GENERATORS = [bench_cases, explain_cases, gpt_cases, moons_cases, top_level_cases]
+GENERATORS = [bench_cases, digits_cases, explain_cases, gpt_cases, moons_cases, top_level_cases]
 
 
 def all_cases(files: Files, seed: int = SEED) -> Iterator[Case]:
@@ -458,6 +532,7 @@ def good_commands(out: Path) -> list[list[str]]:
         ["explain", "a*b", "a=1", "b=2", "--dot", str(out / "g.dot")],
         ["moons", "--steps", "1", "--force", "--out", str(out)],
         ["gpt", *GPT_TINY, "--force", "--out", str(out)],
+        ["digits", *DIGITS_TINY, "--force", "--out", str(out)],
         [*BENCH_TINY, "--json", str(out / "bench.json")],
     ]
 

@@ -16,6 +16,9 @@ MASK = np.array([[True, False, False, True], [False, True, False, False], [True]
 PICK = np.array([[0, 2], [2, 1]])
 # dropout's kept entries (scaled by 2) for the generator seeded 0, as an array
 DROP_SCALE = (np.random.default_rng(0).random((3, 4)) >= 0.5) * 2.0
+# batch norm's running statistics in evaluation
+RUNNING_MEAN = np.array([0.3, -0.2])
+RUNNING_VAR = np.array([0.5, 1.7])
 
 
 # name -> (ours, torch's, input shapes, domain): "any", "pos" (> 0.5) or
@@ -278,6 +281,69 @@ OPS: dict[str, tuple[Callable[..., Any], Callable[..., Any], tuple[tuple[int, ..
         lambda a: a.unsqueeze(0).flatten(1, 2).squeeze(0) ** 3,
         lambda t, a: a.unsqueeze(0).flatten(1, 2).squeeze(0) ** 3,
         ((3, 4),),
+        "any",
+    ),
+    # the image ops: convolution, pooling, batch norm
+    "conv2d": (
+        lambda x, w, b: ct.conv2d(x, w, b, (2, 1), 1, (1, 2), groups=2).tanh(),
+        lambda t, x, w, b: t.nn.functional.conv2d(x, w, b, (2, 1), 1, (1, 2), groups=2).tanh(),
+        ((1, 4, 4, 3), (4, 2, 2, 2), (4,)),
+        "any",
+    ),
+    "conv2d_same": (
+        lambda x, w: ct.conv2d(x, w, padding="same", dilation=(2, 1)) ** 2,
+        lambda t, x, w: t.nn.functional.conv2d(x, w, padding="same", dilation=(2, 1)) ** 2,
+        ((1, 2, 3, 4), (2, 2, 2, 3)),
+        "any",
+    ),
+    "conv1d": (
+        lambda x, w, b: ct.conv1d(x, w, b, stride=2, padding=1).tanh(),
+        lambda t, x, w, b: t.nn.functional.conv1d(x, w, b, stride=2, padding=1).tanh(),
+        ((2, 2, 5), (3, 2, 2), (3,)),
+        "any",
+    ),
+    "max_pool2d": (
+        lambda a: ct.max_pool2d(a, 3, stride=2, padding=1) ** 2,
+        lambda t, a: t.nn.functional.max_pool2d(a, 3, stride=2, padding=1) ** 2,
+        ((1, 2, 5, 5),),
+        "apart",
+    ),
+    "max_pool2d_disjoint": (
+        lambda a: ct.max_pool2d(a, 2) ** 3,
+        lambda t, a: t.nn.functional.max_pool2d(a, 2) ** 3,
+        ((2, 1, 4, 4),),
+        "apart",
+    ),
+    "avg_pool2d": (
+        lambda a: ct.avg_pool2d(a, 2, stride=1, padding=1) ** 2,
+        lambda t, a: t.nn.functional.avg_pool2d(a, 2, stride=1, padding=1) ** 2,
+        ((1, 2, 3, 3),),
+        "any",
+    ),
+    "adaptive_avg_pool2d": (
+        lambda a: ct.adaptive_avg_pool2d(a, 1) ** 3,
+        lambda t, a: t.nn.functional.adaptive_avg_pool2d(a, 1) ** 3,
+        ((2, 2, 3, 3),),
+        "any",
+    ),
+    "batch_norm": (
+        lambda x, w, b: ct.batch_norm(x, None, None, w, b, training=True).tanh(),
+        lambda t, x, w, b: t.nn.functional.batch_norm(x, None, None, w, b, training=True).tanh(),
+        ((3, 2, 2, 2), (2,), (2,)),
+        "any",
+    ),
+    "batch_norm_plain": (
+        lambda x: ct.batch_norm(x, None, None, training=True) ** 3,
+        lambda t, x: t.nn.functional.batch_norm(x, None, None, training=True) ** 3,
+        ((4, 3),),
+        "any",
+    ),
+    "batch_norm_eval": (
+        lambda x, w, b: ct.batch_norm(x, RUNNING_MEAN, RUNNING_VAR, w, b) ** 2,
+        lambda t, x, w, b: (
+            t.nn.functional.batch_norm(x, t.tensor(RUNNING_MEAN), t.tensor(RUNNING_VAR), w, b) ** 2
+        ),
+        ((3, 2, 2, 2), (2,), (2,)),
         "any",
     ),
 }

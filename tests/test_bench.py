@@ -62,6 +62,7 @@ ENGINES = {
         for dtype in ("float32", "float64")
         for side in ("tensor", "torch")
     ],
+    "cnn-step": ["tensor-float32", "torch-float32", "tensor-float64", "torch-float64"],
 }
 
 TINY_SETTINGS = Settings(warmup=0, repeat=1, sizes=TINY, label="test")
@@ -123,10 +124,11 @@ def test_benchmarks_run_script_exists() -> None:
     root = Path(__file__).resolve().parent.parent
     assert (root / "benchmarks" / "run.py").is_file()
     results = json.loads((root / "benchmarks" / "results.json").read_text())
-    # gpt-sizes and gpt-names have their own runs (benchmarks/gpt-sizes.json,
-    # benchmarks/compile.json): the full run of everything else takes minutes already
-    own_run = ("gpt-sizes", "gpt-names")
-    assert list(results["workloads"]) == [name for name in ENGINES if name not in own_run]
+    # gpt-sizes, cnn-step and gpt-names have their own runs (benchmarks/gpt-sizes.json,
+    # benchmarks/cnn-step.json, benchmarks/compile.json): the full run of everything
+    # else takes minutes already
+    own = ("gpt-sizes", "cnn-step", "gpt-names")
+    assert list(results["workloads"]) == [name for name in ENGINES if name not in own]
 
 
 # --------------------------------------------------------------------------
@@ -322,15 +324,15 @@ def test_a_slower_engine_is_called_slower() -> None:
     assert "4.0x slower than base" in text
 
 
-def test_readme_tables_are_the_run_in_results_json() -> None:
-    """The README's table and benchmarks/README.md's are the output of the
-    run whose JSON is benchmarks/results.json."""
+def test_benchmarks_readme_table_is_the_run_in_results_json() -> None:
+    """benchmarks/README.md's table is the output of the run whose JSON is
+    benchmarks/results.json."""
     from chainrule.bench.harness import _format_value
 
     root = Path(__file__).resolve().parent.parent
     results = json.loads((root / "benchmarks" / "results.json").read_text())
     units = results["meta"]["units"]
-    for readme in (root / "README.md", root / "benchmarks" / "README.md"):
+    for readme in (root / "benchmarks" / "README.md",):
         text = readme.read_text()
         table_start = text.index("chainrule bench (full)")
         block = text[table_start : text.index("```", table_start)]
@@ -347,3 +349,35 @@ def test_readme_tables_are_the_run_in_results_json() -> None:
                     shown,
                 )
         assert f"{results['meta']['repetitions']} timed runs" in block
+
+
+def test_readme_table_is_one_run_of_the_command_above_it() -> None:
+    """The README's table is what ``chainrule bench --workload moons-step``
+    prints, pasted whole: the command right above it, the machine, Python
+    and load average in its header, every engine of the workload, and each
+    ratio the baseline's median over the engine's as printed."""
+    from chainrule.bench import WORKLOADS
+
+    root = Path(__file__).resolve().parent.parent
+    text = (root / "README.md").read_text()
+    command = "chainrule bench --workload moons-step\n```\n\n```\n"
+    start = text.index(command) + len(command)
+    block = text[start : text.index("```", start)].splitlines()
+    head = block[0]
+    assert head.startswith("chainrule bench (full): 1 warm-up, 7 timed runs, median; CPython 3.")
+    assert "CPUs, load average " in head
+    moons = next(w for w in WORKLOADS if w.name == "moons-step")
+    rows = [line.split() for line in block if line.split()[:1] != [] and "  " in line]
+    medians = {}
+    for row in rows:
+        cells = row[1:] if row[0] == "moons-step" else row
+        if cells[0] in {e.name for e in moons.engines}:
+            value, unit = float(cells[1]), cells[2]
+            medians[cells[0]] = value * {"s": 1.0, "ms": 1e-3, "us": 1e-6}[unit]
+            ratio = cells[3]
+            if cells[0] != moons.baseline:
+                expected = medians[moons.baseline] / medians[cells[0]]
+                # the ratio to one decimal, from medians printed to 4-5 digits
+                assert ratio.endswith("x")
+                assert abs(float(ratio[:-1]) - expected) <= 0.05 + 0.002 * expected
+    assert set(medians) == {e.name for e in moons.engines}

@@ -67,27 +67,6 @@ def test_tensor_moons_step_is_the_scalar_step() -> None:
     np.testing.assert_allclose(flat, [p.data for p in scalar.params], rtol=1e-10, atol=1e-12)
 
 
-def test_readme_speed_paragraph_is_the_run_in_results_json() -> None:
-    """The Tensor section's numbers are those of benchmarks/results.json."""
-    import json
-    from pathlib import Path
-
-    from chainrule.bench.harness import _format_value
-
-    root = Path(__file__).resolve().parent.parent
-    step = json.loads((root / "benchmarks" / "results.json").read_text())["workloads"]["gpt-step"]
-    text = (root / "README.md").read_text()
-    paragraph = text[text.index("Speed: in the `chainrule bench` run") :]
-    paragraph = paragraph[: paragraph.index("\n\n")]
-    paragraph = " ".join(paragraph.split())
-    for engine in ("chainrule", "tensor-float64", "tensor-float32", "torch-float64"):
-        assert _format_value(step[engine], "s") in paragraph, engine
-    for dtype in ("float64", "float32"):
-        speedup = step["chainrule"] / step[f"tensor-{dtype}"]
-        share = step[f"tensor-{dtype}"] / step[f"torch-{dtype}"]
-        assert f"{speedup:.0f}x" in paragraph and f"{share:.2f}x" in paragraph, dtype
-
-
 @pytest.mark.parametrize("index", range(len(TINY.gpt_sweep)))
 def test_gpt_sizes_pairs_compute_the_same_step(torch: Any, index: int) -> None:
     """Each gpt-sizes pair, at the sweep's model size (context and batch
@@ -100,40 +79,3 @@ def test_gpt_sizes_pairs_compute_the_same_step(torch: Any, index: int) -> None:
     ours, theirs = tensor_step(problem, "float64"), torch_step(problem, "float64")
     for _ in range(2):
         assert math.isclose(ours(), theirs(), rel_tol=1e-10)
-
-
-def test_readme_gpt_sizes_table_is_the_runs_in_benchmarks() -> None:
-    """Every cell of the README's size table is its run's ratio and times
-    (benchmarks/gpt-sizes.json at 2 threads, gpt-sizes-1-thread.json at 1),
-    and each file is a run at the thread count its column says."""
-    import json
-    from pathlib import Path
-
-    from chainrule.bench.batched_gpt import size_label
-    from chainrule.bench.harness import FULL, _format_value
-
-    root = Path(__file__).resolve().parent.parent
-    runs = []
-    for name, threads in (("gpt-sizes.json", 2), ("gpt-sizes-1-thread.json", 1)):
-        run = json.loads((root / "benchmarks" / name).read_text())
-        assert run["meta"]["gpt_sizes_threads"] == threads and run["meta"]["repetitions"] == 7
-        runs.append(run)
-    text = (root / "README.md").read_text()
-    for size in FULL.gpt_sweep:
-        label = size_label(size)
-        row = next(line for line in text.splitlines() if line.startswith(f"| {label} |"))
-        cells = [cell.strip() for cell in row.strip("|").split("|")][1:]
-        expected = []
-        for run in runs:
-            times, ratios = run["workloads"]["gpt-sizes"], run["ratios"]["gpt-sizes"]
-            for dtype in ("float32", "float64"):
-                ours, theirs = times[f"{label} tensor-{dtype}"], times[f"{label} torch-{dtype}"]
-                ratio = ratios[f"{label} tensor-{dtype}"]
-                assert math.isclose(ratio, ours / theirs)
-                expected.append(
-                    f"{ratio:.2f} ({_format_value(ours, 's')} / {_format_value(theirs, 's')})"
-                )
-        assert cells == expected, label
-    two, one = (f"{run['meta']['load_average'][0]:.1f}" for run in runs)
-    words = " ".join(text.split())
-    assert f"load average {two} at the end of the 2-thread run and {one} at the end" in words

@@ -37,7 +37,7 @@ def test_every_command_over_generated_bad_input() -> None:
     m = re.fullmatch(r"cli fuzz: (\d+) cases run \((.*)\), failures: 0, .*", summary)
     assert m, summary
     assert int(m.group(1)) >= 1500
-    for command in ("bench", "environments", "explain", "gpt", "moons", "top-level"):
+    for command in ("bench", "digits", "environments", "explain", "gpt", "moons", "top-level"):
         assert command in m.group(2)
 
 

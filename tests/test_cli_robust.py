@@ -642,7 +642,10 @@ def test_no_command_prints_help_and_one_error_line(capsys: pytest.CaptureFixture
     assert main([]) == 2
     captured = capsys.readouterr()
     assert captured.out.startswith("usage: chainrule")
-    assert one_line(captured.err) == "chainrule: error: name a command (bench, explain, gpt, moons)"
+    assert (
+        one_line(captured.err)
+        == "chainrule: error: name a command (bench, digits, explain, gpt, moons)"
+    )
 
 
 # ----------------------------------------------------------------------------
@@ -835,10 +838,13 @@ def test_a_second_run_on_the_same_out_stops_at_once(
     os.close(fd)
 
 
+@pytest.mark.slow
 def test_two_moons_runs_started_together_do_not_both_succeed(tmp_path: Path) -> None:
+    """The race itself, two real processes (the lock test above holds the
+    directory deterministically)."""
     procs = [
         subprocess.Popen(
-            [sys.executable, "-m", "chainrule", "moons", "--steps", "40", "--out", str(tmp_path)],
+            [sys.executable, "-m", "chainrule", "moons", "--steps", "25", "--out", str(tmp_path)],
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
             text=True,

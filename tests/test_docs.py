@@ -1,6 +1,7 @@
 """The documentation: every Python code block of the site and of the README
-runs as written, and every public name has a docstring (what ``help()`` and
-the API reference show)."""
+runs as written (a page's ``{python-run}`` blocks in order, as the site's
+build runs them), and every public name has a docstring (what ``help()``
+and the API reference show)."""
 
 from __future__ import annotations
 
@@ -18,6 +19,7 @@ DOCS = ROOT / "docs"
 sys.path.insert(0, str(DOCS / "_ext"))
 
 import public_api  # noqa: E402
+import pyrun  # noqa: E402
 
 PAGES = [ROOT / "README.md", *sorted(p for p in DOCS.rglob("*.md") if "_build" not in p.parts)]
 FENCE = re.compile(r"^```(\S*)[^\n]*\n(.*?)^```", re.S | re.M)
@@ -27,6 +29,20 @@ BLOCKS = [
     for n, (lang, code) in enumerate(FENCE.findall(page.read_text(encoding="utf-8")))
     if lang == "python"
 ]
+
+
+RUN = f"{{{pyrun.NAME}}}"
+SESSIONS = {
+    page: blocks
+    for page in PAGES
+    if (
+        blocks := [
+            pyrun.split_options(code)
+            for lang, code in FENCE.findall(page.read_text(encoding="utf-8"))
+            if lang == RUN
+        ]
+    )
+}
 
 
 def test_the_site_and_the_readme_have_examples() -> None:
@@ -56,6 +72,33 @@ def test_docs_example_runs(
     name = f"{page.name} example {index}"
     linecache.cache[name] = (len(code), None, code.splitlines(True), name)  # tracebacks show it
     exec(compile(code, name, "exec"), {"__name__": "__docs__"})
+
+
+@pytest.mark.parametrize("page", SESSIONS, ids=[str(p.relative_to(ROOT)) for p in SESSIONS])
+def test_docs_page_runs_top_to_bottom(page: Path, tmp_path: Path) -> None:
+    """A page's ``{python-run}`` blocks, in one namespace, in order; the
+    images they show are files they wrote."""
+    session = pyrun.Session(tmp_path, page.name)
+    for options, code in SESSIONS[page]:
+        outcome = session.run(code, options.get("raises"))
+        assert outcome.error is None, f"{page.name}, block {session.count}:\n{outcome.error}"
+        if "image" in options:
+            assert (tmp_path / options["image"]).stat().st_size > 1000
+
+
+def test_a_failing_block_is_reported_with_its_line(tmp_path: Path) -> None:
+    session = pyrun.Session(tmp_path, "page.md")
+    assert session.run("x = 2\nprint(x * 3)\n") == pyrun.Outcome("6\n")
+    failed = session.run("y = x + 1\nz = 1 / (x - 2)\n")
+    assert failed.error is not None and "ZeroDivisionError" in failed.error
+    assert "<page.md, block 2>" in failed.error and "z = 1 / (x - 2)" in failed.error
+    shown = session.run("float(y) + None\n", raises="TypeError")
+    assert shown.error is None and shown.output.startswith("TypeError: unsupported operand")
+    assert session.run("pass\n", raises="TypeError").error == (
+        "expected TypeError, and nothing was raised"
+    )
+    options, code = pyrun.split_options(":image: a.png\n:alt: A\n\nprint(1)\n")
+    assert options == {"image": "a.png", "alt": "A"} and code == "print(1)\n"
 
 
 def test_every_public_module_is_in_the_reference() -> None:

@@ -6,10 +6,7 @@ from __future__ import annotations
 
 import doctest
 import io
-import os
 import re
-import shutil
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -116,50 +113,6 @@ def test_refusals() -> None:
 
 
 # -- in a real browser -----------------------------------------------------
-
-CHROMIUM_FLAGS = [
-    "--headless",
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-quic",
-    "--no-first-run",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-    "--window-size=1200,900",
-]
-
-
-def _unavailable(reason: str) -> None:
-    """Say so loudly: in CI the browser test must run, never pass silently."""
-    message = f"browser test cannot run: {reason}"
-    if os.environ.get("CI"):
-        pytest.fail(message + " (CI installs chromium and chromium-driver in .ci/run)")
-    pytest.skip(message)
-
-
-@pytest.fixture(scope="module")
-def browser(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
-    try:
-        from selenium import webdriver
-        from selenium.webdriver.chrome.service import Service
-    except ImportError:
-        _unavailable("the selenium package is missing (pip install -e '.[test]')")
-    chromium = shutil.which("chromium") or shutil.which("chromium-browser")
-    driver_path = shutil.which("chromedriver")
-    if chromium is None or driver_path is None:
-        _unavailable("Chromium is missing (apt-get install chromium chromium-driver)")
-    options = webdriver.ChromeOptions()
-    options.binary_location = chromium
-    for flag in CHROMIUM_FLAGS:
-        options.add_argument(flag)
-    options.add_argument(f"--user-data-dir={tmp_path_factory.mktemp('chromium-profile')}")
-    driver = webdriver.Chrome(service=Service(driver_path), options=options)
-    driver.set_page_load_timeout(30)
-    try:
-        yield driver
-    finally:
-        driver.quit()
 
 
 def _open(browser: Any, root: Value, path: Path) -> None:

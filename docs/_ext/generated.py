@@ -1,7 +1,9 @@
 """Sphinx extension: files the pages show, made at build time by
-chainrule's own commands rather than pasted: graph drawings from
-``chainrule explain --svg`` and the benchmark table from
-``benchmarks/results.json`` through ``chainrule bench``'s own table code.
+chainrule's own code rather than pasted: ``chainrule explain``'s tables
+(``--markdown``, so that the page shows a table that fits its column), its
+graph drawings (``draw``, top to bottom), the interactive page,
+``chainrule digits``' output and picture, and the benchmark tables from
+``benchmarks/*.json`` through ``chainrule bench``'s own table code.
 """
 
 from __future__ import annotations
@@ -24,10 +26,15 @@ SQUARE = ["c = a*b; d = c + a; e = d**2", "a=2", "b=3"]
 #: Files: path under _generated -> ``chainrule explain`` arguments. Files
 #: under ``site/`` are copied to the root of the built site as they are.
 FILES: dict[str, list[str]] = {
-    "relu-graph.svg": [*RELU, "--svg"],
-    "square.svg": [*SQUARE, "--svg"],
+    "explain-relu.md": [*RELU, "--markdown"],
+    "explain-square.md": [*SQUARE, "--markdown"],
     "site/walkthrough.html": [*SQUARE, "--html"],
+    "site/walkthrough-relu.html": [*RELU, "--html"],
 }
+
+#: Drawings: path under _generated -> the formula and its values, drawn top
+#: to bottom so that a page column shows the labels at full size.
+DRAWINGS: dict[str, list[str]] = {"relu-graph.svg": RELU, "square.svg": SQUARE}
 
 
 def _chainrule(*args: str) -> str:
@@ -37,6 +44,16 @@ def _chainrule(*args: str) -> str:
     if done.returncode != 0:
         raise ExtensionError(f"chainrule {' '.join(args)} failed: {done.stderr.strip()}")
     return done.stdout
+
+
+def draw_formula(source: str, values: list[str], path: Path) -> None:
+    """``chainrule explain FORMULA NAME=VALUE ... --svg`` drawn top to bottom."""
+    from chainrule import draw
+    from chainrule.expr import evaluate
+
+    root = evaluate(source, {k: float(v) for k, v in (a.split("=") for a in values)})
+    root.backward()
+    draw(root, path, rankdir="TB")
 
 
 def bench_table(results_json: Path) -> str:
@@ -57,6 +74,10 @@ def bench_table(results_json: Path) -> str:
         f"{meta['repetitions']} timed runs, {meta['statistic']}; "
         f"{meta['python']}, {meta['machine']}"
     )
+    if meta.get("cpus"):
+        head += f", {meta['cpus']} CPUs"
+    if meta.get("load_average"):
+        head += f", load average {' '.join(map(str, meta['load_average']))}"
     if "gpt_sizes_threads" in meta:
         head += f"; {meta['gpt_sizes_threads']} thread(s) a side"
     return head + "\n\n" + table(WORKLOADS, results) + "\n"
@@ -67,11 +88,27 @@ def generate(app: Sphinx) -> None:
     run = out / "run"  # where the pages' commands run: empty, so no run finds an old one
     shutil.rmtree(run, ignore_errors=True)
     run.mkdir(parents=True)
+    # tutorials/continue-on-torch: its own run (its checkpoint is not tensor.md's),
+    # where `examples/continue_on_torch.py` is the repository's
+    (run / "torch").mkdir()
+    (run / "torch" / "examples").symlink_to(Path(app.srcdir).parent / "examples")
     (out / "site").mkdir(exist_ok=True)
     for name, args in FILES.items():
-        _chainrule("explain", *args, str(out / name))
+        if "--markdown" in args:
+            (out / name).write_text(_chainrule("explain", *args), encoding="utf-8")
+        else:
+            _chainrule("explain", *args, str(out / name))
+    for name, (source, *values) in DRAWINGS.items():
+        draw_formula(source, values, out / name)
     benchmarks = Path(app.srcdir).parent / "benchmarks"
-    for run in ("results", "gpt-sizes", "gpt-sizes-1-thread", "compile"):
+    # chainrule digits' default run: its output and its picture (as a user's
+    # run in ./out prints them)
+    digits = out / "digits"
+    shutil.rmtree(digits, ignore_errors=True)
+    printed = _chainrule("digits", "--out", str(digits)).replace(str(digits), "out")
+    (out / "digits-output.txt").write_text(printed, encoding="utf-8")
+    runs = ("results", "gpt-sizes", "gpt-sizes-1-thread", "compile", "cnn-step")
+    for run in (*runs, "cnn-step-1-thread"):
         table = bench_table(benchmarks / f"{run}.json")
         (out / f"bench-{run}.txt").write_text(table, encoding="utf-8")
 

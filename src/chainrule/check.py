@@ -5,7 +5,7 @@
 ``(f(x + eps) - f(x - eps)) / 2 eps``, an oracle that shares nothing with
 the derivative table: it is how a custom :class:`~chainrule.Primitive` is
 tested. ``detect_anomaly`` watches every op and every backward contribution
-(through the observer hook of :mod:`chainrule.graph`) and stops at the first
+(through the observer hook of ``chainrule.graph``) and stops at the first
 one that turns finite numbers into nan or inf.
 """
 
@@ -48,6 +48,7 @@ class Mismatch:
 
     @property
     def name(self) -> str:
+        """The derivative's name, ``df/dx0`` (for an array with the element, ``df/dx0[1, 2]``)."""
         parts = [
             f"dx{i}" + (f"[{', '.join(map(str, self.element[n]))}]" if self.element else "")
             for n, i in enumerate(self.index)
@@ -79,7 +80,7 @@ class GradcheckReport:
         self.mismatches = mismatches
         self.checked = checked
         self.order = order
-        #: Tensor functions: the first op whose VJP disagrees with finite
+        #: For Tensor functions, the first op whose VJP disagrees with finite
         #: differences on its own (None when none was singled out), and why.
         self.op = op
         self.culprit = culprit
@@ -189,7 +190,7 @@ def gradcheck(
     ``f`` takes one Value per input and returns a scalar; or, when the
     inputs are Tensors or NumPy arrays, one Tensor per input, returning a
     Tensor of any shape (and the report names the op whose VJP is wrong:
-    :mod:`chainrule.tensor.gradcheck`). With ``order=1``
+    ``chainrule.tensor.gradcheck``). With ``order=1``
     each ``df/dx_i`` from the backward pass is compared with
     ``(f(x + eps e_i) - f(x - eps e_i)) / 2 eps``. With ``order=2`` the
     second derivatives are checked too: the derivatives of the
@@ -334,7 +335,7 @@ def _anomaly(
 
 class AnomalyDetector(ContextDecorator):
     """The context returned by :func:`detect_anomaly`; a
-    :class:`chainrule.graph.Observer`."""
+    ``chainrule.graph.Observer``."""
 
     def __init__(self) -> None:
         # id(node) -> (node._id, location). Keyed by id so no node is kept
@@ -361,6 +362,8 @@ class AnomalyDetector(ContextDecorator):
     # -- the Observer protocol ----------------------------------------------
 
     def forward(self, node: Any) -> None:
+        """Called for every new node: remembers where it was made, and stops
+        at the first op that turns finite inputs into nan or inf."""
         location = _user_location()
         location = self._interned.setdefault(location, location)
         self._where[id(node)] = (node._id, location)
@@ -376,6 +379,8 @@ class AnomalyDetector(ContextDecorator):
             raise _anomaly("forward", node, what, inputs, y, location)
 
     def backward(self, node: Any, child: Any, contribution: Any, incoming: Any) -> None:
+        """Called for every contribution of the backward pass: stops at the
+        first one that is nan or inf while the gradient arriving is finite."""
         if type(node.data) is not float:  # a Tensor
             if _finite_array(contribution) or not _finite_array(incoming):
                 return  # fine, or already non-finite further down: not the first

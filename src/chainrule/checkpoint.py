@@ -2,7 +2,7 @@
 
 JSON, never pickle: loading a checkpoint runs no code, and a person can
 read it. The file names its format and version, carries the SHA-256 of its
-own bytes (:mod:`chainrule.sealed`: every byte is covered, the metadata and
+own bytes (``chainrule.sealed``: every byte is covered, the metadata and
 the whitespace included), describes the architecture (``model.config()``)
 and lists every parameter by name::
 

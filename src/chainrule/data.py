@@ -22,7 +22,7 @@ import random
 from pathlib import Path
 from typing import BinaryIO
 
-__all__ = ["DatasetError", "load_lines", "make_blobs", "make_circles", "make_moons"]
+__all__ = ["DatasetError", "load_lines", "make_blobs", "make_circles", "make_moons", "read_bytes"]
 
 Points = list[list[float]]
 Labels = list[int]
@@ -179,14 +179,15 @@ def _open_without_waiting(path: Path) -> BinaryIO:
     return os.fdopen(fd, "rb")
 
 
-def load_lines(path: str | os.PathLike[str], *, max_bytes: int | None = None) -> list[str]:
-    """The non-blank lines of a UTF-8 text file, stripped: one document per
-    line (a name, a sentence, ...).
+def read_bytes(
+    path: str | os.PathLike[str], *, max_bytes: int | None = None, kind: str = "text file"
+) -> bytes:
+    """The bytes of the file at ``path``, at most ``max_bytes`` of them.
 
     Raises :class:`DatasetError` with a one-line reason when the file is
-    missing, not a file, empty (or only blank lines), binary / not UTF-8,
-    or longer than ``max_bytes`` (then only ``max_bytes + 1`` bytes are
-    read: ``/dev/zero`` or a pipe cannot exhaust memory).
+    missing, a directory (``kind`` names what was expected), unreadable or
+    longer than ``max_bytes`` (then only ``max_bytes + 1`` bytes are read:
+    ``/dev/zero`` or a pipe cannot exhaust memory).
     """
     p = Path(path)
     try:
@@ -195,11 +196,24 @@ def load_lines(path: str | os.PathLike[str], *, max_bytes: int | None = None) ->
     except FileNotFoundError:
         raise DatasetError(f"{p}: no such file") from None
     except IsADirectoryError:
-        raise DatasetError(f"{p}: is a directory, not a text file") from None
+        raise DatasetError(f"{p}: is a directory, not a {kind}") from None
     except (OSError, ValueError) as e:  # ValueError: a NUL byte in the name
         raise DatasetError(f"{p}: cannot read ({getattr(e, 'strerror', None) or e})") from None
     if max_bytes is not None and len(raw) > max_bytes:
         raise DatasetError(f"{p}: larger than the limit of {max_bytes:,} bytes")
+    return raw
+
+
+def load_lines(path: str | os.PathLike[str], *, max_bytes: int | None = None) -> list[str]:
+    """The non-blank lines of a UTF-8 text file, stripped: one document per
+    line (a name, a sentence, ...).
+
+    Raises :class:`DatasetError` with a one-line reason when the file is
+    missing, not a file, empty (or only blank lines), binary / not UTF-8,
+    or longer than ``max_bytes`` (:func:`read_bytes`).
+    """
+    p = Path(path)
+    raw = read_bytes(p, max_bytes=max_bytes)
     if b"\x00" in raw:
         raise DatasetError(f"{p}: looks binary (contains NUL bytes), expected a text file")
     try:

@@ -2,7 +2,7 @@
 and the trace of every ``+=`` update in the order the pass applies them.
 
 :func:`backward_walk` runs the engine's own backward walk
-(:func:`chainrule.walk.backpropagate`) with a hook that watches every
+(``chainrule.walk.backpropagate``) with a hook that watches every
 term, so it neither needs nor changes ``.grad``. It records the
 topological order, the seed, and every update
 ``child.grad += local * node.grad`` (the local derivative read from the
@@ -15,7 +15,7 @@ Rows come in reverse topological order, the root first: the order in which
 the backward pass visits the nodes. A node used by several consumers
 receives one contribution from each, and its row shows the sum:
 ``16.0 + 48.0 = 64.0``. Tensor graphs have a table too, with shapes, dtypes
-and gradient norms (:mod:`chainrule.tensor_explain`).
+and gradient norms (``chainrule.tensor_explain``).
 """
 
 from __future__ import annotations
@@ -42,7 +42,7 @@ HEADER = ("node", "op", "data", "local gradient toward each input", "grad", "mea
 @dataclass(frozen=True)
 class Update:
     """One ``child.grad += local * node.grad`` of the backward pass; nodes
-    are indices into :attr:`Walk.nodes`."""
+    are indices into ``Walk.nodes``."""
 
     node: int
     child: int
@@ -134,7 +134,7 @@ def backward_walk(root: Value) -> Walk:
 
 def check_digits(digits: object, op: str) -> None:
     """TypeError or ValueError, naming ``op``, unless ``digits`` is an int
-    from 1 to :data:`MAX_DIGITS`."""
+    from 1 to ``MAX_DIGITS``."""
     if type(digits) is not int:
         raise TypeError(f"{op}: digits must be an int, got {type(digits).__name__} {digits!r}")
     if not 1 <= digits <= MAX_DIGITS:
@@ -347,7 +347,7 @@ def trace(root: Value, *, digits: int = 6) -> str:
 def running_totals(walk: Walk, digits: int = 6) -> list[str]:
     """For each update, the receiving grad after it: ``16.0`` for a first
     contribution, ``16.0 + 48.0 = 64.0`` once there are more (past
-    :data:`MAX_TERMS`, the previous total plus the new term)."""
+    ``MAX_TERMS``, the previous total plus the new term)."""
 
     def fmt(x: float) -> str:
         return format_number(x, digits)

@@ -53,7 +53,7 @@ __all__ = [
 # (one node each; re-exported here). The rules below are for the other ops.
 
 
-#: ``exp(a - b)``: one softmax entry once ``b`` is the logsumexp.
+#: One softmax entry, ``exp(a - b)``, once ``b`` is the logsumexp.
 EXP_SUB = Primitive("exp(a-b)", lambda a, b: ieee.exp(a - b), lambda M, a, b, out: (out, -out))
 
 

@@ -28,6 +28,7 @@ class BaseModule:
         raise NotImplementedError
 
     def parameters(self) -> list[Any]:
+        """The parameters of ``named_parameters()``, in its order."""
         return [p for _, p in self.named_parameters()]
 
     def zero_grad(self) -> None:

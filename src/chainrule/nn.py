@@ -116,7 +116,7 @@ class Neuron(Module):
 
     @property
     def nonlin(self) -> bool:
-        """micrograd's switch: True for a ReLU or tanh neuron, False for a linear one."""
+        """True for a ReLU or tanh neuron, False for a linear one (micrograd's switch)."""
         return self.activation != "linear"
 
     @nonlin.setter

@@ -1,8 +1,8 @@
 """The size of a GPT, shared by the scalar and the Tensor models.
 
 One description, no NumPy: the scalar model of ``chainrule bench``
-(:mod:`chainrule.bench.gpt`), the Tensor model (:class:`chainrule.tensor.nn.GPT`)
-and PyTorch's copy of it (:class:`chainrule.interop.torch_nn.GPT`) are all built
+(``chainrule.bench.gpt``), the Tensor model (:class:`chainrule.tensor.nn.GPT`)
+and PyTorch's copy of it (``chainrule.interop.torch_nn.GPT``) are all built
 from a :class:`GPTConfig`. The defaults are microgpt's.
 
 >>> GPTConfig(n_embd=64, n_head=4).head_dim
@@ -42,7 +42,7 @@ class GPTConfig:
 
     @property
     def head_dim(self) -> int:
-        """The width of one attention head: ``n_embd // n_head``."""
+        """The width of one attention head, ``n_embd // n_head``."""
         return self.n_embd // self.n_head
 
     def to_dict(self) -> dict[str, Any]:

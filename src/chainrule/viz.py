@@ -107,7 +107,7 @@ def printable(text: str) -> str:
 
 
 def display_name(node: Any, index: int) -> str:
-    """The node's label, shortened to :data:`LABEL_WIDTH`, or ``#index``
+    """The node's label, shortened to ``LABEL_WIDTH``, or ``#index``
     when it has none (the same number in the drawing and in the table), a
     leaf made from a number operand (``x * 2``) as that number; characters
     no drawing can show are escaped (:func:`printable`)."""

@@ -1,16 +1,16 @@
 """The benchmark behind ``chainrule bench``: workloads and the harness.
 
 >>> from chainrule.bench import WORKLOADS
->>> [w.name for w in WORKLOADS][:5]
-['moons-step', 'backward-only', 'deep-chain', 'gpt-step', 'gpt-name-step']
->>> [w.name for w in WORKLOADS][5:]
-['gpt-names', 'memory', 'gpt-sizes']
+>>> [w.name for w in WORKLOADS]  # doctest: +NORMALIZE_WHITESPACE
+['moons-step', 'backward-only', 'deep-chain', 'gpt-step', 'gpt-name-step', 'gpt-names',
+ 'memory', 'gpt-sizes', 'cnn-step']
 """
 
 from __future__ import annotations
 
 from .batched_gpt import GPT_SIZES, GPT_STEP
 from .chain import DEEP_CHAIN
+from .cnn import CNN_STEP
 from .gpt import GPT_NAME_STEP
 from .gpt_loop import GPT_NAMES
 from .harness import (
@@ -45,6 +45,7 @@ WORKLOADS: tuple[Workload, ...] = (
     GPT_NAMES,
     MEMORY,
     GPT_SIZES,
+    CNN_STEP,
 )
 
 __all__ = [

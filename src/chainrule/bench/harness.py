@@ -64,7 +64,8 @@ class Sizes:
         (256, 8, 4, 128, 16),
     )
     gpt_sweep_cap: int | None = None
-    gpt_sweep_threads: int = 2  # for both sides
+    gpt_sweep_threads: int = 2  # for both sides, of gpt-sizes and cnn-step
+    cnn_batch: int = 64  # images per cnn-step
     loop_names: int = 300  # gpt-names: consecutive names of the shipped list ...
     loop_start: int = 0  # ... from this one
 
@@ -77,6 +78,7 @@ TINY = Sizes(
     gpt_name="ab",
     gpt_batch=2,
     gpt_sweep_cap=3,
+    cnn_batch=4,
     loop_names=3,
 )
 
@@ -346,11 +348,15 @@ def table(workloads: Sequence[Workload], results: Sequence[Result]) -> str:
 
 
 def header(settings: Settings) -> str:
+    """The run's settings and the machine it ran on: Python, system, CPUs and
+    the load averages at the end of the run (ratios move with the load)."""
+    load = _load_average()
     return (
         f"chainrule bench ({settings.label}): {settings.warmup} warm-up, "
         f"{settings.repeat} timed run{'s' if settings.repeat != 1 else ''}, median; "
         f"{platform.python_implementation()} {platform.python_version()}, "
-        f"{platform.system()} {platform.machine()}"
+        f"{platform.system()} {platform.machine()}, {os.cpu_count()} CPUs"
+        + (f", load average {' '.join(map(str, load))}" if load else "")
     )
 
 

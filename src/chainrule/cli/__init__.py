@@ -35,6 +35,7 @@ from .options import INTERRUPTED, CommandError
 # One line per command module (chainrule/cli/<name>.py).
 COMMANDS: list[str] = [
     "bench",
+    "digits",
     "explain",
     "gpt",
     "moons",

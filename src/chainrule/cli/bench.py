@@ -38,7 +38,7 @@ def register(subparsers: Any) -> None:
         "--threads",
         type=int,
         metavar="N",
-        help="threads for both sides of gpt-sizes (BLAS and PyTorch; default 2)",
+        help="threads for both sides of gpt-sizes and cnn-step (BLAS and PyTorch; default 2)",
     )
     # Tiny sizes, the same workloads: for the test suite.
     p.add_argument("--tiny", action="store_true", help=argparse.SUPPRESS)

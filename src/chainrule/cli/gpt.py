@@ -45,7 +45,18 @@ from typing import Any
 
 from ..interrupts import deferred_interrupts
 from .options import INTERRUPTED, CommandError, int_at_least, locked_out_dir, make_out_dir
-from .preflight import LOADING_BYTES, check_memory, check_output_file, would_load
+from .preflight import check_memory, check_output_file
+from .training import (
+    adam_state,
+    add_checkpoint_options,
+    require_tensor,
+    restore_adam,
+    save_checkpoint,
+    settings_from,
+)
+from .training import check_overwrite as _check_overwrite
+from .training import positive_float as _positive_float
+from .training import whole as _whole
 
 DEFAULTS: dict[str, Any] = {
     "steps": 2000,
@@ -93,16 +104,6 @@ class Settings:
 _positive_int = int_at_least(1)
 _non_negative_int = int_at_least(0)
 _seed = _non_negative_int  # NumPy's SeedSequence takes non-negative integers only
-
-
-def _positive_float(text: str) -> float:
-    try:
-        x = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
-    if not x > 0.0 or x == float("inf"):
-        raise argparse.ArgumentTypeError(f"must be a positive number, got {text}")
-    return x
 
 
 def register(subparsers: Any) -> None:
@@ -179,23 +180,7 @@ def register(subparsers: Any) -> None:
         help="train on this UTF-8 text file, one document per line "
         f"(at most {MAX_DATA_BYTES // 2**20} MiB)",
     )
-    p.add_argument(
-        "--out",
-        type=Path,
-        default=Path("out"),
-        metavar="DIR",
-        help=f"directory for the checkpoint {CHECKPOINT} (default out)",
-    )
-    p.add_argument(
-        "--resume",
-        action="store_true",
-        help=f"continue from DIR/{CHECKPOINT} up to --steps in total",
-    )
-    p.add_argument(
-        "--force",
-        action="store_true",
-        help=f"start a new run even if DIR/{CHECKPOINT} exists, overwriting it",
-    )
+    add_checkpoint_options(p, CHECKPOINT, f"the checkpoint {CHECKPOINT}", "--steps")
     p.add_argument(
         "--checkpoint-every",
         type=_non_negative_int,
@@ -230,22 +215,9 @@ def register(subparsers: Any) -> None:
 
 
 def _settings(args: argparse.Namespace, saved: dict[str, Any] | None) -> Settings:
-    """The run's settings: the command line's, else the checkpoint's (on
-    resume), else the defaults. On resume a setting given on the command
-    line must agree with the checkpoint."""
-    values = {}
-    for name in Settings.__dataclass_fields__:
-        given = getattr(args, name)
-        if saved is not None:
-            if given is not None and given != saved[name]:
-                flag = "--" + name.replace("_", "-")
-                raise CommandError(
-                    f"{flag} {given} differs from the checkpoint's {saved[name]}; "
-                    "leave it out to resume"
-                )
-            values[name] = saved[name]
-        else:
-            values[name] = DEFAULTS[name] if given is None else given
+    """The run's settings (:func:`~chainrule.cli.training.settings_from`),
+    checked."""
+    values = settings_from(Settings.__dataclass_fields__, args, saved, DEFAULTS)
     settings = Settings(**values)
     if settings.n_embd % settings.n_head:
         raise CommandError(
@@ -281,10 +253,6 @@ def _saved_run(saved: dict[str, Any], path: Path) -> dict[str, Any]:
     return run
 
 
-def _whole(x: Any, least: int) -> bool:
-    return type(x) is int and x >= least
-
-
 def _run_problem(run: dict[str, Any]) -> str | None:
     """The first part of a checkpoint's run state that is missing or of the
     wrong kind, or None."""
@@ -311,16 +279,6 @@ def _run_problem(run: dict[str, Any]) -> str | None:
     if not (isinstance(optimizer.get("m"), dict) and isinstance(optimizer.get("v"), dict)):
         return "optimizer"
     return None
-
-
-def _moment(saved: dict[str, Any], name: str, param: Any, dtype: str) -> Any:
-    """An Adam moment from a checkpoint, of its parameter's shape."""
-    import numpy as np
-
-    m = np.array(saved[name], dtype=dtype)
-    if m.shape != param.data.shape:
-        raise ValueError(f"{name}: shape {m.shape}, the parameter's {param.data.shape}")
-    return m
 
 
 def _load_documents(data: Path | None) -> tuple[list[str], str]:
@@ -492,14 +450,12 @@ def train(args: argparse.Namespace, out: Path) -> Result:
         step = run_meta["step"]
         state = run_meta["optimizer"]
         try:
-            optimizer.m = [_moment(state["m"], n, p, settings.dtype) for n, p in zip(names, params)]
-            optimizer.v = [_moment(state["v"], n, p, settings.dtype) for n, p in zip(names, params)]
+            restore_adam(optimizer, state, names, settings.dtype)
             batches.bit_generator.state = run_meta["rng"]
         except (KeyError, TypeError, ValueError) as e:
             raise CommandError(
                 f"--resume: {path}: corrupt optimizer or random state ({e})"
             ) from None
-        optimizer.t = state["t"]
         schedule.steps_done = step
         optimizer.lr = schedule.lr_at(step)
 
@@ -516,17 +472,7 @@ def train(args: argparse.Namespace, out: Path) -> Result:
                 "rng": batches.bit_generator.state,
             },
         }
-        adam = {
-            "t": optimizer.t,
-            "m": dict(zip(names, optimizer.m)),
-            "v": dict(zip(names, optimizer.v)),
-        }
-        try:
-            checkpoint.save(model, path, metadata=meta, optimizer=adam)
-        except OSError as e:  # the file that failed: the model's or the optimizer's
-            raise CommandError(f"cannot write {e.filename or path} ({e.strerror or e})") from None
-        except (ValueError, ImportError) as e:
-            raise CommandError(f"cannot write {path} ({e})") from None
+        save_checkpoint(model, path, meta, adam_state(optimizer, names))
 
     print(
         f"data: {len(docs):,} documents from {source}: "
@@ -665,33 +611,10 @@ def blas_threads(threads: int | None) -> Iterator[None]:
         yield
 
 
-def _check_overwrite(args: argparse.Namespace, path: Path) -> None:
-    """A new run does not silently replace another run's checkpoint."""
-    if not args.resume and not args.force and path.exists():
-        raise CommandError(
-            f"{path} exists (another run's checkpoint): --resume continues it, "
-            "--force overwrites it, or choose another --out"
-        )
-
-
 def run(args: argparse.Namespace) -> int:
     out: Path = args.out
     _thread_environment(args.threads)
-    if not would_load("numpy"):
-        check_memory(LOADING_BYTES["numpy"], "loading NumPy", "raise the memory limit (ulimit -v)")
-    try:
-        import numpy
-    except ImportError:
-        raise CommandError(
-            "needs NumPy: pip install numpy (in a checkout: pip install -e '.[tensor]')"
-        ) from None
-    try:
-        import safetensors  # noqa: F401  (the checkpoints)
-    except ImportError:
-        raise CommandError(
-            "needs safetensors for its checkpoints: pip install safetensors "
-            "(in a checkout: pip install -e '.[tensor]')"
-        ) from None
+    numpy = require_tensor("tensor")
     problem = make_out_dir(out)
     if problem:
         raise CommandError(problem)

@@ -13,9 +13,9 @@
 (0.75, 2.0)
 
 The first call of the compiled function runs ``fn`` as usual while watching
-it (:mod:`chainrule.compiler.trace`) and captures the graph it builds as
-index arrays and one value buffer (:mod:`chainrule.compiler.capture`,
-:mod:`chainrule.compiler.program`). Later
+it (``chainrule.compiler.trace``) and captures the graph it builds as
+index arrays and one value buffer (``chainrule.compiler.capture``,
+``chainrule.compiler.program``). Later
 calls with arguments of the same *key* skip ``fn`` and the Value objects:
 they read the current ``.data`` of the leaves that existed before the call
 (parameters, Values among the arguments) and run the graph level by level,
@@ -32,7 +32,7 @@ recently used is dropped). Values made inside ``fn`` from numbers are
 constants of the trace.
 
 Reads of ``.data`` inside ``fn`` are followed (see
-:mod:`chainrule.compiler.reads`): used as an operation's constant they are
+``chainrule.compiler.reads``): used as an operation's constant they are
 recomputed at every replay; the builtin ``max``/``min`` over them is
 recomputed by the same builtin; any other comparison or conversion is a
 guard, checked at every replay, and a replay where it would go the other

@@ -4,9 +4,12 @@
 architecture and the same parameters under the same names, in the model's
 dtype; ``from_torch(module)`` is the way back. For the Tensor engine's
 layers (``Linear``, ``Embedding``, ``RMSNorm``, ``LayerNorm``,
-``CausalSelfAttention``, ``FeedForward``, ``Block``) and the ``GPT``, and for the
-scalar engine's ``MLP`` (micrograd's). The values are copied: the two
-models train independently.
+``CausalSelfAttention``, ``FeedForward``, ``Block``) and the ``GPT``, for the
+image layers (``Conv2d``, ``BatchNorm2d``, ``MaxPool2d``, ``ReLU``,
+``Flatten``) and a ``Sequential`` of any of them (``torch.nn``'s own, with
+BatchNorm's running statistics as buffers), and for the scalar engine's
+``MLP`` (micrograd's). The values are copied: the two models train
+independently.
 
 >>> import numpy as np, torch
 >>> from chainrule.interop import from_torch, to_torch
@@ -64,11 +67,12 @@ def to_torch(model: Any) -> Any:
     dtype = torch.float64 if isinstance(model, scalar_nn.MLP) else _dtype_of(model, torch)
     module = module.to(dtype)
     module.load_state_dict(torch_state_dict(model), strict=True)
-    return module
+    return module.train(bool(getattr(model, "training", True)))
 
 
 def torch_state_dict(model: Any) -> dict[str, Any]:
-    """``model``'s parameters as torch tensors under PyTorch's names (copies)."""
+    """``model``'s parameters (and buffers) as torch tensors under PyTorch's
+    names (copies)."""
     torch = _torch()
     import numpy as np
 
@@ -80,7 +84,7 @@ def torch_state_dict(model: Any) -> dict[str, Any]:
                 state[prefix + "w"] = torch.tensor([w.data for w in n.w], dtype=torch.float64)
                 state[prefix + "b"] = torch.tensor(n.b.data, dtype=torch.float64)
         return state
-    return {name: torch.from_numpy(np.array(p.data)) for name, p in model.named_parameters()}
+    return {name: torch.from_numpy(np.array(a)) for name, a in model.state_dict().items()}
 
 
 def _dtype_of(model: Any, torch: Any) -> Any:
@@ -104,6 +108,11 @@ def _twin(model: Any, torch: Any, torch_nn: Any) -> Any:
         return torch_nn.CausalSelfAttention(model.wq.weight.shape[1], model.n_head)
     if isinstance(model, tnn.FeedForward):
         return torch_nn.FeedForward(model.fc1.weight.shape[1], _ratio(model))
+    image_layer = _image_twin(model, torch)
+    if image_layer is not None:
+        return image_layer
+    if isinstance(model, tnn.Sequential):
+        return torch.nn.Sequential(*(_twin(layer, torch, torch_nn) for layer in model.layers))
     if isinstance(model, tnn.Linear):
         out_features, in_features = model.weight.shape
         return torch.nn.Linear(in_features, out_features, bias=model.bias is not None)
@@ -118,9 +127,38 @@ def _twin(model: Any, torch: Any, torch_nn: Any) -> Any:
     raise TypeError(f"to_torch: no PyTorch twin for {type(model).__name__}; {_SUPPORTED}")
 
 
+def _image_twin(model: Any, torch: Any) -> Any:
+    """The ``torch.nn`` layer of one of chainrule's image layers, or None."""
+    from ..tensor import cnn
+
+    if isinstance(model, cnn.Conv2d):
+        c = model.settings
+        padding = c["padding"] if isinstance(c["padding"], str) else tuple(c["padding"])
+        return torch.nn.Conv2d(
+            c["in_channels"],
+            c["out_channels"],
+            tuple(c["kernel_size"]),
+            tuple(c["stride"]),
+            padding,
+            tuple(c["dilation"]),
+            c["groups"],
+            c["bias"],
+        )
+    if isinstance(model, cnn.BatchNorm2d):
+        return torch.nn.BatchNorm2d(model.num_features, model.eps, model.momentum, model.affine)
+    if isinstance(model, cnn.MaxPool2d):
+        return torch.nn.MaxPool2d(model.kernel_size, model.stride, model.padding, model.dilation)
+    if isinstance(model, cnn.ReLU):
+        return torch.nn.ReLU()
+    if isinstance(model, cnn.Flatten):
+        return torch.nn.Flatten(model.start_dim, model.end_dim)
+    return None
+
+
 _SUPPORTED = (
     "supported: chainrule.nn.MLP and chainrule.tensor.nn's Linear, Embedding, RMSNorm, "
-    "LayerNorm, CausalSelfAttention, FeedForward, Block, GPT"
+    "LayerNorm, CausalSelfAttention, FeedForward, Block, GPT, Conv2d, BatchNorm2d, "
+    "MaxPool2d, ReLU, Flatten and a Sequential of them"
 )
 
 
@@ -150,14 +188,15 @@ def from_torch(module: Any) -> Any:
         model = scalar_nn.MLP(module.nin, module.nouts, activation=module.activation)
         model.load_state_dict(_scalar_names(state))
         return model
-    dtypes = {str(t.dtype).removeprefix("torch.") for t in state.values()}
+    # integer buffers (BatchNorm's num_batches_tracked) have no say in the dtype
+    dtypes = {str(t.dtype).removeprefix("torch.") for t in state.values() if t.is_floating_point()}
     if not dtypes <= {"float32", "float64"} or len(dtypes) > 1:
         raise TypeError(
             f"from_torch: parameters must be all float32 or all float64, got {sorted(dtypes)}"
         )
     model = _model_of(module, torch, torch_nn, dtypes.pop() if dtypes else "float64")
     model.load_state_dict({name: t.numpy() for name, t in state.items()})
-    return model
+    return model.train(module.training)
 
 
 def _scalar_names(state: dict[str, Any]) -> dict[str, float]:
@@ -177,6 +216,11 @@ def _model_of(module: Any, torch: Any, torch_nn: Any, dtype: str) -> Any:
     from ..tensor.nn import GPTConfig
 
     kw: dict[str, Any] = {"dtype": dtype}
+    if isinstance(module, torch.nn.Sequential):
+        return tnn.Sequential(*(_model_of(m, torch, torch_nn, dtype) for m in module))
+    image_layer = _image_model(module, torch, dtype)
+    if image_layer is not None:
+        return image_layer
     if isinstance(module, torch_nn.GPT):
         c = module.config
         fields = GPTConfig.__dataclass_fields__
@@ -203,3 +247,43 @@ def _model_of(module: Any, torch: Any, torch_nn: Any, dtype: str) -> Any:
         (dim,) = module.normalized_shape
         return tnn.LayerNorm(dim, module.eps, module.bias is not None, **kw)
     raise TypeError(f"from_torch: no chainrule model for {type(module).__name__}; {_SUPPORTED}")
+
+
+def _image_model(module: Any, torch: Any, dtype: str) -> Any:
+    """chainrule's layer for one of ``torch.nn``'s image layers, or None;
+    a TypeError for a setting chainrule does not have."""
+    from ..tensor import cnn
+
+    def unsupported(what: str) -> TypeError:
+        return TypeError(f"from_torch: {type(module).__name__} with {what} is not supported")
+
+    if isinstance(module, torch.nn.Conv2d):
+        if module.padding_mode != "zeros":
+            raise unsupported(f"padding_mode={module.padding_mode!r}")
+        m = module
+        return cnn.Conv2d(
+            m.in_channels,
+            m.out_channels,
+            m.kernel_size,
+            m.stride,
+            m.padding,
+            m.dilation,
+            m.groups,
+            m.bias is not None,
+            dtype=dtype,
+        )
+    if isinstance(module, torch.nn.BatchNorm2d):
+        if not module.track_running_stats or module.momentum is None:
+            raise unsupported("track_running_stats=False or momentum=None")
+        return cnn.BatchNorm2d(
+            module.num_features, module.eps, module.momentum, module.affine, dtype=dtype
+        )
+    if isinstance(module, torch.nn.MaxPool2d):
+        if module.ceil_mode or module.return_indices:
+            raise unsupported("ceil_mode or return_indices")
+        return cnn.MaxPool2d(module.kernel_size, module.stride, module.padding, module.dilation)
+    if isinstance(module, torch.nn.ReLU):
+        return cnn.ReLU()
+    if isinstance(module, torch.nn.Flatten):
+        return cnn.Flatten(module.start_dim, module.end_dim)
+    return None

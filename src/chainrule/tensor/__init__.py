@@ -16,6 +16,7 @@ except ImportError as e:  # pragma: no cover - exercised without numpy only
 
 # abs, pow, max, min and sum shadow the builtins on purpose, as NumPy's do.
 from . import namespaces as _namespaces
+from .conv import conv1d, conv2d
 from .elementwise import (
     abs,  # noqa: A004
     add,
@@ -56,6 +57,8 @@ from .nn_ops import (
     rms_norm,
     softmax,
 )
+from .norm import batch_norm
+from .pool import adaptive_avg_pool2d, avg_pool2d, max_pool2d
 from .primitive import Primitive
 from .reduce import max, mean, min, std, sum, var  # noqa: A004
 from .shape import (
@@ -81,9 +84,12 @@ __all__ = [
     "Primitive",
     "Tensor",
     "abs",
+    "adaptive_avg_pool2d",
     "add",
     "astype",
     "attention",
+    "avg_pool2d",
+    "batch_norm",
     "binary_cross_entropy",
     "binary_cross_entropy_with_logits",
     "broadcast_to",
@@ -92,6 +98,8 @@ __all__ = [
     "clamp",
     "clip",
     "concatenate",
+    "conv1d",
+    "conv2d",
     "cross_entropy",
     "div",
     "dropout",
@@ -110,6 +118,7 @@ __all__ = [
     "masked_fill",
     "matmul",
     "max",
+    "max_pool2d",
     "mean",
     "min",
     "mse_loss",

@@ -47,12 +47,12 @@ class Vocabulary:
 
     @property
     def bos(self) -> int:
-        """The id of ``BOS``: one past the last character's."""
+        """The id of ``BOS``, one past the last character's."""
         return len(self.chars)
 
     @property
     def size(self) -> int:
-        """The number of ids: the characters and ``BOS``."""
+        """The number of ids, the characters and ``BOS``."""
         return len(self.chars) + 1
 
     @functools.cached_property
@@ -91,7 +91,7 @@ def encode_all(docs: Sequence[str], vocab: Vocabulary, block_size: int) -> list[
 def batch(seqs: Sequence[np.ndarray], pad: int) -> tuple[np.ndarray, np.ndarray]:
     """Inputs and targets ``(B, T)``, ``T`` the longest sequence's
     predictions; shorter rows are padded (inputs with ``pad``, targets with
-    :data:`IGNORE`, which the loss skips)."""
+    ``IGNORE``, which the loss skips)."""
     T = max(len(s) for s in seqs) - 1
     x = np.full((len(seqs), T), pad, dtype=np.int64)
     y = np.full((len(seqs), T), IGNORE, dtype=np.int64)

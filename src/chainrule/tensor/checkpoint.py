@@ -1,6 +1,7 @@
 """Checkpoints of Tensor models: safetensors files that PyTorch reads.
 
-``save(model, "gpt.safetensors")`` writes the parameters under their names,
+``save(model, "gpt.safetensors")`` writes the parameters (and buffers, such
+as BatchNorm's running statistics) under their names,
 which are PyTorch's too (:mod:`chainrule.interop`), so the file loads into
 the model's torch twin as it is::
 
@@ -11,7 +12,7 @@ the model's torch twin as it is::
 The safetensors header's metadata (strings) holds the format, the
 architecture (``model.config()``, JSON), the caller's metadata (JSON: step,
 settings, random state ...) and the SHA-256 of the file's own bytes
-(:mod:`chainrule.sealed`), checked before anything is parsed. An optimizer's
+(``chainrule.sealed``), checked before anything is parsed. An optimizer's
 state goes to a sidecar, ``gpt.optim.safetensors`` beside it (its moments
 as tensors, the rest as JSON), sealed the same way; the model file records
 the sidecar's digest, so a sidecar from another save is refused too. The
@@ -104,7 +105,8 @@ def save(
     a file cannot be written; a file not yet replaced is left as it was.
     """
     p = Path(path)
-    tensors = {name: param.data for name, param in model.named_parameters()}
+    # the parameters and the buffers (BatchNorm's running statistics)
+    tensors = {name: np.asarray(array) for name, array in model.state_dict().items()}
     for name, array in tensors.items():
         if not np.isfinite(array).all():
             raise ValueError(f"cannot save: parameter {name!r} is not finite")
@@ -141,7 +143,8 @@ def _sealed(fmt: str, tensors: Mapping[str, np.ndarray], fields: dict[str, Any])
     version, ``fields`` (each as JSON) and the file's digest."""
     meta = {"format": fmt, "version": VERSION, sealed.DIGEST_KEY: sealed.PLACEHOLDER}
     meta.update({k: json.dumps(v, allow_nan=False) for k, v in fields.items()})
-    contiguous = {k: np.ascontiguousarray(v) for k, v in tensors.items()}
+    # (ascontiguousarray alone would make a 0-d array, a step count, 1-d)
+    contiguous = {k: np.ascontiguousarray(v).reshape(np.shape(v)) for k, v in tensors.items()}
     data: bytes = _safetensors().save(contiguous, metadata=meta)
     return sealed.seal(data, end=8 + _header_size(data))
 

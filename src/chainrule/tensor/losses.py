@@ -302,7 +302,7 @@ def cross_entropy(
     target with the uniform distribution, and ``reduction``.
 
     Without weights or smoothing it is one fused node
-    (:func:`chainrule.tensor.nn_ops.cross_entropy`); with them,
+    (``chainrule.tensor.nn_ops.cross_entropy``); with them,
     ``nll_loss(log_softmax(input))`` plus PyTorch's smoothing term
     ``label_smoothing / C * sum_c -weight[c] * log_softmax(input)[c]``.
     """

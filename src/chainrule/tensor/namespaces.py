@@ -27,7 +27,10 @@ with the thread choice of :mod:`chainrule.tensor.blas`),
 ``M.row_mean`` (over the last axis, kept), ``M.broadcast_to(x, shape)``,
 ``M.scatter(shape, index, basic, values)`` (zeros with ``values`` added at
 ``index``), ``M.add_at(x, index, value)``, ``M.fill(x, mask, value)`` and
-``M.astype(x, dtype)``. ``GRAPH.softmax`` recomputes a softmax as a node,
+``M.astype(x, dtype)``; the three maps of a convolution,
+``M.conv2d(x, w, geo)``, ``M.conv2d_input(g, w, geo, x_shape)`` and
+``M.conv2d_weight(x, g, geo, w_shape, cols)`` (``cols``: the forward's
+im2col matrix, which only the plain pass reuses). ``GRAPH.softmax`` recomputes a softmax as a node,
 for rules whose plain form reuses the forward's arrays. Where the plain
 pass has a faster kernel of its own (relu's bitwise select, rms_norm's
 in-place update, BLAS threads), it is ``ARRAY``'s entry and the Tensor
@@ -42,6 +45,7 @@ from typing import Any
 
 import numpy as np
 
+from . import conv as cv
 from . import elementwise as ew
 from . import linalg as la
 from . import nn_ops as nn
@@ -206,6 +210,18 @@ def _graph_softmax(x: Any) -> Any:
     return nn.softmax(x)
 
 
+def _graph_conv2d(x: Any, w: Any, geo: Any) -> Any:
+    return cv.convolve(x, w, None, geo)
+
+
+def _graph_conv2d_input(g: Any, w: Any, geo: Any, x_shape: Any) -> Any:
+    return cv.input_grad_op(g, w, geo, x_shape)
+
+
+def _graph_conv2d_weight(x: Any, g: Any, geo: Any, w_shape: Any, cols: Any) -> Any:
+    return cv.weight_grad_op(x, g, geo, w_shape)
+
+
 GRAPH = SimpleNamespace(
     graph=True,
     of=_identity,
@@ -229,6 +245,9 @@ GRAPH = SimpleNamespace(
     fill=_graph_fill,
     astype=_graph_astype,
     softmax=_graph_softmax,
+    conv2d=_graph_conv2d,
+    conv2d_input=_graph_conv2d_input,
+    conv2d_weight=_graph_conv2d_weight,
 )
 
 
@@ -240,6 +259,9 @@ def bind_array_functions() -> None:
     ARRAY.sigmoid = ew.sigmoid_array
     ARRAY.log_sigmoid = ew.log_sigmoid_array
     ARRAY.rms_norm_backward = nn.rms_norm_backward
+    ARRAY.conv2d = cv.conv2d_array
+    ARRAY.conv2d_input = cv.input_grad_array
+    ARRAY.conv2d_weight = cv.weight_grad_array
 
 
 __all__ = ["ARRAY", "GRAPH", "bind_array_functions"]

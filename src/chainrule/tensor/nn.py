@@ -14,13 +14,13 @@ learned norm weights.
 from __future__ import annotations
 
 import math
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from typing import Any
 
 import numpy as np
 
 from ..graph import no_grad
-from ..module import BaseModule, SequentialBase
+from ..module import BaseModule, SequentialBase, _convert, _some
 from ..random_state import tensor_generator
 from ..transformer import GPTConfig
 from .linalg import linear
@@ -58,10 +58,24 @@ class Module(BaseModule):
         """The module's computation; ``module(x)`` calls it. Subclasses define it."""
         raise NotImplementedError
 
+    #: Names of the arrays a module keeps beside its parameters (BatchNorm's
+    #: running statistics): saved and loaded with them, never optimized.
+    buffer_names: tuple[str, ...] = ()
+
     def children(self) -> Iterator[Module]:
         """The direct sub-modules, in assignment order."""
         for _, value in self._submodules():
             yield from value if isinstance(value, list) else (value,)
+
+    def _named_children(self) -> Iterator[tuple[str, Module]]:
+        """The direct sub-modules by dotted name (``blocks.0``, or ``0`` in a
+        ``Sequential``)."""
+        for name, value in self._submodules():
+            if isinstance(value, list):
+                for i, module in enumerate(value):
+                    yield f"{name}.{i}", module
+            else:
+                yield name, value
 
     def named_parameters(self, prefix: str = "") -> Iterator[tuple[str, Tensor]]:
         """``(dotted name, parameter)`` pairs, in assignment order."""
@@ -74,6 +88,37 @@ class Module(BaseModule):
                 for i, item in enumerate(value):
                     if isinstance(item, Module):
                         yield from item.named_parameters(f"{prefix}{name}.{i}.")
+
+    def named_buffers(self, prefix: str = "") -> Iterator[tuple[str, np.ndarray]]:
+        """``(dotted name, array)`` of every buffer (:attr:`buffer_names`), here
+        and in the sub-modules, as PyTorch's ``named_buffers``."""
+        for name, (module, attr) in self._buffer_owners(prefix):
+            yield name, getattr(module, attr)
+
+    def state_dict(self) -> dict[str, Any]:
+        """Every parameter's and buffer's array by name, as PyTorch's."""
+        return {**super().state_dict(), **dict(self.named_buffers())}
+
+    def load_state_dict(self, state: Mapping[str, Any]) -> None:
+        """Set every parameter and buffer from ``state`` (as made by
+        ``state_dict()``): all checked before anything changes, as
+        :meth:`chainrule.module.BaseModule.load_state_dict`."""
+        owners = dict(self._buffer_owners())
+        if not owners:
+            return super().load_state_dict(state)
+        missing = [n for n in owners if n not in state]
+        if missing:
+            raise ValueError(f"state_dict does not fit this model: missing {_some(missing)}")
+        values = {n: _convert(n, getattr(m, a), state[n]) for n, (m, a) in owners.items()}
+        super().load_state_dict({k: v for k, v in state.items() if k not in owners})
+        for name, (module, attr) in owners.items():
+            setattr(module, attr, values[name])
+
+    def _buffer_owners(self, prefix: str = "") -> Iterator[tuple[str, tuple[Module, str]]]:
+        for name in self.buffer_names:
+            yield prefix + name, (self, name)
+        for name, module in self._named_children():
+            yield from module._buffer_owners(f"{prefix}{name}.")
 
     def parameters(self) -> list[Tensor]:
         """Every parameter Tensor, in ``named_parameters()`` order (what an optimizer takes)."""
@@ -119,6 +164,15 @@ class Linear(Module):
         d = _dtype(dtype)
         self.weight = Tensor(rng.uniform(-bound, bound, (out_features, in_features)).astype(d))
         self.bias = Tensor(rng.uniform(-bound, bound, out_features).astype(d)) if bias else None
+
+    def config(self) -> dict[str, Any]:
+        out_features, in_features = self.weight.data.shape
+        return {
+            "type": "Linear",
+            "in_features": int(in_features),
+            "out_features": int(out_features),
+            "bias": self.bias is not None,
+        }
 
     def forward(self, x: Tensor) -> Tensor:
         """``x @ weight.T + bias`` over the last axis of ``x``."""
@@ -445,7 +499,16 @@ class GPT(Module):
         return docs
 
 
+#: The layers for images live in :mod:`chainrule.tensor.cnn` (which builds
+#: on this module's ``Module``); they are this module's too.
+_CNN_LAYERS = ("BatchNorm2d", "Conv2d", "Flatten", "MaxPool2d")
+
+
 def __getattr__(name: str) -> Any:
+    if name in _CNN_LAYERS:
+        from . import cnn
+
+        return getattr(cnn, name)
     if name == "MLP":  # the old name of FeedForward
         import warnings
 

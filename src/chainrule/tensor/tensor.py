@@ -437,7 +437,7 @@ class Tensor(Labelled):
 
     @property
     def T(self) -> Tensor:
-        """The axes reversed: ``x.transpose()``."""
+        """The axes reversed, as ``x.transpose()`` reverses them."""
         return _sh.transpose(self, None)
 
     def softmax(self, axis: int = -1) -> Tensor:
