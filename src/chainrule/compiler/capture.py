@@ -221,7 +221,8 @@ def _lay_out(
         nodes_here = members if type(first) is not tuple else [m[0] for m in members]
         slot.update(zip(nodes_here, itertools.count(len(slot))))
     prog.n = len(slot) + 1
-    prog.base = np.fromiter(map(_get_data, slot), float, len(slot))  # slots in insertion order
+    data = Value.__dict__["data"].__get__  # the slot itself (not a trace's property)
+    prog.base = np.fromiter(map(data, slot, itertools.repeat(Value)), float, len(slot))
     prog.base = np.append(prog.base, 1.0)  # the last slot: 1.0, plain terms' local derivative
     prog.node_slot = slot
 
@@ -245,7 +246,9 @@ def _lay_out(
             steps.append(made_sum)
         else:
             node_group = _group(kind, [m._prev for m in members], slot[members[0]], slot, None)
-            edges.add(node_group, [[(m, i) for i in range(len(m._prev))] for m in members])
+            node_group.members = members
+            edges.add(node_group)
+            node_group.members = None
             steps.append(node_group)
     prog.steps = steps
     edges.lay_out(prog, len(live) + len(arg_slots))
@@ -267,19 +270,27 @@ class _Edges:
         self.inputs: list[np.ndarray] = []
         self.count = 0
 
-    def add(self, group: Group, sources: list[list[tuple[Value, int]]]) -> None:
+    def add(self, group: Group, sources: list[list[tuple[Value, int]]] | None = None) -> None:
         """The terms of ``group``: row r, column c is input r of member c,
-        made by the chain rule of ``sources[c][r]``."""
+        made by the chain rule of ``sources[c][r]`` (None: of member c
+        itself, input r)."""
         n_in, n = group.matrix.shape
         get = self.position.get
-        flat = list(itertools.chain.from_iterable(sources))
-        positions = np.fromiter((get(node, -1) for node, _ in flat), np.intp, n * n_in)
-        inputs = np.fromiter((i for _, i in flat), np.intp, n * n_in)
+        if sources is None:
+            members = group.members
+            at = np.fromiter(map(get, members), np.intp, n)
+            positions = np.broadcast_to(at, (n_in, n)).ravel()
+            inputs = np.repeat(np.arange(n_in, dtype=np.intp), n)
+        else:
+            nodes, indexes = zip(*itertools.chain.from_iterable(sources))
+            positions = np.fromiter(map(get, nodes), np.intp, n * n_in)
+            positions = positions.reshape(n, n_in).T.ravel()
+            inputs = np.array(indexes, dtype=np.intp).reshape(n, n_in).T.ravel()
         group.first_term = self.count
         self.count += n_in * n
         self.targets.append(group.matrix.ravel())
-        self.positions.append(positions.reshape(n, n_in).T.ravel())
-        self.inputs.append(inputs.reshape(n, n_in).T.ravel())
+        self.positions.append(positions)
+        self.inputs.append(inputs)
 
     def lay_out(self, prog: Program, n_leaves: int) -> None:
         """Per step, and for the leaves, the matrix of the terms each of its
