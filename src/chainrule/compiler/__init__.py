@@ -23,13 +23,19 @@ many nodes per NumPy call. The outputs are Values whose ``.data`` is current
 and whose ``backward()`` adds the gradients into the leaves' ``.grad``,
 as the eager ``backward()`` would.
 
-The key: the shape of the arguments (lists' lengths, dicts' keys), the
-value of every int, str, bool and None among them (they may choose the
-graph: a token picks an embedding row), the identity of other objects.
-Floats and leaf Values among the arguments are inputs, read at every call.
-A new key traces again; at most ``max_traces`` traces are kept (the least
-recently used is dropped). Values made inside ``fn`` from numbers are
-constants of the trace.
+The key (``chainrule.compiler.keys``): the nesting of the arguments
+(lists' lengths, dicts' keys), the value of every str, bool, None and
+NumPy scalar other than ``float64`` among them, the identity of other
+objects. Floats (``float64`` too) and leaf Values among the arguments are
+inputs, read at every call. Ints are followed while tracing
+(``chainrule.compiler.symbolic``): one that only picks an entry of a list
+(``wte[token]``, ``probs[target]``) is replayed as a gather, one used
+otherwise holds the trace to its value. A new key, or ints a kept trace
+does not hold for, traces again; at most ``max_traces`` traces are kept
+(the least recently used is dropped). Values made inside ``fn`` from
+numbers are constants of the trace. When traces are not paid back by
+replays (``chainrule.compiler.budget``), the function runs eagerly from
+then on, with one :class:`CompileWarning`.
 
 Reads of ``.data`` inside ``fn`` are followed (see
 ``chainrule.compiler.reads``): used as an operation's constant they are
@@ -42,12 +48,14 @@ inside ``fn``, a read float used where it cannot be followed) makes the
 function run eagerly from then on, with one :class:`CompileWarning`
 naming the reason and the line.
 
-Forward values equal the eager ones bit for bit. Gradients equal them to
-about 1e-15 relative: a node that receives several contributions adds
-them in another order than the eager pass.
+Forward values and gradients equal the eager ones bit for bit (a node's
+gradient terms are added in the eager pass's order), except where the
+eager walk would meet the nodes in another order than the trace's: see
+``chainrule.compiler.program``.
 
 Tracing swaps attributes of ``Value`` while ``fn`` runs (one thread at a
-time, under a lock); replays touch nothing shared.
+time, under a lock; only that thread's operations are recorded); the
+cache is under a lock, and replays touch nothing else shared.
 """
 
 from __future__ import annotations
