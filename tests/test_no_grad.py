@@ -119,6 +119,7 @@ def test_thread_local() -> None:
     assert mine._prev == ()
 
 
+@pytest.mark.native  # threads: not in the WebAssembly build
 def test_a_new_thread_starts_with_grad_enabled() -> None:
     seen: list[bool] = []
     with no_grad():
@@ -156,6 +157,7 @@ def test_detach_in_a_stop_gradient_pattern() -> None:
     assert g == 1.5
 
 
+@pytest.mark.native  # threads: not in the WebAssembly build
 def test_one_context_object_shared_by_two_threads() -> None:
     # A module-level ``NO_GRAD = no_grad()`` entered by two threads whose
     # states differ: each must get its own state back on exit. Interleaved
