@@ -8,47 +8,43 @@ A short tour, in the order micrograd's ``engine.py`` reads:
   plain floats) and ``_fn`` (its primitive: name, forward function and
   derivative rule, from the table in :mod:`chainrule.primitives`).
 * Each operator computes its value and its local derivatives right away
-  and stores them in the new node, as microgpt's engine does. A number
-  operand becomes a leaf Value, ``-b`` is ``b * -1``, ``a - b`` is
-  ``a + (-b)`` and ``a / b`` is ``a * b**-1``: the graph micrograd and
-  microgpt build, node for node.
+  and makes its node as microgpt does, ``Value(data, inputs, locals)``,
+  plus the primitive. A number operand becomes a leaf Value, ``-b`` is
+  ``b * -1``, ``a - b`` is ``a + (-b)`` and ``a / b`` is ``a * b**-1``:
+  the graph micrograd and microgpt build, node for node.
 * ``backward()`` orders the graph topologically, seeds the root with 1.0
   and walks the order in reverse, adding ``local * node.grad`` into every
   input (:mod:`chainrule.walk`, iterative, so depth is limited by memory
   only).
 
-Around this module: micrograd's and microgpt's node protocols
-(:mod:`chainrule.protocols`), the rules on Values for
-``create_graph=True`` (:mod:`chainrule.higher_order`) and the fused library
-ops (:mod:`chainrule.sums`, :mod:`chainrule.fused`).
+Around this module: numbers coming in (:mod:`chainrule.intake`), the
+operations beyond micrograd's (:mod:`chainrule.beyond_micrograd`),
+micrograd's and microgpt's node protocols (:mod:`chainrule.protocols`),
+the rules on Values for ``create_graph=True``
+(:mod:`chainrule.higher_order`) and the fused library ops
+(:mod:`chainrule.sums`, :mod:`chainrule.fused`).
 """
 
 from __future__ import annotations
 
-import numbers
 from collections.abc import Iterable, Sequence
 from typing import Any, Union
 
+from .beyond_micrograd import BeyondMicrograd
 from .graph import Labelled, mode, next_id, state
+from .intake import as_float as _as_float
+from .intake import reciprocal_is_exact as _reciprocal_is_exact
 from .primitives import (
-    ABS,
     ADD,
-    COS,
     DIV,
     EXP,
     FLOAT,
     LEAF,
     LOG,
-    MAXIMUM,
-    MINIMUM,
     MUL,
     NUMBER,
     POW,
     RELU,
-    SIGMOID,
-    SIN,
-    SOFTPLUS,
-    SQRT,
     TANH,
     Primitive,
     pow_const,
@@ -61,14 +57,13 @@ Scalar = Union["Value", int, float]
 
 __all__ = ["Primitive", "Value", "apply", "backpropagate", "topological_order"]
 
-_new = object.__new__
 _recording = state.get  # None: this thread records a graph, unobserved
 _ONES = (1.0, 1.0)  # the local derivatives of a + b
 _LIVE = (1.0,)  # relu of a positive input
 _DEAD = (0.0,)
 
 
-class Value(Labelled, NodeProtocols):
+class Value(BeyondMicrograd, Labelled, NodeProtocols):
     """A scalar and the graph that computed it.
 
     >>> a, b = Value(2.0, label="a"), Value(-3.0, label="b")
@@ -81,11 +76,8 @@ class Value(Labelled, NodeProtocols):
     work: micrograd's ``Value(data, _children, _op)`` (then set
     ``_backward`` to a closure) and microgpt's ``Value(data, children,
     local_grads)``. ``_prev`` (also ``_children``), ``_local_grads``,
-    ``_op`` and ``_backward`` read as they do there.
-
-    Values compare (``<``, ``<=``, ``>``, ``>=``) by ``data``; ``==`` and
-    hashing are by identity, so Values can be kept in sets and dicts.
-    ``float(v)`` is an error (it would drop the graph): use ``v.data``.
+    ``_op`` and ``_backward`` read as they do there. Values compare by
+    ``data``; ``==`` and hashing are by identity.
     """
 
     __slots__ = ("data", "grad", "_prev", "_local", "_fn", "_id", "_label")
@@ -102,8 +94,15 @@ class Value(Labelled, NodeProtocols):
         data: Number,
         _children: Iterable[Value] = (),
         _op: str | Iterable[Number] = "",
-        label: str = "",
+        label: str | Primitive = "",
     ) -> None:
+        if isinstance(label, Primitive):  # an operator's node: checked by the operator
+            self.data = data  # type: ignore[assignment]
+            self.grad = 0.0
+            self._prev = _children  # type: ignore[assignment]
+            self._local = _op  # type: ignore[assignment]
+            self._fn = label
+            return
         self.data = _as_float(data, "Value")
         self.grad = 0.0
         self._prev = ()
@@ -114,29 +113,17 @@ class Value(Labelled, NodeProtocols):
         if _children != () or (_op != "" and not isinstance(_op, str)):
             made_by_user(self, _children, _op)
 
-    # + and * are most of every graph: they make their node inline (what
-    # _node does, without the call), which the benchmarks show pays.
-
     def __add__(self, other: Scalar) -> Value:
         if not isinstance(other, Value):
             other = _leaf(other, "+")
-        v = _new(Value)
-        v.data = self.data + other.data
-        v.grad = 0.0
-        v._prev = (self, other)
-        v._local = _ONES
-        v._fn = ADD
+        v = Value(self.data + other.data, (self, other), _ONES, ADD)
         return v if _recording() is None else _unusual(v)
 
     def __mul__(self, other: Scalar) -> Value:
         if not isinstance(other, Value):
             other = _leaf(other, "*")
-        v = _new(Value)
-        a = v._local = (other.data, self.data)
-        v.data = a[1] * a[0]
-        v.grad = 0.0
-        v._prev = (self, other)
-        v._fn = MUL
+        a, b = self.data, other.data
+        v = Value(a * b, (self, other), (b, a), MUL)
         return v if _recording() is None else _unusual(v)
 
     def __pow__(self, other: Scalar) -> Value:
@@ -157,7 +144,6 @@ class Value(Labelled, NodeProtocols):
         node.grad`` into every input. Leaves accumulate (call
         ``zero_grad()`` between steps); interior nodes are recomputed on
         every call, so two calls leave exactly twice the leaf gradients.
-
         With ``create_graph=True`` the gradients are Values in a new graph
         and can be differentiated again.
         """
@@ -180,8 +166,7 @@ class Value(Labelled, NodeProtocols):
     def __neg__(self) -> Value:
         return self * -1.0
 
-    def __radd__(self, other: Scalar) -> Value:
-        return self + other
+    __radd__ = __add__  # micrograd's self + other: the same node
 
     def __sub__(self, other: Scalar) -> Value:
         return self + (-other if isinstance(other, Value) else -_as_float(other, "-"))
@@ -189,8 +174,7 @@ class Value(Labelled, NodeProtocols):
     def __rsub__(self, other: Scalar) -> Value:
         return -self + other
 
-    def __rmul__(self, other: Scalar) -> Value:
-        return self * other
+    __rmul__ = __mul__  # micrograd's self * other: the same node
 
     def __truediv__(self, other: Scalar) -> Value:
         b = other.data if isinstance(other, Value) else _as_float(other, "/")
@@ -207,20 +191,7 @@ class Value(Labelled, NodeProtocols):
     def __repr__(self) -> str:
         return f"Value(data={self.data}, grad={self.grad})"
 
-    # -- beyond micrograd ----------------------------------------------------
-
-    def __rpow__(self, other: Scalar) -> Value:
-        return _apply(POW, (_leaf(other, "**"), self))
-
-    def __pos__(self) -> Value:
-        return self
-
-    def __abs__(self) -> Value:
-        return _apply(ABS, (self,))
-
-    def abs(self) -> Value:
-        """The absolute value; its gradient at 0 is 0, as PyTorch's."""
-        return _apply(ABS, (self,))
+    # microgpt's and micrograd's lectures' functions; more in BeyondMicrograd
 
     def exp(self) -> Value:
         """``e ** self``."""
@@ -230,77 +201,9 @@ class Value(Labelled, NodeProtocols):
         """The natural logarithm (``-inf`` at 0, ``nan`` below, as PyTorch)."""
         return _apply(LOG, (self,))
 
-    def sqrt(self) -> Value:
-        """The square root (``nan`` below 0, as PyTorch)."""
-        return _apply(SQRT, (self,))
-
     def tanh(self) -> Value:
         """The hyperbolic tangent."""
         return _apply(TANH, (self,))
-
-    def sigmoid(self) -> Value:
-        """``1 / (1 + e ** -self)``, computed without overflow."""
-        return _apply(SIGMOID, (self,))
-
-    def softplus(self) -> Value:
-        """``log(1 + e ** self)``, exact and without overflow."""
-        return _apply(SOFTPLUS, (self,))
-
-    def sin(self) -> Value:
-        """The sine."""
-        return _apply(SIN, (self,))
-
-    def cos(self) -> Value:
-        """The cosine."""
-        return _apply(COS, (self,))
-
-    def max(self, other: Scalar) -> Value:
-        """The larger of ``self`` and ``other`` (a tie splits the gradient)."""
-        return _apply(MAXIMUM, (self, _lift(other, "max")))
-
-    def min(self, other: Scalar) -> Value:
-        """The smaller of ``self`` and ``other`` (a tie splits the gradient)."""
-        return _apply(MINIMUM, (self, _lift(other, "min")))
-
-    def __lt__(self, other: Scalar) -> bool:
-        return self.data < _data(other, "<")
-
-    def __le__(self, other: Scalar) -> bool:
-        return self.data <= _data(other, "<=")
-
-    def __gt__(self, other: Scalar) -> bool:
-        return self.data > _data(other, ">")
-
-    def __ge__(self, other: Scalar) -> bool:
-        return self.data >= _data(other, ">=")
-
-    def item(self) -> float:
-        """The number, as a float (``v.data``; PyTorch's name)."""
-        return self.data
-
-    def __float__(self) -> float:
-        raise TypeError(
-            "float(Value): converting a Value to a float drops its graph, and the "
-            "gradient with it (math.sin(v), math.exp(v), int(v), round(v) do this); use "
-            "chainrule.sin(v) or v.sin() (likewise exp, log, sqrt, tanh, ...) to keep it, "
-            "or v.data / v.item() for the number alone"
-        )
-
-    __int__ = __index__ = __round__ = __float__
-
-    def __format__(self, spec: str) -> str:
-        return format(self.data, spec)
-
-    def detach(self) -> Value:
-        """A new leaf with the same data, cut off from this graph."""
-        return Value(self.data)
-
-    def _repr_svg_(self) -> str | None:
-        """Jupyter shows a Value as the drawing of its graph when Graphviz's
-        ``dot`` is installed; None falls back to the repr."""
-        from .viz import svg_or_none  # lazily: drawing is not the engine's job
-
-        return svg_or_none(self)
 
 
 # --------------------------------------------------------------------------
@@ -310,15 +213,8 @@ class Value(Labelled, NodeProtocols):
 
 def _node(fn: Primitive, data: float, prev: tuple[Value, ...], local: tuple[Any, ...]) -> Value:
     """A new node: its value, its inputs and their local derivatives."""
-    v = _new(Value)
-    v.data = data
-    v.grad = 0.0
-    v._prev = prev
-    v._local = local
-    v._fn = fn
-    if _recording() is None:  # this thread records a graph and nobody observes it
-        return v
-    return _unusual(v)
+    v = Value(data, prev, local, fn)
+    return v if _recording() is None else _unusual(v)
 
 
 def _unusual(v: Value) -> Value:
@@ -367,49 +263,9 @@ def apply(fn: Primitive, inputs: Sequence[Any]) -> Value:
 NO_GRAD_RESULT = Primitive("", float, None)
 
 
-# --------------------------------------------------------------------------
-# Numbers coming in
-# --------------------------------------------------------------------------
-
-_ACCEPTED = "an int, float, bool, NumPy real scalar or 0-d array, or Value"
-
-
-def _as_float(x: object, op: str) -> float:
-    """``x`` as a float, or a TypeError that names the op and the value."""
-    if type(x) is float:
-        return x
-    if type(x) is int:  # -1 in micrograd's -b = b * -1
-        try:
-            return float(x)
-        except OverflowError:
-            pass
-    if isinstance(x, numbers.Real) or _numpy_real(x):  # int, bool, Fraction, NumPy
-        try:
-            return float(x)  # type: ignore[arg-type]
-        except OverflowError:  # an int or Fraction beyond 1.8e308
-            big: Any = x
-            digits = int(int(abs(big) // 1).bit_length() * 0.30103)
-            raise ValueError(
-                f"{op}: {type(x).__name__} of about 10**{digits} is too large for a float"
-            ) from None
-    raise TypeError(f"{op}: expected {_ACCEPTED}, got {type(x).__name__} {x!r}")
-
-
-def _numpy_real(x: object) -> bool:
-    """A NumPy bool or a 0-d real array (not registered as ``numbers.Real``)."""
-    if type(x).__module__ != "numpy" or getattr(x, "shape", None) != ():
-        return False
-    return getattr(getattr(x, "dtype", None), "kind", "") in ("b", "i", "u", "f")
-
-
 def _leaf(x: object, op: str) -> Value:
     """A number operand as a new leaf Value (micrograd's ``Value(other)``)."""
-    v = _new(Value)
-    v.data = _as_float(x, op)
-    v.grad = 0.0
-    v._prev = v._local = ()
-    v._fn = NUMBER
-    return v
+    return Value(_as_float(x, op), (), (), NUMBER)
 
 
 def _lift(x: object, op: str) -> Value:
@@ -419,20 +275,3 @@ def _lift(x: object, op: str) -> Value:
 
 def _data(x: object, op: str) -> float:
     return x.data if isinstance(x, Value) else _as_float(x, op)
-
-
-# Division as micrograd and microgpt define it, ``a * b ** -1`` (two nodes,
-# the same floats bit for bit), wherever that is as exact as true division:
-# 1/b and 1/b**2 normal and finite, and the quotient a normal number. Outside
-# that range a single true-division node keeps PyTorch's numbers.
-_RECIP_MIN = 2.0**-500
-_RECIP_MAX = 2.0**500
-_NORMAL_MIN = 2.0**-1022
-_FLOAT_MAX = 1.7976931348623157e308
-
-
-def _reciprocal_is_exact(a: float, b: float) -> bool:
-    if not _RECIP_MIN <= abs(b) <= _RECIP_MAX:  # also False for nan
-        return False
-    y = abs(a * b**-1.0)
-    return y == 0.0 or _NORMAL_MIN <= y <= _FLOAT_MAX

@@ -69,7 +69,7 @@ import warnings
 from collections.abc import Callable
 from typing import Any
 
-from ..engine import LEAF, Value, _new
+from ..engine import LEAF, Value
 from ..graph import mode
 from .budget import Budget
 from .keys import Call, NotReplayable, classify, describe, flatten
@@ -110,7 +110,7 @@ class CompiledValue(Value):
 
 
 def _output(value: float, program: Any, slot: int, buffer: Any, call: Call) -> Value:
-    v = _new(CompiledValue)
+    v = object.__new__(CompiledValue)
     v.data = value
     v.grad = 0.0
     v._prev = v._local = ()

@@ -99,16 +99,16 @@ class Group:
 
 
 def _reciprocal_is_exact(a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    """:func:`chainrule.engine._reciprocal_is_exact` on arrays (``b ** -1.0``
+    """:func:`chainrule.intake.reciprocal_is_exact` on arrays (``b ** -1.0``
     is C's ``pow``, as for floats; ``tests/test_compile.py`` checks the two
     agree on special values)."""
-    from .. import engine as E
+    from .. import intake as E
 
     ab = np.abs(b)
     with np.errstate(all="ignore"):
         y = np.abs(a * np.power(b, -1.0))
-    in_range = (ab >= E._RECIP_MIN) & (ab <= E._RECIP_MAX)
-    return in_range & ((y == 0.0) | ((y >= E._NORMAL_MIN) & (y <= E._FLOAT_MAX)))
+    in_range = (ab >= E.RECIP_MIN) & (ab <= E.RECIP_MAX)
+    return in_range & ((y == 0.0) | ((y >= E.NORMAL_MIN) & (y <= E.FLOAT_MAX)))
 
 
 def _guards_on_arrays() -> dict[Any, Callable[[np.ndarray, np.ndarray], np.ndarray]]:

@@ -24,7 +24,6 @@ plain floats meanwhile, but run slower while the trace lasts.
 
 from __future__ import annotations
 
-import functools
 import itertools
 import operator
 import sys
@@ -47,6 +46,8 @@ _INTERNAL = frozenset(
     sys.modules[name].__file__
     for name in (
         "chainrule.engine",
+        "chainrule.intake",
+        "chainrule.beyond_micrograd",
         "chainrule.primitives",
         "chainrule.ieee",
         "chainrule.graph",
@@ -80,7 +81,7 @@ def _depends(v: Value, on: tuple[Value, ...], marker: Primitive) -> None:
 def alias_of(v: Value, candidates: tuple[Value, ...]) -> Value:
     """A fresh leaf with ``v``'s value that stands for a gather's pick
     among ``candidates`` (made without ``__init__``: not a constant)."""
-    alias = engine._new(Value)
+    alias = object.__new__(Value)
     _data_slot.__set__(alias, _data_slot.__get__(v, Value))
     _grad_slot.__set__(alias, 0.0)
     _depends(alias, candidates, GATHER)
@@ -102,7 +103,7 @@ def untrace(roots: list[Any], record: Record) -> None:
     roots = [r for r in roots if isinstance(r, Value)]
     if not roots:
         return
-    holder = engine._new(Value)
+    holder = object.__new__(Value)
     holder._prev = tuple(roots)
     nodes, leaves = topological_order(holder)
     for v in itertools.chain(nodes[1:], leaves):
@@ -155,7 +156,6 @@ def _read_new(
 
 TraceValue.data = property(_read_new, _data_slot.__set__)  # type: ignore[misc,assignment]
 TraceValue.grad = _grad_slot  # type: ignore[misc]
-_new_trace_value = functools.partial(object.__new__, TraceValue)
 
 
 @contextmanager
@@ -167,8 +167,8 @@ def watching(record: Record, created: list[Value]) -> Iterator[None]:
     get_grad, put_grad = grad_slot.__get__, grad_slot.__set__
     init = Value.__init__
     as_float = engine._as_float
-    saved = {
-        name: Value.__dict__[name]
+    saved = {  # None: inherited (from BeyondMicrograd)
+        name: Value.__dict__.get(name)
         for name in ("__lt__", "__le__", "__gt__", "__ge__", "__float__", "__format__")
     }
     me = threading.get_ident()
@@ -206,6 +206,11 @@ def watching(record: Record, created: list[Value]) -> Iterator[None]:
             _depends(v, on, RECIPE)
 
     def new_init(self: Value, data: Any, *args: Any, **kwargs: Any) -> None:
+        if len(args) == 3 and isinstance(args[2], Primitive):  # an operation's node
+            if threading.get_ident() == me:
+                self.__class__ = TraceValue
+            init(self, data, *args)
+            return
         init(self, data, *args, **kwargs)
         if threading.get_ident() == me:
             created.append(self)
@@ -287,8 +292,6 @@ def watching(record: Record, created: list[Value]) -> Iterator[None]:
     Value.__format__ = lambda self, spec: format(user_read(self), spec)  # type: ignore[method-assign]
     engine._as_float = keep_read
     engine._leaf = new_leaf
-    new = engine._new
-    engine._new = _new_trace_value  # type: ignore[assignment]
     reads.set_current(record)
     try:
         yield
@@ -298,11 +301,13 @@ def watching(record: Record, created: list[Value]) -> Iterator[None]:
 
             restore(record)
         reads.set_current(None)
-        engine._new = new
         engine._as_float = as_float
         engine._leaf = leaf
         for name, attr in saved.items():
-            setattr(Value, name, attr)
+            if attr is None:
+                delattr(Value, name)
+            else:
+                setattr(Value, name, attr)
         Value.__init__ = init  # type: ignore[method-assign]
         Value.data = slot  # type: ignore[misc]
         Value.grad = grad_slot  # type: ignore[misc]
