@@ -69,16 +69,16 @@ class BeyondMicrograd:
         return E._apply(MINIMUM, (self, E._lift(other, "min")))  # type: ignore[arg-type]
 
     def __lt__(self, other: Scalar) -> bool:
-        return self.data < E._data(other, "<")
+        return self.data < _data(other, "<")
 
     def __le__(self, other: Scalar) -> bool:
-        return self.data <= E._data(other, "<=")
+        return self.data <= _data(other, "<=")
 
     def __gt__(self, other: Scalar) -> bool:
-        return self.data > E._data(other, ">")
+        return self.data > _data(other, ">")
 
     def __ge__(self, other: Scalar) -> bool:
-        return self.data >= E._data(other, ">=")
+        return self.data >= _data(other, ">=")
 
     def item(self) -> float:
         """The number, as a float (``v.data``; PyTorch's name)."""
@@ -106,4 +106,8 @@ class BeyondMicrograd:
         ``dot`` is installed; None falls back to the repr."""
         from .viz import svg_or_none  # lazily: drawing is not the engine's job
 
-        return svg_or_none(self)
+        return svg_or_none(self)  # type: ignore[arg-type]
+
+
+def _data(x: object, op: str) -> float:
+    return x.data if isinstance(x, E.Value) else E._as_float(x, op)

@@ -1,6 +1,6 @@
 """The scalar engine: ``Value``, its operators and ``backward()``.
 
-A short tour, in the order micrograd's ``engine.py`` reads:
+A short tour, in micrograd's order:
 
 * A ``Value`` is one node of the graph: ``data`` (the number), ``grad``
   (d root / d this node after ``backward()``), ``_prev`` (the Values it
@@ -17,17 +17,16 @@ A short tour, in the order micrograd's ``engine.py`` reads:
   input (:mod:`chainrule.walk`, iterative, so depth is limited by memory
   only).
 
-Around this module: numbers coming in (:mod:`chainrule.intake`), the
-operations beyond micrograd's (:mod:`chainrule.beyond_micrograd`),
-micrograd's and microgpt's node protocols (:mod:`chainrule.protocols`),
-the rules on Values for ``create_graph=True``
-(:mod:`chainrule.higher_order`) and the fused library ops
-(:mod:`chainrule.sums`, :mod:`chainrule.fused`).
+Around it: :mod:`~chainrule.intake` (numbers coming in),
+:mod:`~chainrule.beyond_micrograd` (more operations),
+:mod:`~chainrule.protocols` (micrograd's and microgpt's node protocols),
+:mod:`~chainrule.higher_order` (``create_graph``) and the fused library
+ops (:mod:`~chainrule.sums`, :mod:`~chainrule.fused`).
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable
 from typing import Any, Union
 
 from .beyond_micrograd import BeyondMicrograd
@@ -55,7 +54,7 @@ from .walk import backpropagate, topological_order
 Number = Union[int, float]
 Scalar = Union["Value", int, float]
 
-__all__ = ["Primitive", "Value", "apply", "backpropagate", "topological_order"]
+__all__ = ["Primitive", "Value", "backpropagate", "topological_order"]
 
 _recording = state.get  # None: this thread records a graph, unobserved
 _ONES = (1.0, 1.0)  # the local derivatives of a + b
@@ -72,12 +71,10 @@ class Value(BeyondMicrograd, Labelled, NodeProtocols):
     >>> a.grad, b.grad
     (-3.0, 2.0)
 
-    Besides ``Value(data, label=...)``, both reference engines' constructors
-    work: micrograd's ``Value(data, _children, _op)`` (then set
-    ``_backward`` to a closure) and microgpt's ``Value(data, children,
-    local_grads)``. ``_prev`` (also ``_children``), ``_local_grads``,
-    ``_op`` and ``_backward`` read as they do there. Values compare by
-    ``data``; ``==`` and hashing are by identity.
+    micrograd's ``Value(data, _children, _op)`` (then set ``_backward``)
+    and microgpt's ``Value(data, children, local_grads)`` work too, and
+    ``_prev``, ``_children``, ``_local_grads``, ``_op``, ``_backward`` read
+    as there. Values compare by ``data``; ``==`` and hashing by identity.
     """
 
     __slots__ = ("data", "grad", "_prev", "_local", "_fn", "_id", "_label")
@@ -97,7 +94,7 @@ class Value(BeyondMicrograd, Labelled, NodeProtocols):
         label: str | Primitive = "",
     ) -> None:
         if isinstance(label, Primitive):  # an operator's node: checked by the operator
-            self.data = data  # type: ignore[assignment]
+            self.data = data
             self.grad = 0.0
             self._prev = _children  # type: ignore[assignment]
             self._local = _op  # type: ignore[assignment]
@@ -144,8 +141,7 @@ class Value(BeyondMicrograd, Labelled, NodeProtocols):
         node.grad`` into every input. Leaves accumulate (call
         ``zero_grad()`` between steps); interior nodes are recomputed on
         every call, so two calls leave exactly twice the leaf gradients.
-        With ``create_graph=True`` the gradients are Values in a new graph
-        and can be differentiated again.
+        ``create_graph=True``: the gradients are Values, differentiable again.
         """
         if self._fn is NO_GRAD_RESULT:
             raise RuntimeError(
@@ -154,8 +150,7 @@ class Value(BeyondMicrograd, Labelled, NodeProtocols):
             )
         seed: Any = _lift(gradient, "backward") if create_graph else _as_float(gradient, "backward")
         order = topological_order(self)
-        # Leaves collect this pass's gradient from zero and add it to what
-        # they held in one step, so two passes give exactly twice one pass.
+        # leaves add this pass's gradient to what they held: two passes are twice one
         held = [(leaf, leaf.grad) for leaf in order[1] if leaf.grad != 0.0]
         observer = mode.observer
         on_edge = None if observer is None else observer.backward
@@ -191,8 +186,6 @@ class Value(BeyondMicrograd, Labelled, NodeProtocols):
     def __repr__(self) -> str:
         return f"Value(data={self.data}, grad={self.grad})"
 
-    # microgpt's and micrograd's lectures' functions; more in BeyondMicrograd
-
     def exp(self) -> Value:
         """``e ** self``."""
         return _apply(EXP, (self,))
@@ -206,9 +199,7 @@ class Value(BeyondMicrograd, Labelled, NodeProtocols):
         return _apply(TANH, (self,))
 
 
-# --------------------------------------------------------------------------
 # Making nodes
-# --------------------------------------------------------------------------
 
 
 def _node(fn: Primitive, data: float, prev: tuple[Value, ...], local: tuple[Any, ...]) -> Value:
@@ -241,23 +232,6 @@ def _apply(fn: Primitive, inputs: tuple[Value, ...]) -> Value:
     return _node(fn, y, inputs, fn.derivative(FLOAT, *datas, y))  # type: ignore[misc, arg-type]
 
 
-def apply(fn: Primitive, inputs: Sequence[Any]) -> Value:
-    """Apply a primitive (of the table, or a user's) to Values or numbers."""
-    if fn.derivative is None:
-        raise TypeError(f"{fn.name}: this primitive has no derivative rule and cannot be applied")
-    xs = tuple(_lift(x, fn.name) for x in inputs)
-    if not xs:
-        raise ValueError(f"{fn.name}: needs at least one input")
-    datas = [x.data for x in xs]
-    y = _as_float(fn.forward(*datas), fn.name)
-    local = tuple(fn.derivative(FLOAT, *datas, y))
-    if len(local) != len(xs):
-        raise ValueError(
-            f"{fn.name}: derivative gave {len(local)} local gradients for {len(xs)} inputs"
-        )
-    return _node(fn, y, xs, local)
-
-
 # A result computed under no_grad: a leaf too, but backward() from it is a
 # mistake (PyTorch raises), while backward() from a leaf the user made is not.
 NO_GRAD_RESULT = Primitive("", float, None)
@@ -271,7 +245,3 @@ def _leaf(x: object, op: str) -> Value:
 def _lift(x: object, op: str) -> Value:
     """A Value as it is; a number as a new leaf."""
     return x if isinstance(x, Value) else _leaf(x, op)
-
-
-def _data(x: object, op: str) -> float:
-    return x.data if isinstance(x, Value) else _as_float(x, op)

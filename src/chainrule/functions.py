@@ -12,9 +12,15 @@ so it keeps the graph where ``math.exp(x)`` would drop it.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from typing import Any
+
+from . import engine as E
 from .engine import Scalar, Value, _lift
+from .primitives import FLOAT, Primitive
 
 __all__ = [
+    "apply",
     "cos",
     "exp",
     "log",
@@ -82,3 +88,20 @@ def maximum(a: Scalar, b: Scalar) -> Value:
 def minimum(a: Scalar, b: Scalar) -> Value:
     """The smaller of two numbers or Values (a tie splits the gradient)."""
     return _lift(a, "min").min(b)
+
+
+def apply(fn: Primitive, inputs: Sequence[Any]) -> Value:
+    """Apply a primitive (of the table, or a user's) to Values or numbers."""
+    if fn.derivative is None:
+        raise TypeError(f"{fn.name}: this primitive has no derivative rule and cannot be applied")
+    xs = tuple(E._lift(x, fn.name) for x in inputs)
+    if not xs:
+        raise ValueError(f"{fn.name}: needs at least one input")
+    datas = [x.data for x in xs]
+    y = E._as_float(fn.forward(*datas), fn.name)
+    local = tuple(fn.derivative(FLOAT, *datas, y))
+    if len(local) != len(xs):
+        raise ValueError(
+            f"{fn.name}: derivative gave {len(local)} local gradients for {len(xs)} inputs"
+        )
+    return E._node(fn, y, xs, local)

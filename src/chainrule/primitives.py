@@ -9,19 +9,12 @@ side as in the table every backpropagation text shows::
     x ** c     c * x ** (c - 1)
     tanh(x)    1 - tanh(x) ** 2
 
-A rule ``derivative(M, *inputs, out)`` is written with ordinary operators
-plus the functions of a math namespace ``M`` (``M.div``, ``M.log``, ...,
-and ``M.where`` for a choice that depends on the data), so
-the one rule runs in several places: on floats when an operation runs (the
-ordinary backward pass only multiplies the stored results), on Values for
-``backward(create_graph=True)`` (the gradient becomes a graph itself), and
-on NumPy arrays, for many nodes at once, when ``chainrule.compile`` replays
-a graph.
-
-This is the table of the operators users write; the fused library ops
-(``dot``, ``add_n``, ``dense``, :mod:`chainrule.fused`) declare theirs
-beside their code. Nothing here knows about ``Value``: this module is the
-table only.
+A rule runs on floats when an operation runs (the backward pass only
+multiplies the stored results), on Values for ``create_graph=True`` and on
+NumPy arrays when ``chainrule.compile`` replays a graph: it is written
+with ordinary operators and a math namespace ``M``. The fused library ops
+(``dot``, ``add_n``, ``dense``, :mod:`chainrule.fused`) declare their rules
+beside their code. Nothing here knows about ``Value``.
 """
 
 from __future__ import annotations
@@ -47,34 +40,21 @@ ZERO_EXPONENT = 3  # x ** y: a zero exponent blocks the base's gradient
 
 class Primitive:
     """An operation of the scalar engine: a name, a forward function on
-    floats, and its local derivatives.
-
-    ``derivative(M, *inputs, out)`` returns one local derivative
-    ``d out / d input`` per input. It is written with ordinary operators
-    plus the functions of the namespace ``M`` (``M.div``, ``M.pow``,
+    floats and ``derivative(M, *inputs, out)``, one local derivative per
+    input, written with the namespace ``M`` (``M.div``, ``M.pow``,
     ``M.pow_scalar``, ``M.exp``, ``M.log``, ``M.sqrt``, ``M.sin``, ``M.cos``,
-    ``M.sigmoid``, ``M.sign``, ``M.where`` and ``M.data``, which reads the float of an
-    input), so that it runs both on floats (the ordinary backward pass) and
-    on Values (``create_graph=True``, higher-order gradients).
+    ``M.sigmoid``, ``M.sign``, ``M.where``, and ``M.data`` for an input's
+    float). ``masked`` says how an inf or nan gradient meets a zero local
+    derivative (``MULTIPLY``: ``0 * inf = nan``; ``ZERO_MASKS``: blocked).
+    ``const=True``: a constant operand ``c``, not differentiated, comes
+    last (``forward(*inputs, c)``, ``derivative(M, *inputs, c, out)``).
 
-    ``const=True`` marks an operation with a constant operand ``c`` that
-    is not differentiated (``x * 2.0``; a tuple for a weighted sum of
-    constant inputs): its forward is ``forward(*inputs, c)`` and its rule
-    ``derivative(M, *inputs, c, out)``.
-
-    ``masked`` says how an inf or nan gradient meets a zero local
-    derivative: ``MULTIPLY`` (the default, ``0 * inf = nan``, as PyTorch's
-    arithmetic) or ``ZERO_MASKS`` (a zero blocks it, as PyTorch's relu,
-    maximum and minimum, whose backward selects instead of multiplying).
-
-    Calling a primitive applies it, which is how user code defines a custom
-    operation::
+    Calling a primitive applies it: a custom operation in one line::
 
         >>> from chainrule import Primitive, Value
         >>> cube = Primitive("cube", lambda x: x ** 3, lambda M, x, out: (3 * x * x,))
         >>> x = Value(2.0)
-        >>> y = cube(x)
-        >>> y.backward()
+        >>> cube(x).backward()
         >>> x.grad
         12.0
     """
@@ -97,7 +77,7 @@ class Primitive:
         self.const = const
 
     def __call__(self, *inputs: Any) -> Any:
-        from .engine import apply  # the engine is built on this table
+        from .functions import apply  # the engine is built on this table
 
         return apply(self, inputs)
 
@@ -105,9 +85,7 @@ class Primitive:
         return f"Primitive({self.name!r})"
 
 
-# --------------------------------------------------------------------------
 # Rules too long for one line
-# --------------------------------------------------------------------------
 
 
 def _d_pow(M: Any, a: Any, b: Any, out: Any) -> tuple[Any, Any]:
@@ -139,9 +117,7 @@ def _relu(x: float) -> float:
     return 0.0 if x < 0.0 else x  # keeps nan, as torch.relu
 
 
-# --------------------------------------------------------------------------
 # The table
-# --------------------------------------------------------------------------
 
 LEAF = Primitive("", float, None)
 #: A leaf made from a number operand (``x * 2``: micrograd's ``Value(2)``).
@@ -178,34 +154,17 @@ def pow_const(c: float) -> Primitive:
     return Primitive(f"**{c:g}", lambda x: ieee.pow_scalar(x, c), d, masked)
 
 
-# --------------------------------------------------------------------------
 # The float namespace the rules run in for the ordinary backward pass
-# --------------------------------------------------------------------------
-
-
-def _identity(x: Any) -> Any:
-    return x
 
 
 def where(condition: Any, if_true: Any, if_false: Any) -> Any:
-    """``if_true if condition else if_false``: the rules' data-dependent
-    choice, written so that an array namespace can take it element-wise
-    (``numpy.where``) when a compiled graph replays a rule."""
+    """The rules' data-dependent choice, written so that an array namespace
+    can take it element-wise (``numpy.where``) when compile replays a rule."""
     return if_true if condition else if_false
 
 
+_ON_FLOATS = ("div", "pow", "pow_scalar", "exp", "log", "sqrt", "sin", "cos", "sigmoid", "sign")
 #: Rules on floats: the ordinary backward pass.
 FLOAT = SimpleNamespace(
-    div=ieee.div,
-    pow=ieee.pow,
-    pow_scalar=ieee.pow_scalar,
-    exp=ieee.exp,
-    log=ieee.log,
-    sqrt=ieee.sqrt,
-    sin=ieee.sin,
-    cos=ieee.cos,
-    sigmoid=ieee.sigmoid,
-    sign=ieee.sign,
-    data=_identity,
-    where=where,
+    **{name: getattr(ieee, name) for name in _ON_FLOATS}, data=lambda x: x, where=where
 )
