@@ -48,6 +48,8 @@ _INTERNAL = frozenset(
         "chainrule.engine",
         "chainrule.intake",
         "chainrule.beyond_micrograd",
+        "chainrule.functions",
+        "chainrule.edges",
         "chainrule.primitives",
         "chainrule.ieee",
         "chainrule.graph",
