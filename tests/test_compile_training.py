@@ -166,7 +166,13 @@ def test_real_loop_compiled_matches_eager_on_twelve_names() -> None:
     _real_loop(12, compat_adam)
 
 
-@pytest.mark.slow
+def test_real_loop_compiled_matches_eager_on_forty_names() -> None:
+    from chainrule.bench.gpt_loop import optim_adam
+
+    _real_loop(40, optim_adam)
+
+
+@pytest.mark.long  # minutes: `pytest -m long tests/test_compile_training.py`
 def test_real_loop_compiled_matches_eager_on_300_names() -> None:
     """Issue 21's must-show: 300 consecutive names, the user's Adam loop."""
     from chainrule.bench.gpt_loop import optim_adam
