@@ -29,25 +29,12 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any, Union
 
+from . import primitives as P  # the rule table
 from .beyond_micrograd import BeyondMicrograd
 from .graph import Labelled, mode, next_id, state
 from .intake import as_float as _as_float
 from .intake import reciprocal_is_exact as _reciprocal_is_exact
-from .primitives import (
-    ADD,
-    DIV,
-    EXP,
-    FLOAT,
-    LEAF,
-    LOG,
-    MUL,
-    NUMBER,
-    POW,
-    RELU,
-    TANH,
-    Primitive,
-    pow_const,
-)
+from .primitives import ADD, MUL, NUMBER, RELU, Primitive  # the hot paths' names
 from .protocols import NodeProtocols, made_by_user
 from .walk import backpropagate, topological_order
 
@@ -104,7 +91,7 @@ class Value(BeyondMicrograd, Labelled, NodeProtocols):
         self.grad = 0.0
         self._prev = ()
         self._local = ()
-        self._fn = LEAF
+        self._fn = P.LEAF
         if label:
             self._label = str(label)
         if _children != () or (_op != "" and not isinstance(_op, str)):
@@ -125,8 +112,8 @@ class Value(BeyondMicrograd, Labelled, NodeProtocols):
 
     def __pow__(self, other: Scalar) -> Value:
         if isinstance(other, Value):
-            return _apply(POW, (self, other))
-        return _apply(pow_const(_as_float(other, "**")), (self,))
+            return _apply(P.POW, (self, other))
+        return _apply(P.pow_const(_as_float(other, "**")), (self,))
 
     def relu(self) -> Value:
         """``max(0, self)``; the gradient is 0 where the output is 0."""
@@ -175,28 +162,28 @@ class Value(BeyondMicrograd, Labelled, NodeProtocols):
         b = other.data if isinstance(other, Value) else _as_float(other, "/")
         if _reciprocal_is_exact(self.data, b):
             return self * other**-1.0
-        return _apply(DIV, (self, _lift(other, "/")))
+        return _apply(P.DIV, (self, _lift(other, "/")))
 
     def __rtruediv__(self, other: Scalar) -> Value:
         c = _as_float(other, "/")
         if _reciprocal_is_exact(c, self.data):
             return self**-1.0 * c
-        return _apply(DIV, (_leaf(c, "/"), self))
+        return _apply(P.DIV, (_leaf(c, "/"), self))
 
     def __repr__(self) -> str:
         return f"Value(data={self.data}, grad={self.grad})"
 
     def exp(self) -> Value:
         """``e ** self``."""
-        return _apply(EXP, (self,))
+        return _apply(P.EXP, (self,))
 
     def log(self) -> Value:
         """The natural logarithm (``-inf`` at 0, ``nan`` below, as PyTorch)."""
-        return _apply(LOG, (self,))
+        return _apply(P.LOG, (self,))
 
     def tanh(self) -> Value:
         """The hyperbolic tangent."""
-        return _apply(TANH, (self,))
+        return _apply(P.TANH, (self,))
 
 
 # Making nodes
@@ -226,10 +213,10 @@ def _apply(fn: Primitive, inputs: tuple[Value, ...]) -> Value:
     if len(inputs) == 1:
         x = inputs[0].data
         y = fn.forward(x)
-        return _node(fn, y, inputs, fn.derivative(FLOAT, x, y))  # type: ignore[misc, arg-type]
+        return _node(fn, y, inputs, fn.derivative(P.FLOAT, x, y))  # type: ignore[misc, arg-type]
     datas = [x.data for x in inputs]
     y = fn.forward(*datas)
-    return _node(fn, y, inputs, fn.derivative(FLOAT, *datas, y))  # type: ignore[misc, arg-type]
+    return _node(fn, y, inputs, fn.derivative(P.FLOAT, *datas, y))  # type: ignore[misc, arg-type]
 
 
 # A result computed under no_grad: a leaf too, but backward() from it is a

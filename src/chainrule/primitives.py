@@ -104,17 +104,11 @@ def _d_maximum(M: Any, a: Any, b: Any, out: Any) -> tuple[float, float]:
 
 
 def _d_minimum(M: Any, a: Any, b: Any, out: Any) -> tuple[float, float]:
-    a, b = M.data(a), M.data(b)
-    tie = a == b
-    return M.where(tie, 0.5, M.where(a > b, 0.0, 1.0)), M.where(tie, 0.5, M.where(a < b, 0.0, 1.0))
+    return _d_maximum(M, b, a, out)  # min(a, b) selects as max(b, a) does
 
 
 def _d_relu(M: Any, x: Any, out: Any) -> tuple[float]:
     return (M.where(out <= 0.0, 0.0, 1.0),)  # a nan output is live, as torch.relu
-
-
-def _relu(x: float) -> float:
-    return 0.0 if x < 0.0 else x  # keeps nan, as torch.relu
 
 
 # The table
@@ -136,7 +130,7 @@ SQRT = Primitive("sqrt", ieee.sqrt, lambda M, x, out: (M.div(0.5, out),))
 TANH = Primitive("tanh", ieee.tanh, lambda M, x, out: (1.0 - out * out,))
 SIGMOID = Primitive("sigmoid", ieee.sigmoid, lambda M, x, out: (out * (1.0 - out),))
 SOFTPLUS = Primitive("softplus", ieee.softplus, lambda M, x, out: (M.sigmoid(x),))
-RELU = Primitive("ReLU", _relu, _d_relu, ZERO_MASKS)
+RELU = Primitive("ReLU", lambda x: 0.0 if x < 0.0 else x, _d_relu, ZERO_MASKS)  # nan stays
 ABS = Primitive("abs", abs, lambda M, x, out: (M.sign(x),))
 SIN = Primitive("sin", ieee.sin, lambda M, x, out: (M.cos(x),))
 COS = Primitive("cos", ieee.cos, lambda M, x, out: (-M.sin(x),))

@@ -18,6 +18,7 @@ closure, which ``_fn`` holds) and ``_fn``; this module imports no engine.
 from __future__ import annotations
 
 from collections.abc import Callable
+from itertools import chain
 from typing import Any
 
 from .edges import contributions
@@ -72,9 +73,7 @@ def backpropagate(
     reuse one). ``create_graph`` evaluates each rule again on Values, so the
     gradients can be differentiated in turn; ``on_edge`` sees every term."""
     nodes, leaves = topological_order(root) if order is None else order
-    for v in nodes:
-        v.grad = 0.0
-    for v in leaves:
+    for v in chain(nodes, leaves):
         v.grad = 0.0
     root.grad = seed
     if create_graph or on_edge is not None:

@@ -69,8 +69,9 @@ import warnings
 from collections.abc import Callable
 from typing import Any
 
-from ..engine import LEAF, Value
+from ..engine import Value
 from ..graph import mode
+from ..primitives import LEAF
 from .budget import Budget
 from .keys import Call, NotReplayable, classify, describe, flatten
 

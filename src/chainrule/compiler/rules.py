@@ -108,7 +108,7 @@ SUM_TERMS = Primitive("sum", _sum_terms_forward, _d_sum_terms, const=True)
 
 
 def _relu(x: Array) -> Array:
-    return np.where(x < 0.0, 0.0, x)  # as primitives._relu: nan and -0.0 stay
+    return np.where(x < 0.0, 0.0, x)  # as primitives.RELU: nan and -0.0 stay
 
 
 def _select(pick_a: Callable[[Array, Array], Array]) -> Callable[[Array, Array], Array]:
