@@ -62,7 +62,6 @@ from __future__ import annotations
 
 import collections
 import functools
-import gc
 import threading
 import time
 import warnings
@@ -238,7 +237,7 @@ class Compiled:
                 "as floats or Values (inputs), or call the function without chainrule.compile",
                 rebuild_args(items),
             )
-        return self._trace(call, items, rebuild_args)
+        return self._trace_and_capture(call, items, rebuild_args)
 
     def _lookup(self, call: Call) -> _Entry | None:
         """The kept trace for this call (under the lock)."""
@@ -269,18 +268,6 @@ class Compiled:
             if not self._cache[oldest]:
                 del self._cache[oldest]
             kept -= 1
-
-    def _trace(self, call: Call, items: list[Any], rebuild_args: Callable[[list[Any]], Any]) -> Any:
-        # A trace makes a graph's worth of objects and keeps them until the
-        # capture is done: the cyclic collector's passes over them (half
-        # the time) free nothing, so it pauses meanwhile (for the process).
-        collecting = gc.isenabled()
-        gc.disable()
-        try:
-            return self._trace_and_capture(call, items, rebuild_args)
-        finally:
-            if collecting:
-                gc.enable()
 
     def _trace_and_capture(
         self, call: Call, items: list[Any], rebuild_args: Callable[[list[Any]], Any]
