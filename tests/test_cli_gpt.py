@@ -250,8 +250,11 @@ def test_gpt_resume_rejects_corrupt_run_state(
 # ----------------------------------------------------------------------------
 
 SRC = str(Path(__file__).resolve().parent.parent / "src")
+# Long enough that the interrupt below always lands mid-run: on a quiet
+# machine a step of this model takes under a millisecond.
+STEPS = 2000
 SHORT = [
-    "--steps", "300", "--batch-size", "4", "--n-embd", "8", "--n-head", "2",
+    "--steps", str(STEPS), "--batch-size", "4", "--n-embd", "8", "--n-head", "2",
     "--n-layer", "1", "--samples", "4", "--checkpoint-every", "0",
 ]  # fmt: skip
 
@@ -293,14 +296,14 @@ def test_ctrl_c_saves_a_checkpoint_that_resumes_to_the_same_numbers(tmp_path: Pa
     expected = _results(out)
     resume_further = out.splitlines()[-1]
     assert resume_further == (
-        f"to train further: chainrule gpt --resume --out {straight} --steps 600 "
+        f"to train further: chainrule gpt --resume --out {straight} --steps {2 * STEPS} "
         "--checkpoint-every 0 --samples 4"
     )
 
     with _command(["gpt", *SHORT, "--out", str(broken)]) as proc:
         assert proc.stderr is not None
         first = proc.stderr.readline()  # the first progress line: training is under way
-        assert first.startswith("[") and "/300" in first, first
+        assert first.startswith("[") and f"/{STEPS}" in first, first
         time.sleep(random.Random(22).uniform(0.0, 0.2))
         proc.send_signal(signal.SIGINT)
         out, rest = proc.communicate(timeout=120)
@@ -309,17 +312,17 @@ def test_ctrl_c_saves_a_checkpoint_that_resumes_to_the_same_numbers(tmp_path: Pa
     assert "Traceback" not in err
     stopped, command = err.splitlines()[-2:]
     m = re.fullmatch(
-        rf"chainrule gpt: interrupted at step (\d+) of 300; checkpoint saved: "
+        rf"chainrule gpt: interrupted at step (\d+) of {STEPS}; checkpoint saved: "
         rf"{re.escape(str(broken / 'gpt.safetensors'))}",
         stopped,
     )
     assert m, err
     step = int(m.group(1))
-    assert 0 < step < 300
+    assert 0 < step < STEPS
     saved = checkpoint.read(broken / "gpt.safetensors")
     assert saved["metadata"]["run"]["step"] == step and saved["optimizer"]["t"] == step
     assert command == (
-        f"resume with: chainrule gpt --resume --out {broken} --steps 300 "
+        f"resume with: chainrule gpt --resume --out {broken} --steps {STEPS} "
         "--checkpoint-every 0 --samples 4"
     )
 
@@ -327,7 +330,7 @@ def test_ctrl_c_saves_a_checkpoint_that_resumes_to_the_same_numbers(tmp_path: Pa
     assert argv[0] == "chainrule"
     code, out, err = _finish(argv[1:])
     assert code == 0, err
-    assert f"resuming at step {step} of 300" in out
+    assert f"resuming at step {step} of {STEPS}" in out
     assert _results(out) == expected
     assert _parameters(straight / "gpt.safetensors") == _parameters(broken / "gpt.safetensors")
 
