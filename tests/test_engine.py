@@ -3,8 +3,10 @@ guarantees, and the errors a user sees."""
 
 from __future__ import annotations
 
+import inspect
 import itertools
 import math
+import sys
 from fractions import Fraction
 from typing import Any
 
@@ -18,6 +20,7 @@ except ImportError:  # CPython 3.14 under WebAssembly (the pure run)
 import chainrule
 from chainrule import Value, add_n, dense, dot, gradients, no_grad
 from chainrule.engine import Value as EngineValue
+from chainrule.engine import topological_order
 
 
 def test_value_is_exported_twice() -> None:
@@ -119,6 +122,30 @@ def test_million_deep_chain_backpropagates() -> None:
     y.backward()
     # d/dx of alternating (+c, *k) is k ** 500000
     assert math.isclose(x.grad, 1.0000001**500_000, rel_tol=1e-9)
+
+
+def test_backward_from_deep_in_a_recursion_still_gives_micrograds_order() -> None:
+    """The order recurses as micrograd's build_topo does; a graph deeper than
+    Python lets it recurse from here gets the same order built with a stack."""
+    x = Value(0.5)
+    y = x
+    for i in range(300):
+        y = (y * 1.01 if i % 2 else y + x).tanh()
+    expected = topological_order(y)
+    y.backward()
+    expected_grad = x.grad
+
+    def deep(n: int) -> Any:
+        return deep(n - 1) if n else (topological_order(y), gradients(y, [x]))
+
+    depth = len(inspect.stack(0))
+    limit = sys.getrecursionlimit()
+    sys.setrecursionlimit(depth + 200)  # room for `deep`, not for a 300-deep build_topo
+    try:
+        order, (gx,) = deep(150)
+    finally:
+        sys.setrecursionlimit(limit)
+    assert order == expected and gx == expected_grad
 
 
 @pytest.mark.parametrize(

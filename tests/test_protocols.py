@@ -249,6 +249,10 @@ def test_inlined_locals_equal_the_table() -> None:
         ]
         for node, rule in cases:
             assert node._local_grads == tuple(rule), node._op
+        for node, fn, x in ((a.exp(), P.EXP, a.data), (Value(abs(c) + 0.1).log(), P.LOG, None)):
+            x = node._prev[0].data if x is None else x
+            assert node._fn is fn and _bits(node.data) == _bits(fn.forward(x))
+            assert _bits(node._local_grads) == _bits(fn.derivative(FLOAT, x, node.data))
         w, xs, bias = [a, b], [b, Value(c)], Value(c / 2)
         wd, xd = [a.data, b.data], [b.data, c]
         for relu, fn in ((False, S.AFFINE), (True, S.AFFINE_RELU)):
@@ -258,3 +262,31 @@ def test_inlined_locals_equal_the_table() -> None:
                 rule = fn.derivative(FLOAT, *wd, *xd, bias.data, node.data)
                 assert node._local_grads == tuple(rule) and node._fn is fn
                 assert node.data == fn.forward(*wd, *xd, bias.data)
+
+
+def _bits(x: object) -> str:
+    """Floats compared bit for bit (``-0.0`` is not ``0.0``, nan is nan)."""
+    return repr(tuple(x) if isinstance(x, (tuple, list)) else x)
+
+
+@pytest.mark.parametrize(
+    "x", [2.5, 0.3, 1e-300, 1e300, 0.0, -0.0, -2.0, math.inf, -math.inf, math.nan]
+)
+def test_powers_exp_and_log_written_out_equal_the_table(x: float) -> None:
+    """``x ** c``, ``exp`` and ``log`` write the table's rule out for the
+    common case and take the table's path elsewhere: the same node either way."""
+    from chainrule import primitives as P
+    from chainrule.primitives import FLOAT
+
+    exponents = [2, 3, 2.0, -1.0, 0.5, -0.5, 1.5, 0.0, -0.0, 10.0, 400.0, -400.0, 2.75, math.nan]
+    for c in exponents:
+        node = Value(x) ** c
+        fn = P.pow_const(float(c))
+        assert node._fn is fn, c
+        assert _bits(node.data) == _bits(fn.forward(x)), c
+        assert _bits(node._local_grads) == _bits(fn.derivative(FLOAT, x, node.data)), c
+    for y in (x, x * 300.0, -x * 800.0):
+        for node, fn in ((Value(y).exp(), P.EXP), (Value(y).log(), P.LOG)):
+            assert node._fn is fn
+            assert _bits(node.data) == _bits(fn.forward(y))
+            assert _bits(node._local_grads) == _bits(fn.derivative(FLOAT, y, node.data))

@@ -2,30 +2,28 @@
 
 A short tour, in micrograd's order:
 
-* A ``Value`` is one node of the graph: ``data`` (the number), ``grad``
-  (d root / d this node after ``backward()``), ``_prev`` (the Values it
-  was computed from), ``_local`` (``d self / d input`` for each of them, as
-  plain floats) and ``_fn`` (its primitive: name, forward function and
-  derivative rule, from the table in :mod:`chainrule.primitives`).
-* Each operator computes its value and its local derivatives right away
-  and makes its node as microgpt does, ``Value(data, inputs, locals)``,
-  plus the primitive. A number operand becomes a leaf Value, ``-b`` is
-  ``b * -1``, ``a - b`` is ``a + (-b)`` and ``a / b`` is ``a * b**-1``:
-  the graph micrograd and microgpt build, node for node.
-* ``backward()`` orders the graph topologically, seeds the root with 1.0
-  and walks the order in reverse, adding ``local * node.grad`` into every
-  input (:mod:`chainrule.walk`, iterative, so depth is limited by memory
-  only).
+* A ``Value`` is one node: ``data``, ``grad`` (d root / d node after
+  ``backward()``), ``_prev`` (its inputs), ``_local`` (``d self / d input``
+  for each, as floats) and ``_fn`` (its primitive, from the table in
+  :mod:`chainrule.primitives`).
+* An operator computes its value and local derivatives at once and makes
+  its node as microgpt does, ``Value(data, inputs, locals)``, plus the
+  primitive: micrograd's graph node for node (a number operand is a leaf,
+  ``-b`` is ``b * -1``, ``a - b`` is ``a + (-b)``, ``a / b`` is ``a * b**-1``).
+* ``backward()`` orders the graph, seeds the root with 1.0 and walks the
+  order in reverse, adding ``local * node.grad`` into every input
+  (:mod:`chainrule.walk`: no recursion limit).
 
 Around it: :mod:`~chainrule.intake` (numbers coming in),
 :mod:`~chainrule.beyond_micrograd` (more operations),
-:mod:`~chainrule.protocols` (micrograd's and microgpt's node protocols),
-:mod:`~chainrule.higher_order` (``create_graph``) and the fused library
-ops (:mod:`~chainrule.sums`, :mod:`~chainrule.fused`).
+:mod:`~chainrule.protocols` (micrograd's and microgpt's protocols),
+:mod:`~chainrule.higher_order` (``create_graph``), :mod:`~chainrule.sums`
+and :mod:`~chainrule.fused` (fused library ops).
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable
 from typing import Any, Union
 
@@ -34,7 +32,7 @@ from .beyond_micrograd import BeyondMicrograd
 from .graph import Labelled, mode, next_id, state
 from .intake import as_float as _as_float
 from .intake import reciprocal_is_exact as _reciprocal_is_exact
-from .primitives import ADD, MUL, NUMBER, RELU, Primitive  # the hot paths' names
+from .primitives import ADD, EXP, LOG, MUL, NUMBER, RELU, Primitive  # the hot paths' names
 from .protocols import NodeProtocols, made_by_user
 from .walk import backpropagate, topological_order
 
@@ -44,9 +42,6 @@ Scalar = Union["Value", int, float]
 __all__ = ["Primitive", "Value", "backpropagate", "topological_order"]
 
 _recording = state.get  # None: this thread records a graph, unobserved
-_ONES = (1.0, 1.0)  # the local derivatives of a + b
-_LIVE = (1.0,)  # relu of a positive input
-_DEAD = (0.0,)
 
 
 class Value(BeyondMicrograd, Labelled, NodeProtocols):
@@ -58,20 +53,18 @@ class Value(BeyondMicrograd, Labelled, NodeProtocols):
     >>> a.grad, b.grad
     (-3.0, 2.0)
 
-    micrograd's ``Value(data, _children, _op)`` (then set ``_backward``)
-    and microgpt's ``Value(data, children, local_grads)`` work too, and
-    ``_prev``, ``_children``, ``_local_grads``, ``_op``, ``_backward`` read
-    as there. Values compare by ``data``; ``==`` and hashing by identity.
+    micrograd's ``Value(data, _children, _op)`` and microgpt's ``Value(data,
+    children, local_grads)`` work too, with their attributes. Values compare
+    by ``data``; ``==`` and hashing by identity.
     """
 
-    __slots__ = ("data", "grad", "_prev", "_local", "_fn", "_id", "_label")
+    __slots__ = ("data", "grad", "_prev", "_local", "_fn", "_extra")
 
     data: float
     grad: Any  # a float; a Value after backward(create_graph=True)
     _prev: tuple[Value, ...]
     _local: tuple[Any, ...] | None
     _fn: Primitive
-    _id: int  # set only on nodes an anomaly detector watches
 
     def __init__(
         self,
@@ -93,19 +86,19 @@ class Value(BeyondMicrograd, Labelled, NodeProtocols):
         self._local = ()
         self._fn = P.LEAF
         if label:
-            self._label = str(label)
+            self.label = label
         if _children != () or (_op != "" and not isinstance(_op, str)):
             made_by_user(self, _children, _op)
 
     def __add__(self, other: Scalar) -> Value:
-        if not isinstance(other, Value):
-            other = _leaf(other, "+")
-        v = Value(self.data + other.data, (self, other), _ONES, ADD)
+        if not isinstance(other, Value):  # a number becomes a leaf: micrograd's Value(other)
+            other = Value(other if type(other) is float else _as_float(other, "+"), (), (), NUMBER)
+        v = Value(self.data + other.data, (self, other), (1.0, 1.0), ADD)
         return v if _recording() is None else _unusual(v)
 
     def __mul__(self, other: Scalar) -> Value:
         if not isinstance(other, Value):
-            other = _leaf(other, "*")
+            other = Value(other if type(other) is float else _as_float(other, "*"), (), (), NUMBER)
         a, b = self.data, other.data
         v = Value(a * b, (self, other), (b, a), MUL)
         return v if _recording() is None else _unusual(v)
@@ -113,21 +106,24 @@ class Value(BeyondMicrograd, Labelled, NodeProtocols):
     def __pow__(self, other: Scalar) -> Value:
         if isinstance(other, Value):
             return _apply(P.POW, (self, other))
-        return _apply(P.pow_const(_as_float(other, "**")), (self,))
+        c, x = _as_float(other, "**"), self.data
+        if type(c) is float and c and 0.0 < x < math.inf:  # the table's rule, written out
+            try:
+                return _node(P.pow_const(c), x**c, (self,), (c * x ** (c - 1.0),))
+            except OverflowError:  # inf: the table's functions say so without raising
+                pass
+        return _apply(P.pow_const(c), (self,))
 
     def relu(self) -> Value:
         """``max(0, self)``; the gradient is 0 where the output is 0."""
         x = self.data  # a nan stays nan and passes gradient, as torch.relu
-        return _node(RELU, 0.0 if x < 0.0 else x, (self,), _DEAD if x <= 0.0 else _LIVE)
+        return _node(RELU, 0.0 if x < 0.0 else x, (self,), (0.0,) if x <= 0.0 else (1.0,))
 
     def backward(self, gradient: Scalar = 1.0, *, create_graph: bool = False) -> None:
         """Fill ``.grad`` of every node this Value was computed from.
 
-        Order the graph topologically, seed this node's gradient with
-        ``gradient`` (1.0), walk the order in reverse and add ``local *
-        node.grad`` into every input. Leaves accumulate (call
-        ``zero_grad()`` between steps); interior nodes are recomputed on
-        every call, so two calls leave exactly twice the leaf gradients.
+        Leaves accumulate (call ``zero_grad()`` between steps); interior
+        nodes are recomputed, so two calls leave twice the leaf gradients.
         ``create_graph=True``: the gradients are Values, differentiable again.
         """
         if self._fn is NO_GRAD_RESULT:
@@ -175,18 +171,22 @@ class Value(BeyondMicrograd, Labelled, NodeProtocols):
 
     def exp(self) -> Value:
         """``e ** self``."""
-        return _apply(P.EXP, (self,))
+        try:
+            y = math.exp(self.data)
+        except OverflowError:
+            y = math.inf
+        return _node(EXP, y, (self,), (y,))  # the table's rule, written out
 
     def log(self) -> Value:
         """The natural logarithm (``-inf`` at 0, ``nan`` below, as PyTorch)."""
-        return _apply(P.LOG, (self,))
+        x = self.data
+        if x > 0.0:
+            return _node(LOG, math.log(x), (self,), (1.0 / x,))  # the table's rule
+        return _apply(LOG, (self,))
 
     def tanh(self) -> Value:
         """The hyperbolic tangent."""
         return _apply(P.TANH, (self,))
-
-
-# Making nodes
 
 
 def _node(fn: Primitive, data: float, prev: tuple[Value, ...], local: tuple[Any, ...]) -> Value:
@@ -208,19 +208,13 @@ def _unusual(v: Value) -> Value:
 
 
 def _apply(fn: Primitive, inputs: tuple[Value, ...]) -> Value:
-    """Run a primitive of the table on Values: forward, then its rule on
-    floats (the table's rules return tuples)."""
-    if len(inputs) == 1:
-        x = inputs[0].data
-        y = fn.forward(x)
-        return _node(fn, y, inputs, fn.derivative(P.FLOAT, x, y))  # type: ignore[misc, arg-type]
+    """Run a primitive of the table on Values: forward, then its rule on floats."""
     datas = [x.data for x in inputs]
     y = fn.forward(*datas)
     return _node(fn, y, inputs, fn.derivative(P.FLOAT, *datas, y))  # type: ignore[misc, arg-type]
 
 
-# A result computed under no_grad: a leaf too, but backward() from it is a
-# mistake (PyTorch raises), while backward() from a leaf the user made is not.
+# Made under no_grad: a leaf, but backward() from it is a mistake (PyTorch raises).
 NO_GRAD_RESULT = Primitive("", float, None)
 
 

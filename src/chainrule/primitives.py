@@ -1,20 +1,13 @@
 """The derivative table of the scalar engine: one primitive per line.
 
 Each primitive is a name, a forward function on floats and a rule for its
-*local derivatives*, ``d out / d input`` for each input, declared side by
-side as in the table every backpropagation text shows::
-
-    a + b      1, 1
-    a * b      b, a
-    x ** c     c * x ** (c - 1)
-    tanh(x)    1 - tanh(x) ** 2
-
-A rule runs on floats when an operation runs (the backward pass only
-multiplies the stored results), on Values for ``create_graph=True`` and on
-NumPy arrays when ``chainrule.compile`` replays a graph: it is written
-with ordinary operators and a math namespace ``M``. The fused library ops
-(``dot``, ``add_n``, ``dense``, :mod:`chainrule.fused`) declare their rules
-beside their code. Nothing here knows about ``Value``.
+*local derivatives*, ``d out / d input`` for each input, as in the table
+every backpropagation text shows (``a * b``: ``b, a``; ``tanh(x)``:
+``1 - tanh(x) ** 2``). A rule runs on floats when an operation runs, on
+Values for ``create_graph=True`` and on NumPy arrays when
+``chainrule.compile`` replays a graph: it is written with ordinary
+operators and a math namespace ``M``. The fused library ops declare their
+rules beside their code. Nothing here knows about ``Value``.
 """
 
 from __future__ import annotations
@@ -43,12 +36,9 @@ class Primitive:
     floats and ``derivative(M, *inputs, out)``, one local derivative per
     input, written with the namespace ``M`` (``M.div``, ``M.pow``,
     ``M.pow_scalar``, ``M.exp``, ``M.log``, ``M.sqrt``, ``M.sin``, ``M.cos``,
-    ``M.sigmoid``, ``M.sign``, ``M.where``, and ``M.data`` for an input's
-    float). ``masked`` says how an inf or nan gradient meets a zero local
-    derivative (``MULTIPLY``: ``0 * inf = nan``; ``ZERO_MASKS``: blocked).
-    ``const=True``: a constant operand ``c``, not differentiated, comes
-    last (``forward(*inputs, c)``, ``derivative(M, *inputs, c, out)``).
-
+    ``M.sigmoid``, ``M.sign``, ``M.where``; ``M.data`` for an input's float).
+    ``masked``: how an inf or nan gradient meets a zero local derivative.
+    ``const=True``: a last operand ``c`` is a constant, not differentiated.
     Calling a primitive applies it: a custom operation in one line::
 
         >>> from chainrule import Primitive, Value

@@ -62,6 +62,28 @@ def made_by_user(v: Any, children: Iterable[Any], op: Any) -> None:
     v._local = local
 
 
+class _Rare:
+    """An attribute few nodes have, kept in the node's ``_extra`` dict."""
+
+    def __set_name__(self, owner: type, name: str) -> None:
+        self.name = name
+
+    def __get__(self, node: Any, owner: type | None = None) -> Any:
+        if node is None:
+            return self
+        try:
+            return node._extra[self.name]
+        except (AttributeError, KeyError):
+            raise AttributeError(self.name) from None
+
+    def __set__(self, node: Any, value: Any) -> None:
+        try:
+            extra = node._extra
+        except AttributeError:
+            extra = node._extra = {}
+        extra[self.name] = value
+
+
 class NodeProtocols:
     """The reference engines' names for a node's parts (a base of ``Value``)."""
 
@@ -70,7 +92,13 @@ class NodeProtocols:
     _prev: tuple[Any, ...]
     _local: tuple[Any, ...] | None
     _fn: Primitive
+    _extra: dict[str, Any]
     grad: Any
+
+    # A label and an anomaly detector's creation number are rare: they share
+    # one slot, so that every node is smaller (and the collector's work too).
+    _label = _Rare()
+    _id = _Rare()
 
     @property
     def _children(self) -> tuple[Any, ...]:

@@ -1,18 +1,12 @@
 """The backward pass: one topological order and one walk over it.
 
-micrograd's ``backward()`` in two steps, without recursion:
-:func:`topological_order` is micrograd's ``build_topo``, reversed, with an
-explicit stack; :func:`backpropagate` seeds the root's gradient and walks
-that order, adding ``local * node.grad`` into every input::
-
-    for node in nodes:
-        for child, local in zip(node._prev, node._local):
-            child.grad += local * node.grad
-
-``Value.backward()``, ``gradients()``, ``explain``, ``--trace``, anomaly
-detection (through ``on_edge``) and compile's capture all use these two.
-A node needs ``_prev``, ``_local`` (None for a micrograd ``_backward``
-closure, which ``_fn`` holds) and ``_fn``; this module imports no engine.
+:func:`topological_order` is micrograd's ``build_topo``, reversed (with a
+stack where recursion would go too deep); :func:`backpropagate` seeds the
+root's gradient and walks that order, adding ``local * node.grad`` into
+every input. ``Value.backward()``, ``gradients()``, ``explain``,
+``--trace``, anomaly detection (``on_edge``) and compile's capture use
+both. A node needs ``_prev``, ``_local`` (None for a micrograd
+``_backward`` closure, held by ``_fn``) and ``_fn``; no engine is imported.
 """
 
 from __future__ import annotations
@@ -23,8 +17,7 @@ from typing import Any
 
 from .edges import contributions
 
-#: ``on_edge(node, child, contribution, incoming)``: sees every term of the
-#: chain rule as it is added (anomaly detection, the explain table).
+#: ``on_edge(node, child, contribution, incoming)`` sees every chain-rule term.
 EdgeHook = Callable[[Any, Any, Any, Any], None]
 
 
@@ -33,29 +26,37 @@ def topological_order(root: Any) -> tuple[list[Any], list[Any]]:
     the leaves: micrograd's order exactly, so gradients agree bit for bit."""
     if not root._prev:
         return [], [root]
-    state: dict[Any, bool] = {}  # entered: False, listed: True
-    get = state.get
-    stack = [root]
-    push = stack.append
-    nodes: list[Any] = []
-    leaves: list[Any] = []
-    while stack:
-        v = stack.pop()
-        s = get(v)
-        if s is None:  # entering v: list its inputs first, then come back
-            prev = v._prev
-            if not prev:
-                state[v] = True
-                leaves.append(v)
-                continue
-            state[v] = False
-            push(v)
-            for child in reversed(prev):
-                if child not in state:
-                    push(child)
-        elif s is False:  # leaving v: every input is listed
-            state[v] = True
-            nodes.append(v)
+    seen, nodes, leaves = {root}, [], []
+
+    def build_topo(v: Any) -> None:  # micrograd's, with the leaves apart
+        for child in v._prev:
+            if child not in seen:
+                seen.add(child)
+                if child._prev:
+                    build_topo(child)
+                else:
+                    leaves.append(child)
+        nodes.append(v)
+
+    try:
+        build_topo(root)
+    except RecursionError:  # deeper than Python recurses: the same order, with a stack
+        seen, nodes[:], leaves[:] = {root}, [], []
+        stack = [(root, iter(root._prev))]  # a node and the inputs it has yet to visit
+        while stack:
+            v, inputs = stack[-1]
+            for child in inputs:
+                if child not in seen:
+                    seen.add(child)
+                    if child._prev:  # child's inputs first, then back to v's
+                        stack.append((child, iter(child._prev)))
+                        break
+                    leaves.append(child)
+            else:  # every input of v is listed: v follows them
+                stack.pop()
+                nodes.append(v)
+    finally:  # a recursive closure is a reference cycle: break it
+        build_topo = None  # type: ignore[assignment]
     nodes.reverse()
     return nodes, leaves
 
@@ -68,34 +69,49 @@ def backpropagate(
     on_edge: EdgeHook | None = None,
     order: tuple[list[Any], list[Any]] | None = None,
 ) -> tuple[list[Any], list[Any]]:
-    """Set every node's ``.grad`` to ``d root / d node`` (leaves included;
-    ``root`` gets ``seed``) and return the order walked (pass ``order`` to
-    reuse one). ``create_graph`` evaluates each rule again on Values, so the
-    gradients can be differentiated in turn; ``on_edge`` sees every term."""
+    """Set every node's ``.grad`` to ``d root / d node`` (``root``: ``seed``)
+    and return the order walked (pass ``order`` to reuse one). ``create_graph``
+    evaluates each rule again on Values, so the gradients are differentiable."""
     nodes, leaves = topological_order(root) if order is None else order
-    for v in chain(nodes, leaves):
-        v.grad = 0.0
-    root.grad = seed
-    if create_graph or on_edge is not None:
-        for v in nodes:
-            g = v.grad
-            for child, contribution in contributions(v, g, create_graph):
-                if on_edge is not None:
-                    on_edge(v, child, contribution, g)
-                acc = child.grad  # the first term is the gradient: no 0.0 + x node
-                child.grad = (
-                    contribution if create_graph and type(acc) is float else acc + contribution
-                )
-        return nodes, leaves
+    one_by_one = create_graph or on_edge is not None
+    while True:
+        for v in chain(nodes, leaves):
+            v.grad = 0.0
+        root.grad = seed
+        if one_by_one:
+            _term_by_term(nodes, create_graph, on_edge)
+            return nodes, leaves
+        _multiply_and_add(nodes)
+        if all(leaf.grad - leaf.grad == 0.0 for leaf in leaves):
+            return nodes, leaves
+        # An inf or nan reached a leaf, so every gradient on its way was one too:
+        # again, term by term, where a selecting op (relu, max) masks (PyTorch's).
+        one_by_one = True
+
+
+def _multiply_and_add(nodes: list[Any]) -> None:
+    walk = iter(nodes)
+    while True:
+        try:
+            for v in walk:  # the hot loop: micrograd's, with the gradient read once
+                g = v.grad
+                for child, d in zip(v._prev, v._local):
+                    child.grad += d * g
+            return
+        except TypeError:
+            if v._local is not None:
+                raise
+            v._fn.closure()  # micrograd's _backward closure (zip() refused None)
+
+
+def _term_by_term(nodes: list[Any], create_graph: bool, on_edge: EdgeHook | None) -> None:
     for v in nodes:
         g = v.grad
-        local = v._local
-        if local is None:
-            v._fn.closure()  # micrograd's _backward closure
-        elif g - g == 0.0 or not v._fn.masked:
-            for child, d in zip(v._prev, local):
-                child.grad += d * g
-        else:  # an inf or nan gradient meets a selecting op (relu, max, ...)
-            for child, contribution in contributions(v, g):
-                child.grad += contribution
-    return nodes, leaves
+        if v._local is None and not create_graph and on_edge is None:
+            v._fn.closure()
+            continue
+        for child, contribution in contributions(v, g, create_graph):
+            if on_edge is not None:
+                on_edge(v, child, contribution, g)
+            acc = child.grad  # the first term is the gradient: no 0.0 + x node
+            child.grad = contribution if create_graph and type(acc) is float else acc + contribution

@@ -35,7 +35,7 @@ from typing import Any
 
 from .. import engine
 from ..engine import Value
-from ..primitives import Primitive
+from ..primitives import NUMBER, Primitive
 from . import reads
 from .reads import Record, TracedFloat, traced
 
@@ -208,29 +208,24 @@ def watching(record: Record, created: list[Value]) -> Iterator[None]:
             _depends(v, on, RECIPE)
 
     def new_init(self: Value, data: Any, *args: Any, **kwargs: Any) -> None:
-        if len(args) == 3 and isinstance(args[2], Primitive):  # an operation's node
-            if threading.get_ident() == me:
-                self.__class__ = TraceValue
-            init(self, data, *args)
-            return
-        init(self, data, *args, **kwargs)
-        if threading.get_ident() == me:
-            created.append(self)
-            if type(data) is TracedFloat and not self._prev:
-                read_leaf(self, data)
-
-    leaf = engine._leaf
-
-    def new_leaf(x: object, op: str) -> Value:
-        # a number operand becomes a leaf: a constant of the trace, or one
-        # recomputed at each replay when it is a read float
-        v = leaf(x, op)
-        if threading.get_ident() == me:
-            created.append(v)
-            if type(x) is TracedFloat:
-                put(v, float.__float__(x))
-                read_leaf(v, x)
-        return v
+        if len(args) == 3 and isinstance(args[2], Primitive):  # an operator's node
+            if threading.get_ident() != me:
+                init(self, data, *args)
+                return
+            self.__class__ = TraceValue
+            if args[2] is not NUMBER:
+                init(self, data, *args)
+                return
+            # a number operand's leaf: a constant of the trace, or one
+            # recomputed at each replay when it is a read float
+            init(self, float.__float__(data), *args)
+        else:
+            init(self, data, *args, **kwargs)
+            if threading.get_ident() != me:
+                return
+        created.append(self)
+        if type(data) is TracedFloat and not self._prev:
+            read_leaf(self, data)
 
     def keep_read(x: object, op: str) -> float:
         if type(x) is TracedFloat and threading.get_ident() == me:
@@ -293,7 +288,6 @@ def watching(record: Record, created: list[Value]) -> Iterator[None]:
     Value.__float__ = lambda self: reads.guard_whole(user_read(self))  # type: ignore[method-assign]
     Value.__format__ = lambda self, spec: format(user_read(self), spec)  # type: ignore[method-assign]
     engine._as_float = keep_read
-    engine._leaf = new_leaf
     reads.set_current(record)
     try:
         yield
@@ -304,7 +298,6 @@ def watching(record: Record, created: list[Value]) -> Iterator[None]:
             restore(record)
         reads.set_current(None)
         engine._as_float = as_float
-        engine._leaf = leaf
         for name, attr in saved.items():
             if attr is None:
                 delattr(Value, name)
