@@ -91,6 +91,40 @@ def test_running_sums_match_the_table(kinds: tuple[int, ...], start: float | Non
         assert all(same(a, b) for a, b in zip(local[:, j].tolist(), d))
 
 
+@pytest.mark.parametrize("shape", [(1, 7), (2, 1), (5, 1), (3, 2), (40, 3), (17, 300), (700, 5)])
+@pytest.mark.parametrize("start", [-0.0, 0.0])
+@pytest.mark.parametrize("reduce", [True, False], ids=["reduce", "loop"])
+def test_sum_rows_adds_row_after_row_from_start(
+    shape: tuple[int, int], start: float, reduce: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """program.sum_rows is ``((start + T[0]) + T[1]) + ...`` per column, as a
+    chain of ``+`` (start -0.0) or a gradient from 0.0 adds: values that
+    cancel, vanish or overflow in that order only, signed zeros, inf, nan
+    (with NumPy's reduce, and with the loop where a probe finds it not in
+    order)."""
+    from chainrule.compiler import program
+
+    assert program.REDUCE_IN_ORDER  # NumPy's reduce down the rows is in order here
+    monkeypatch.setattr(program, "REDUCE_IN_ORDER", reduce)
+    rng = random.Random(shape[0] * 1000 + shape[1])
+    pool = SPECIALS + [1e16, -1e16, 2.0**-53, 1.0, 3.0, 1e308, -1e308]
+    T = np.array([[rng.choice(pool) for _ in range(shape[1])] for _ in range(shape[0])])
+    T[:, 0] = -0.0  # a column of negative zeros: -0.0 from -0.0, 0.0 from 0.0
+    if shape[1] > 1:
+        T[:, 1] = [1.0] + [2.0**-53] * (shape[0] - 1)  # each tiny term vanishes
+    with np.errstate(all="ignore"):
+        got = program.sum_rows(T, start).tolist()
+        into = np.full(shape[1], 7.0)
+        program.sum_rows(T, start, into)
+    for j, column in enumerate(T.T.tolist()):
+        total = start
+        for x in column:
+            total += x
+        assert same(got[j], total), (j, got[j], total)
+        assert same(into[j], total)
+    assert same(got[0], start)
+
+
 # --------------------------------------------------------------------------
 # Random graphs of every op: compiled against eager
 # --------------------------------------------------------------------------

@@ -80,13 +80,17 @@ class Group:
             gout = np.where(mask, gout, 0.0)
         X = val.take(self.matrix)
         local = self.local(X, self.const, val[self.start : self.stop])
-        contributions = local * gout
+        contributions = self.terms_of(terms)
+        np.multiply(local, gout, out=contributions)
         if self.fn.masked and not np.isfinite(gout).all():
-            contributions = _masked(self, local, contributions, gout, X)
+            _masked(self, local, contributions, gout, X)
         if mask is not None:
             contributions[:, ~mask] = 0.0
+
+    def terms_of(self, terms: np.ndarray) -> np.ndarray:
+        """This group's part of ``terms``: a row per input position."""
         first = self.first_term
-        terms[first : first + contributions.size] = contributions.ravel()
+        return terms[first : first + self.matrix.size].reshape(self.matrix.shape)
 
     def reach(self, seen: np.ndarray, call: Any) -> None:
         """Mark the inputs of the marked nodes."""
@@ -121,25 +125,47 @@ def _guards_on_arrays() -> dict[Any, Callable[[np.ndarray, np.ndarray], np.ndarr
 GUARDS_ON_ARRAYS = _guards_on_arrays()
 
 
-def sum_rows(T: np.ndarray) -> np.ndarray:
-    """The rows of ``T`` added one after another, ``((T[0] + T[1]) + T[2])
-    ...``: the order of a chain of ``+`` (``numpy.add.reduce`` may add
-    pairwise, ``accumulate`` is slower than this loop)."""
-    depth, width = T.shape
+def _rows_in_order() -> bool:
+    """Whether ``numpy.add.reduce`` down the rows of a C-ordered matrix (at
+    least two columns) adds row after row from ``initial``: the inner loop
+    then runs along a row, adding it into the running sums, and the
+    pairwise summation only applies along the axis reduced in the inner
+    loop. A probe: tiny terms after 1.0 vanish one by one (added together
+    first, they would not), before it they add up; a column of -0.0 keeps
+    its sign."""
+    tiny = 2.0**-53
+    T = np.array([[1.0, tiny, -0.0]] + [[tiny, tiny, -0.0]] * 15 + [[tiny, 1.0, -0.0]])
+    expected = [1.0, 1.0 + 16 * tiny, -0.0]
+    got = np.add.reduce(T, axis=0, initial=-0.0).tolist()
+    return got == expected and str(got[2]) == "-0.0"
+
+
+#: ``numpy.add.reduce`` adds rows in order here (the probe above).
+REDUCE_IN_ORDER = _rows_in_order()
+
+
+def sum_rows(T: np.ndarray, start: float = -0.0, out: np.ndarray | None = None) -> np.ndarray:
+    """``start`` and the rows of ``T`` added one after another, ``((start +
+    T[0]) + T[1]) ...``: the order of a chain of ``+`` (from ``-0.0``, which
+    ``-0.0 + x`` leaves as ``x``: the chain itself; from ``0.0``: a
+    gradient, which starts at 0.0). Down the rows of a matrix,
+    ``numpy.add.reduce`` adds them in that order (see
+    :func:`_rows_in_order`); a single column would be reduced pairwise,
+    ``accumulate`` runs down it in order (and ``start`` added last only
+    changes the sign of a zero, as added first). Into ``out`` if given."""
+    width = T.shape[1]
     if width == 1:  # one long sum: accumulate runs down a vector, in order
-        return np.add.accumulate(T.ravel())[-1:]
-    if width < 24 and depth > 2:  # a few long sums: floats beat a NumPy call per row
-        sums = []
-        for column in T.T.tolist():
-            total = column[0]
-            for x in column[1:]:
-                total += x
-            sums.append(total)
-        return np.array(sums)
-    total = T[0].copy()
-    for row in T[1:]:
-        total += row
-    return total
+        total = np.add.accumulate(T.ravel())[-1:] + start
+    elif REDUCE_IN_ORDER:
+        return np.add.reduce(T, axis=0, initial=start, out=out)
+    else:
+        total = T[0] + start
+        for row in T[1:]:
+            total += row
+    if out is None:
+        return total
+    out[:] = total
+    return out
 
 
 @dataclass
@@ -158,22 +184,44 @@ class SumGroup(Group):
     singles: Any = None  # which terms are plain
     partner: Any = None  # (inputs, n): the slot of each input's local derivative
 
+    def __post_init__(self) -> None:
+        self.factors = np.stack([self.left, self.right])  # one gather for both
+        self.depth = len(self.products) + len(self.singles)
+        self.products = _as_slice(self.products)
+        self.singles = _as_slice(self.singles)
+
     def run(self, val: np.ndarray, call: Any) -> None:
-        T = np.empty((len(self.products) + len(self.singles), self.stop - self.start))
-        T[self.products] = val.take(self.left) * val.take(self.right)
-        T[self.singles] = val.take(self.single)
-        val[self.start : self.stop] = sum_rows(T)
+        T = np.empty((self.depth, self.stop - self.start))
+        products, singles = self.products, self.singles
+        if type(products) is slice:  # straight into their rows
+            F = val.take(self.factors)
+            np.multiply(F[0], F[1], out=T[products])
+        elif len(products):
+            F = val.take(self.factors)
+            T[products] = F[0] * F[1]
+        if type(singles) is slice:
+            np.take(val, self.single, out=T[singles], mode="clip")
+        elif len(singles):
+            T[singles] = val.take(self.single)
+        sum_rows(T, -0.0, val[self.start : self.stop])
 
     def backward(
         self, val: np.ndarray, gout: np.ndarray, terms: np.ndarray, mask: np.ndarray | None
     ) -> None:
         if mask is not None:
             gout = np.where(mask, gout, 0.0)
-        contributions = val.take(self.partner) * gout
+        contributions = self.terms_of(terms)
+        np.take(val, self.partner, out=contributions, mode="clip")
+        contributions *= gout
         if mask is not None:
             contributions[:, ~mask] = 0.0
-        first = self.first_term
-        terms[first : first + contributions.size] = contributions.ravel()
+
+
+def _as_slice(rows: np.ndarray) -> slice | np.ndarray:
+    """``rows`` as a slice when they are consecutive (a view, not a copy)."""
+    if len(rows) and (np.diff(rows) == 1).all():
+        return slice(int(rows[0]), int(rows[-1]) + 1)
+    return rows
 
 
 @dataclass
@@ -272,6 +320,8 @@ class Program:
         self.n_terms = 0  # terms of the backward pass, group by group
         self.leaf_incoming = np.zeros((1, 0), dtype=np.intp)  # leaves' terms, slots 0...
         self.budget: Any = None  # the compiled function's account, for replay times
+        self._plan: list[tuple[Any, int, int, bool]] | None = None  # see _backward_plan
+        self._late = self._late_leaves = False
 
     # -- forward ------------------------------------------------------------
 
@@ -325,30 +375,26 @@ class Program:
         self, val: np.ndarray, root: int, seed: float, call: Any, seen: np.ndarray | None
     ) -> np.ndarray:
         """The leaves' gradients (slots 0...): each node's gradient is the
-        sum of its terms, added one by one in the eager pass's order,
-        before its own terms are made."""
+        sum of its terms, added one by one in the eager pass's order from
+        0.0, before its own terms are made."""
         # every group writes its terms, except the ones a mask skips: zeros
         terms = np.empty(self.n_terms + 1) if seen is None else np.zeros(self.n_terms + 1)
         terms[-1] = 0.0  # the padding term
-        late = np.zeros(self.n)  # gathers' terms, added after a slot's own
+        plan = self._plan
+        if plan is None:
+            plan = self._plan = self._backward_plan()
+        late = np.zeros(self.n if self._late else 0)  # gathers' terms, after a slot's own
 
-        def gradient_of(incoming: np.ndarray, first: int, stop: int) -> np.ndarray:
-            g = sum_rows(terms[incoming])  # the first term + the next ...
-            g += late[first:stop]  # (and + 0.0: a -0.0 sum is 0.0 as eagerly, from 0.0)
+        def gradient_of(incoming: np.ndarray, first: int, stop: int, picked: bool) -> np.ndarray:
+            g = sum_rows(terms.take(incoming), 0.0)  # 0.0 + the first term + the next ...
+            if picked:
+                g += late[first:stop]
             if first <= root < stop:
                 g[root - first] = seed
             return g
 
         with np.errstate(all="ignore"):
-            for step in reversed(self.steps):
-                if type(step) is RecipeStep:
-                    continue
-                if type(step) is GatherStep:
-                    first = int(step.out[0])
-                    stop = first + len(step.out)
-                else:
-                    assert isinstance(step, Group)
-                    first, stop = step.start, step.stop
+            for step, first, stop, picked in plan:
                 mask = None
                 if seen is not None:
                     mask = seen[first:stop]
@@ -356,17 +402,37 @@ class Program:
                         continue
                     if mask.all():
                         mask = None
-                g = gradient_of(step.incoming, first, stop)
+                g = gradient_of(step.incoming, first, stop, picked)
                 if type(step) is GatherStep:
                     step.backward(g, late, call, mask)
                 else:
                     step.backward(val, g, terms, mask)
             n_leaves = self.leaf_incoming.shape[1]
-            grad = np.zeros(self.n)
-            grad[:n_leaves] = gradient_of(self.leaf_incoming, 0, n_leaves)
+            grad = gradient_of(self.leaf_incoming, 0, n_leaves, self._late_leaves)
         if seen is not None:
-            grad[~seen] = 0.0
+            grad[~seen[:n_leaves]] = 0.0
         return grad
+
+    def _backward_plan(self) -> list[tuple[Any, int, int, bool]]:
+        """The steps with a backward pass, last first, with their slots and
+        whether a gather may add to them (``late``)."""
+        picked = np.zeros(self.n, dtype=bool)
+        for step in self.steps:
+            if type(step) is GatherStep:
+                picked[step.table] = True
+        self._late = bool(picked.any())
+        self._late_leaves = bool(picked[: self.leaf_incoming.shape[1]].any())
+        plan = []
+        for step in reversed(self.steps):
+            if type(step) is GatherStep:
+                first = int(step.out[0])
+                stop = first + len(step.out)
+            elif isinstance(step, Group):
+                first, stop = step.start, step.stop
+            else:
+                continue
+            plan.append((step, first, stop, bool(picked[first:stop].any())))
+        return plan
 
     def _reach(self, root: int, call: Any) -> np.ndarray:
         """Which slots ``root`` depends on, for this call's picks."""
