@@ -73,6 +73,35 @@ def test_array_forward_is_the_float_forward_bit_for_bit(fn: Primitive) -> None:
     assert all(same(a, b) for a, b in zip(ours.tolist(), floats.tolist()))
 
 
+C_FORWARDS = [primitives.EXP] + [primitives.pow_const(c) for c in (-1.0, -0.5, 0.5, 2.0, 3.0, -2.0)]
+
+
+@pytest.mark.parametrize("fn", C_FORWARDS, ids=lambda p: p.name)
+@pytest.mark.parametrize("pool", ["specials", "positive"])
+def test_forward_by_the_c_function_is_the_tables_bit_for_bit(fn: Primitive, pool: str) -> None:
+    """exp and x ** c run as ``map(math.exp, ...)`` / ``math.pow`` over a
+    group (where that raises, or for 0.5 and -0.5 off the positive floats,
+    the table's function per node): the table's results, nan's sign too."""
+    X = _columns(1, n=300, seed=len(fn.name))
+    with np.errstate(all="ignore"):
+        if pool == "positive":  # no overflow: the whole group by the C function
+            X = np.nan_to_num(np.abs(X) % 50.0, nan=1.5) + 0.25
+        ours = rules.forward_function(fn, small=False)(X, None).tolist()
+    expected = [fn.forward(x) for x in X[0].tolist()]
+    assert all(
+        same(a, b) and math.copysign(1.0, a) == math.copysign(1.0, b)
+        for a, b in zip(ours, expected)
+    )
+    assert rules._c_forward(fn) is not None
+
+
+def test_pow_exponent_is_found_only_for_the_tables_primitive() -> None:
+    assert rules._pow_exponent(primitives.pow_const(-0.5)) == -0.5
+    assert rules._pow_exponent(primitives.pow_const(0.123456789)) is None  # **0.123457: not it
+    assert rules._pow_exponent(Primitive("**2", lambda x: x, lambda M, x, out: (1.0,))) is None
+    assert rules._pow_exponent(primitives.POW) is None
+
+
 @pytest.mark.parametrize("kinds", [(1,), (2,), (1, 2, 2), (2, 1, 2, 1, 1), (2,) * 9])
 @pytest.mark.parametrize("start", [None, 0.0, -2.5])
 def test_running_sums_match_the_table(kinds: tuple[int, ...], start: float | None) -> None:

@@ -33,6 +33,7 @@ from typing import Any
 import numpy as np
 
 from ..engine import Value
+from ..floatpack import to_array
 from ..primitives import DEAD_UNIT, ZERO_EXPONENT, ZERO_MASKS, Primitive
 
 _KINDS = ("node", "arg", "int", "op", "reduce")
@@ -332,7 +333,7 @@ class Program:
         val = self.base.copy()
         live = self.live
         if live:
-            val[: len(live)] = [v.data for v in live]  # the live leaves are slots 0...
+            val[: len(live)] = to_array([v.data for v in live])  # the live leaves: slots 0...
         arg_values = call.values
         for slot, pos in self.arg_leaves:
             val[slot] = arg_values[pos].data
