@@ -63,7 +63,9 @@ class Group:
     matrix: np.ndarray  # input slots: one row per input position
     const: Any  # None, or a running sum's (kinds, None)
     forward: Callable[[np.ndarray, Any], np.ndarray]  # (inputs, constant) -> outputs
-    local: Callable[[np.ndarray, Any, np.ndarray], np.ndarray]  # (inputs, c, outputs) -> locals
+    # (inputs, c, outputs) -> the local derivatives, per input position an
+    # array of the group's width or one number for all
+    local: Callable[[np.ndarray, Any, np.ndarray], Any]
     small: bool  # so few nodes that floats beat arrays
     first_term: int = 0  # where its terms start among the program's terms
     incoming: Any = None  # the terms its nodes' gradients add (see gradient_of)
@@ -82,7 +84,8 @@ class Group:
         X = val.take(self.matrix)
         local = self.local(X, self.const, val[self.start : self.stop])
         contributions = self.terms_of(terms)
-        np.multiply(local, gout, out=contributions)
+        for row, d in zip(contributions, local):  # d: an array, or a number for all
+            np.multiply(d, gout, out=row)
         if self.fn.masked and not np.isfinite(gout).all():
             _masked(self, local, contributions, gout, X)
         if mask is not None:
@@ -201,7 +204,7 @@ class SumGroup(Group):
             F = val.take(self.factors)
             T[products] = F[0] * F[1]
         if type(singles) is slice:
-            np.take(val, self.single, out=T[singles], mode="clip")
+            val.take(self.single, out=T[singles], mode="clip")
         elif len(singles):
             T[singles] = val.take(self.single)
         sum_rows(T, -0.0, val[self.start : self.stop])
@@ -212,7 +215,7 @@ class SumGroup(Group):
         if mask is not None:
             gout = np.where(mask, gout, 0.0)
         contributions = self.terms_of(terms)
-        np.take(val, self.partner, out=contributions, mode="clip")
+        val.take(self.partner, out=contributions, mode="clip")
         contributions *= gout
         if mask is not None:
             contributions[:, ~mask] = 0.0
@@ -258,6 +261,15 @@ class GatherStep:
 
     def __post_init__(self) -> None:
         self.rows = np.arange(len(self.out))
+        self.first = int(self.out[0])  # the aliases' slots are one slice
+        self.stop = self.first + len(self.out)
+        # the distinct recipes (a row of wte[token] shares its token's), and
+        # each alias's among them
+        position: dict[int, int] = {}
+        self.which = np.array(
+            [position.setdefault(id(r), len(position)) for r in self.recipes], dtype=np.intp
+        )
+        self.distinct = list({id(r): r for r in self.recipes}.values())
 
     def picks(self, call: Any) -> np.ndarray:
         """The slots that the call's ints pick (once per call), or Retrace
@@ -270,20 +282,18 @@ class GatherStep:
 
         n = self.table.shape[1]
         ints = call.ints
-        memo: dict[int, int] = {}
         columns = []
-        for r in self.recipes:
-            i = memo.get(id(r))
-            if i is None:
-                i = memo[id(r)] = recipe_value(r, ints)
-                if not -n <= i < n:
-                    raise Retrace
-            columns.append(i)
-        found = cache[id(self)] = self.table[self.rows, np.array(columns) % n]
+        for r in self.distinct:
+            i = recipe_value(r, ints)
+            if not -n <= i < n:
+                raise Retrace
+            columns.append(i % n)
+        picked = np.array(columns, dtype=np.intp).take(self.which)
+        found = cache[id(self)] = self.table[self.rows, picked]
         return found
 
     def run(self, val: np.ndarray, call: Any) -> None:
-        val[self.out] = val[self.picks(call)]
+        val[self.first : self.stop] = val.take(self.picks(call))
 
     def backward(self, gout: np.ndarray, late: np.ndarray, call: Any, mask: Any) -> None:
         """Add the aliases' gradients to the picked entries' (after their
@@ -321,7 +331,7 @@ class Program:
         self.n_terms = 0  # terms of the backward pass, group by group
         self.leaf_incoming = np.zeros((1, 0), dtype=np.intp)  # leaves' terms, slots 0...
         self.budget: Any = None  # the compiled function's account, for replay times
-        self._plan: list[tuple[Any, int, int, bool]] | None = None  # see _backward_plan
+        self._plan: list[tuple[Any, Any, int, int, bool]] | None = None  # see _backward_plan
         self._late = self._late_leaves = False
 
     # -- forward ------------------------------------------------------------
@@ -386,8 +396,11 @@ class Program:
             plan = self._plan = self._backward_plan()
         late = np.zeros(self.n if self._late else 0)  # gathers' terms, after a slot's own
 
-        def gradient_of(incoming: np.ndarray, first: int, stop: int, picked: bool) -> np.ndarray:
-            g = sum_rows(terms.take(incoming), 0.0)  # 0.0 + the first term + the next ...
+        def gradient_of(incoming: Any, first: int, stop: int, picked: bool) -> np.ndarray:
+            if type(incoming) is slice:  # one term each, in a row
+                g = terms[incoming] + 0.0  # (from 0.0: -0.0 becomes 0.0)
+            else:
+                g = sum_rows(terms.take(incoming), 0.0)  # 0.0 + the first term + the next ...
             if picked:
                 g += late[first:stop]
             if first <= root < stop:
@@ -395,7 +408,7 @@ class Program:
             return g
 
         with np.errstate(all="ignore"):
-            for step, first, stop, picked in plan:
+            for step, incoming, first, stop, picked in plan:
                 mask = None
                 if seen is not None:
                     mask = seen[first:stop]
@@ -403,7 +416,7 @@ class Program:
                         continue
                     if mask.all():
                         mask = None
-                g = gradient_of(step.incoming, first, stop, picked)
+                g = gradient_of(incoming, first, stop, picked)
                 if type(step) is GatherStep:
                     step.backward(g, late, call, mask)
                 else:
@@ -414,9 +427,10 @@ class Program:
             grad[~seen[:n_leaves]] = 0.0
         return grad
 
-    def _backward_plan(self) -> list[tuple[Any, int, int, bool]]:
-        """The steps with a backward pass, last first, with their slots and
-        whether a gather may add to them (``late``)."""
+    def _backward_plan(self) -> list[tuple[Any, Any, int, int, bool]]:
+        """The steps with a backward pass, last first, with their incoming
+        terms (a slice where each slot has one and they are in a row), their
+        slots and whether a gather may add to them (``late``)."""
         picked = np.zeros(self.n, dtype=bool)
         for step in self.steps:
             if type(step) is GatherStep:
@@ -426,13 +440,15 @@ class Program:
         plan = []
         for step in reversed(self.steps):
             if type(step) is GatherStep:
-                first = int(step.out[0])
-                stop = first + len(step.out)
+                first, stop = step.first, step.stop
             elif isinstance(step, Group):
                 first, stop = step.start, step.stop
             else:
                 continue
-            plan.append((step, first, stop, bool(picked[first:stop].any())))
+            incoming = step.incoming
+            if len(incoming) == 1 and type(_as_slice(incoming[0])) is slice:
+                incoming = _as_slice(incoming[0])
+            plan.append((step, incoming, first, stop, bool(picked[first:stop].any())))
         return plan
 
     def _reach(self, root: int, call: Any) -> np.ndarray:
@@ -449,7 +465,7 @@ class Program:
 
 
 def _masked(
-    g: Group, local: np.ndarray, contributions: np.ndarray, gout: np.ndarray, xs: np.ndarray
+    g: Group, local: Any, contributions: np.ndarray, gout: np.ndarray, xs: np.ndarray
 ) -> np.ndarray:
     """An inf or nan gradient through a selecting op passes as PyTorch
     passes it (``walk._masked``)."""

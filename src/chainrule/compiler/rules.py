@@ -313,8 +313,10 @@ class TableRule:
         self.rule = fn.derivative
         self.per_element = per_element
 
-    def local(self, X: Array, c: Any, out: Array) -> Array:
-        """The local derivatives of a group: a matrix shaped as ``X``."""
+    def local(self, X: Array, c: Any, out: Array) -> Any:
+        """The local derivatives of a group, per input position (a row of
+        ``X``) an array of its width or one number for all (the rule's
+        constant derivative, ``1.0`` of ``a + b``)."""
         fn, rule = self.fn, self.rule
         if not self.per_element:
             args = [*X, c] if fn.const else list(X)
@@ -323,10 +325,7 @@ class TableRule:
             except (TypeError, ValueError):  # a rule that branches on a value
                 self.per_element = True
             else:
-                D = np.empty(X.shape)
-                for row, d in zip(D, local):
-                    row[:] = d
-                return D
+                return local
         rows = X.T.tolist()
         outs = out.tolist()
         if fn.const:
