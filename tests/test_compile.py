@@ -605,6 +605,45 @@ def test_compiled_graph_is_smaller_than_eager() -> None:
     assert memory["bytes"] / memory["nodes"] < eager_bytes / nodes
 
 
+@pytest.mark.parametrize("bias_first", [True, False])
+def test_a_layer_on_a_batch_is_an_outer_product_bit_for_bit(bias_first: bool) -> None:
+    """The running sums of a layer on a batch (``w[neuron] * x[point]``)
+    gather each factor once and broadcast (program._outer); values and
+    gradients stay the eager ones bit for bit, specials included."""
+    from chainrule.compiler.program import SumGroup
+
+    rng = random.Random(7)
+    pool = [0.0, -0.0, 1e308, -1e-308, 2.5, -1.0, 1e-300]
+    W = [[Value(rng.choice(pool + [rng.uniform(-2, 2)] * 4)) for _ in range(3)] for _ in range(5)]
+    b = [Value(rng.uniform(-1, 1)) for _ in range(5)]
+    X = [[Value(rng.choice(pool + [rng.uniform(-2, 2)] * 4)) for _ in range(3)] for _ in range(7)]
+
+    def loss() -> Value:
+        out = []
+        for x in X:
+            for w, bi in zip(W, b):
+                terms = [wi * xi for wi, xi in zip(w, x)]
+                out.append((sum(terms, bi) if bias_first else sum(terms[1:], terms[0]) + bi).relu())
+        return sum(o * o for o in out)
+
+    params = [p for row in W for p in row] + b + [p for row in X for p in row]
+    with np.errstate(all="ignore"):
+        eager = loss()
+        eager.backward()
+        expected = [p.grad for p in params]
+        compiled = chainrule.compile(loss)
+        compiled()
+        for p in params:
+            p.grad = 0.0
+        out = compiled()
+        out.backward()
+    assert same(out.data, eager.data)
+    assert all(same(p.grad, g) for p, g in zip(params, expected))
+    program = next(iter(compiled._cache.values()))[-1].program
+    outer = [s.outer for s in program.steps if isinstance(s, SumGroup) and s.outer is not None]
+    assert [o[2] for o in outer] == [(3, 7, 5)]  # 3 products, 7 points, 5 neurons
+
+
 def test_writing_data_of_a_node_made_inside_the_function_runs_eagerly() -> None:
     """The replay after a trace must give every traced value: a write to a
     new node's .data (not watched, for speed) is caught there."""

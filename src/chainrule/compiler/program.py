@@ -193,11 +193,21 @@ class SumGroup(Group):
         self.depth = len(self.products) + len(self.singles)
         self.products = _as_slice(self.products)
         self.singles = _as_slice(self.singles)
+        kinds = np.array(self.const[0])
+        rows = np.cumsum(np.concatenate(([0], kinds)))[:-1]  # each term's first input row
+        self.plain_rows = rows[kinds == 1]
+        self.outer = None
+        firsts = _as_range(rows[kinds == 2])
+        if type(self.products) is slice and type(firsts) is slice:
+            self.outer = _outer(self.left, self.right, firsts)
 
     def run(self, val: np.ndarray, call: Any) -> None:
         T = np.empty((self.depth, self.stop - self.start))
         products, singles = self.products, self.singles
-        if type(products) is slice:  # straight into their rows
+        if self.outer is not None:  # straight into their rows, from the small factors
+            left, right, grid, _, _ = self.outer
+            np.multiply(val.take(left), val.take(right), out=T[products].reshape(grid))
+        elif type(products) is slice:  # straight into their rows
             F = val.take(self.factors)
             np.multiply(F[0], F[1], out=T[products])
         elif len(products):
@@ -215,10 +225,73 @@ class SumGroup(Group):
         if mask is not None:
             gout = np.where(mask, gout, 0.0)
         contributions = self.terms_of(terms)
-        val.take(self.partner, out=contributions, mode="clip")
-        contributions *= gout
+        if self.outer is None:
+            val.take(self.partner, out=contributions, mode="clip")
+            contributions *= gout
+        else:  # each factor's local derivative is the other factor
+            left, right, grid, firsts, seconds = self.outer
+            g = gout.reshape(grid[1:])
+            np.multiply(val.take(right), g, out=contributions[firsts].reshape(grid))
+            np.multiply(val.take(left), g, out=contributions[seconds].reshape(grid))
+            if len(self.plain_rows):
+                contributions[self.plain_rows] = 1.0 * gout  # a plain term's local: 1.0
         if mask is not None:
             contributions[:, ~mask] = 0.0
+
+
+def _as_range(rows: np.ndarray) -> slice | np.ndarray:
+    """``rows`` as a slice when they are evenly spaced, ascending."""
+    if len(rows) == 1:
+        return slice(int(rows[0]), int(rows[0]) + 1)
+    if len(rows) > 1:
+        step = int(rows[1] - rows[0])
+        if step > 0 and (np.diff(rows) == step).all():
+            return slice(int(rows[0]), int(rows[-1]) + 1, step)
+    return rows
+
+
+def _period(A: np.ndarray) -> int:
+    """The smallest ``p`` dividing ``A``'s width whose columns repeat every
+    ``p`` (column ``c`` is column ``c % p``), or 0."""
+    n = A.shape[1]
+    for p in np.flatnonzero((A[:, :1] == A).all(axis=0))[1:].tolist():
+        if n % p == 0 and (A.reshape(len(A), n // p, p) == A[:, None, :p]).all():
+            return p
+    return 0
+
+
+def _run(A: np.ndarray) -> int:
+    """The length ``q`` of the runs of equal columns that make ``A`` (column
+    ``c`` is column ``c - c % q``), or 0."""
+    n = A.shape[1]
+    different = np.flatnonzero(~(A[:, :1] == A).all(axis=0))
+    q = int(different[0]) if len(different) else n
+    if q > 0 and n % q == 0 and (A.reshape(len(A), n // q, q) == A[:, ::q, None]).all():
+        return q
+    return 0
+
+
+def _outer(left: np.ndarray, right: np.ndarray, firsts: slice) -> Any:
+    """Products whose factors make an outer product (the nodes of a layer of
+    neurons on a batch: ``w[neuron] * x[point]``): one factor repeats
+    every ``p`` columns, the other comes in runs of ``p``. Then each factor
+    is gathered once, as small as it is, and broadcast: ``(left, right,
+    grid, firsts, seconds)``, the small factors' slots shaped to broadcast
+    to ``grid`` (products, n / p, p), and the rows of the first and second
+    factors among the inputs; None otherwise."""
+    k, n = left.shape
+    if n < 2:
+        return None
+    for a, b, swap in ((left, right, False), (right, left, True)):
+        p = _period(a)
+        if 1 < p < n and _run(b) == p:
+            m = n // p
+            tiled = a[:, None, :p]  # (k, 1, p)
+            runs = b[:, ::p, None]  # (k, m, 1)
+            small_left, small_right = (runs, tiled) if swap else (tiled, runs)
+            seconds = slice(firsts.start + 1, firsts.stop + 1, firsts.step)
+            return small_left, small_right, (k, m, p), firsts, seconds
+    return None
 
 
 def _as_slice(rows: np.ndarray) -> slice | np.ndarray:
