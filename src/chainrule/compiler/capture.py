@@ -34,6 +34,7 @@ from ..primitives import ADD, MUL, Primitive
 from ..walk import topological_order
 from . import reads, rules
 from .program import (
+    GUARDS_ON_ARRAYS,
     SMALL_GROUP,
     GatherStep,
     Group,
@@ -440,7 +441,7 @@ def recipes_function(prog: Program, rs: list[Any]) -> Callable[[np.ndarray, Any]
             elif kind == "slot":
                 push(val.item(instr[1]))
             elif kind == "reduce slots":
-                push(instr[1](val[instr[2]].tolist()))
+                push(instr[1](val.take(instr[2]).tolist()))
             elif kind == "const":
                 push(instr[1])
             elif kind == "arg":
@@ -485,7 +486,12 @@ def _compile_guards(prog: Program, guards: list[tuple[Any, Any, Any, Any]]) -> N
         group[1].append(sb)
         group[2].append(expected)
     prog.node_guards = [
-        (f, np.array(a, dtype=np.intp), np.array(b, dtype=np.intp), expected)
+        (
+            f,
+            np.array(a, dtype=np.intp),
+            np.array(b, dtype=np.intp),
+            np.array(expected) if f in GUARDS_ON_ARRAYS else expected,  # as they compare
+        )
         for f, (a, b, expected) in by_f.items()
     ]
     if extra:

@@ -32,6 +32,7 @@ from typing import Any
 
 import numpy as np
 
+from .. import intake as E
 from ..engine import Value
 from ..floatpack import to_array
 from ..primitives import DEAD_UNIT, ZERO_EXPONENT, ZERO_MASKS, Primitive
@@ -110,8 +111,6 @@ def _reciprocal_is_exact(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     """:func:`chainrule.intake.reciprocal_is_exact` on arrays (``b ** -1.0``
     is C's ``pow``, as for floats; ``tests/test_compile.py`` checks the two
     agree on special values)."""
-    from .. import intake as E
-
     ab = np.abs(b)
     with np.errstate(all="ignore"):
         y = np.abs(a * np.power(b, -1.0))
@@ -189,19 +188,26 @@ class SumGroup(Group):
     partner: Any = None  # (inputs, n): the slot of each input's local derivative
 
     def __post_init__(self) -> None:
-        self.factors = np.stack([self.left, self.right])  # one gather for both
-        self.depth = len(self.products) + len(self.singles)
-        self.products = _as_slice(self.products)
-        self.singles = _as_slice(self.singles)
         kinds = np.array(self.const[0])
+        products, singles = np.flatnonzero(kinds == 2), np.flatnonzero(kinds == 1)
+        # every term as a product of two slots, a plain term's second a slot
+        # holding 1.0 (x * 1.0 is x, bit for bit): one gather, one product
         rows = np.cumsum(np.concatenate(([0], kinds)))[:-1]  # each term's first input row
-        self.plain_rows = rows[kinds == 1]
+        self.plain_rows = rows[singles]
+        self.pairs = np.empty((2, len(kinds), self.matrix.shape[1]), dtype=np.intp)
+        self.pairs[0, products], self.pairs[1, products] = self.left, self.right
+        if len(singles):
+            self.pairs[0, singles] = self.single
+            self.pairs[1, singles] = self.partner[self.plain_rows]  # the slot of 1.0
         self.outer = _outer(self.left, self.right)
-        # the products in runs of consecutive terms: (products, their terms,
-        # their first factors' input rows, their second factors')
+        # for the outer products: the products in runs of consecutive terms
+        # (products, their terms, their first factors' input rows, their
+        # second factors'), the plain terms
+        self.products = _as_slice(products)
+        self.singles = _as_slice(singles)
         self.runs = []
         is_product = kinds == 2
-        for term_run in _runs(np.flatnonzero(is_product)):
+        for term_run in _runs(products):
             first = int(np.count_nonzero(is_product[: term_run.start]))
             count = term_run.stop - term_run.start
             row = int(rows[term_run.start])
@@ -215,23 +221,20 @@ class SumGroup(Group):
             )
 
     def run(self, val: np.ndarray, call: Any) -> None:
-        T = np.empty((self.depth, self.stop - self.start))
-        products, singles = self.products, self.singles
-        if self.outer is not None:  # straight into their rows, from the small factors
+        if self.outer is None:
+            G = val.take(self.pairs)
+            T = np.multiply(G[0], G[1])
+        else:  # the products straight into their rows, from the small factors
+            T = np.empty(self.pairs.shape[1:])
             left, right, grid = self.outer
             L, R = val.take(left), val.take(right)
             for run, terms, _, _ in self.runs:
                 np.multiply(L[run], R[run], out=T[terms].reshape(-1, *grid))
-        elif type(products) is slice:  # straight into their rows
-            F = val.take(self.factors)
-            np.multiply(F[0], F[1], out=T[products])
-        elif len(products):
-            F = val.take(self.factors)
-            T[products] = F[0] * F[1]
-        if type(singles) is slice:
-            val.take(self.single, out=T[singles], mode="clip")
-        elif len(singles):
-            T[singles] = val.take(self.single)
+            singles = self.singles
+            if type(singles) is slice:
+                val.take(self.single, out=T[singles], mode="clip")
+            elif len(singles):
+                T[singles] = val.take(self.single)
         sum_rows(T, -0.0, val[self.start : self.stop])
 
     def backward(
@@ -414,7 +417,8 @@ class Program:
         self.steps: list[Step] = []  # in level order
         self.guards: list[tuple[Callable[..., Any], Any, Any, Any]] = []
         # guards between two node values (or constants), by function: slots, slots, results
-        self.node_guards: list[tuple[Callable[..., Any], np.ndarray, np.ndarray, list[Any]]] = []
+        # (results: an array for a guard on arrays, else a list)
+        self.node_guards: list[tuple[Callable[..., Any], np.ndarray, np.ndarray, Any]] = []
         self.node_slot: dict[Any, int] = {}
         self.n_terms = 0  # terms of the backward pass, group by group
         self.leaf_incoming = np.zeros((1, 0), dtype=np.intp)  # leaves' terms, slots 0...
@@ -447,7 +451,7 @@ class Program:
         for f, slots_a, slots_b, expected in self.node_guards:
             on_arrays = GUARDS_ON_ARRAYS.get(f)
             if on_arrays is not None:
-                if not np.array_equal(on_arrays(val[slots_a], val[slots_b]), expected):
+                if not np.array_equal(on_arrays(val.take(slots_a), val.take(slots_b)), expected):
                     return None
             elif list(map(f, val[slots_a].tolist(), val[slots_b].tolist())) != expected:
                 return None
