@@ -649,6 +649,43 @@ def test_a_layer_on_a_batch_is_an_outer_product_bit_for_bit(
     assert [o[2] for o in outer] == [(7, 5)]  # 7 points, 5 neurons
 
 
+def test_sums_of_different_lengths_on_one_level_are_one_group_bit_for_bit() -> None:
+    """Running sums of one level whose kinds of terms begin a longer one's
+    join it, padded with -0.0 (capture._merge_sums): sums of -0.0 stay
+    -0.0, values and gradients stay the eager ones bit for bit."""
+    from chainrule.compiler.program import SumGroup
+
+    rng = random.Random(3)
+    pool = [-0.0, -0.0, 0.0, 1e308, 2.5, -1.0, 1e-300, -3.75]
+    rows = [[Value(rng.choice(pool)) for _ in range(n)] for n in (3, 4, 6, 5)]
+    ws = [[Value(rng.choice(pool)) for _ in range(n)] for n in (3, 4, 6, 5)]
+    zeros = [Value(-0.0) for _ in range(4)]
+
+    def loss() -> tuple[Value, Value]:
+        plain = [sum(row[1:], row[0]) for row in rows]  # kinds (1, 1, ...)
+        dots = [sum((w * x for w, x in zip(wr, row)), -0.0) for wr, row in zip(ws, rows)]
+        signed = sum(zeros[1:], zeros[0])  # -0.0, a sum of negative zeros
+        return sum((a * b for a, b in zip(plain, dots)), signed * 2.0), signed
+
+    params = [p for row in rows + ws for p in row] + zeros
+    with np.errstate(all="ignore"):
+        eager, eager_signed = loss()
+        eager.backward()
+        expected = [p.grad for p in params]
+        compiled = chainrule.compile(loss)
+        compiled()
+        for p in params:
+            p.grad = 0.0
+        out, signed = compiled()
+        out.backward()
+    assert same(out.data, eager.data)
+    assert same(signed.data, eager_signed.data) and math.copysign(1.0, signed.data) == -1.0
+    assert all(same(p.grad, g) for p, g in zip(params, expected))
+    program = next(iter(compiled._cache.values()))[-1].program
+    widths = sorted(s.stop - s.start for s in program.steps if isinstance(s, SumGroup))
+    assert widths == [1, 4, 5]  # the total; the plain sums and the negative zeros; the dots
+
+
 def test_writing_data_of_a_node_made_inside_the_function_runs_eagerly() -> None:
     """The replay after a trace must give every traced value: a write to a
     new node's .data (not watched, for speed) is caught there."""

@@ -193,6 +193,8 @@ def _lay_out(
             groups.setdefault((level[v], 3, ADD, 2), {})[v] = None
         else:
             sums.setdefault((level[v], 4, SUM_TERMS, tuple(kinds)), []).append((v, ins, srcs))
+    pads = (Value(-0.0), Value(1.0))
+    padded = _merge_sums(sums, *pads)
 
     prog = Program()
     slot: dict[Any, int] = {}
@@ -206,6 +208,8 @@ def _lay_out(
             constants.append(leaf)
         else:
             live.append(leaf)
+    if padded:
+        constants += pads
     order: list[Any] = [*live, *arg_slots, *constants]
     slot.update(zip(order, range(len(order))))
     prog.live = live
@@ -255,6 +259,37 @@ def _lay_out(
     edges.lay_out(prog, len(live) + len(arg_slots))
     _compile_guards(prog, record.guards)
     return prog
+
+
+def _merge_sums(
+    sums: dict[Any, list[tuple[Value, list[Value], list[Any]]]], zero: Value, one: Value
+) -> bool:
+    """Running sums of a level whose kinds of terms begin those of longer
+    ones there (softmax denominators over rows of different lengths) join
+    the longest: the terms they lack are ``zero`` (-0.0; for a product,
+    -0.0 times ``one``), added last, which leaves a sum as it is (``x +
+    -0.0`` is ``x``, bit for bit); their gradients go to those constants.
+    One group instead of several: fewer NumPy calls. Whether any joined."""
+    by_level: dict[int, list[Any]] = {}
+    for key in sums:
+        by_level.setdefault(key[0], []).append(key)
+    joined = False
+    for keys in by_level.values():
+        keys.sort(key=lambda k: -len(k[3]))  # longest first
+        for i, short in enumerate(keys):
+            kinds = short[3]
+            for long in keys[:i]:
+                if long not in sums or long[3][: len(kinds)] != kinds:
+                    continue
+                for v, ins, srcs in sums.pop(short):
+                    for kind in long[3][len(kinds) :]:
+                        for pad in (zero, one)[:kind]:
+                            srcs.append((v, len(ins)))
+                            ins.append(pad)
+                    sums[long].append((v, ins, srcs))
+                joined = True
+                break
+    return joined
 
 
 class _Edges:
