@@ -605,6 +605,25 @@ def test_compiled_graph_is_smaller_than_eager() -> None:
     assert memory["bytes"] / memory["nodes"] < eager_bytes / nodes
 
 
+def _replayed_as_eager(fn: Any, params: list[Value]) -> Any:
+    """Compile ``fn`` (a list of Values, the first the loss), replay it, and
+    check its values and the loss's gradients against eager, bit for bit;
+    the replayed program."""
+    with np.errstate(all="ignore"):
+        eager = fn()
+        eager[0].backward()
+        expected = [p.grad for p in params]
+        compiled = chainrule.compile(fn)
+        compiled()
+        for p in params:
+            p.grad = 0.0
+        out = compiled()
+        out[0].backward()
+    assert all(same(a.data, b.data) for a, b in zip(out, eager))
+    assert all(same(p.grad, g) for p, g in zip(params, expected))
+    return next(iter(compiled._cache.values()))[-1].program
+
+
 @pytest.mark.parametrize("bias_first", [True, False])
 def test_a_layer_on_a_batch_is_an_outer_product_bit_for_bit(
     bias_first: bool, monkeypatch: pytest.MonkeyPatch
@@ -632,19 +651,7 @@ def test_a_layer_on_a_batch_is_an_outer_product_bit_for_bit(
         return sum(o * o for o in out)
 
     params = [p for row in W for p in row] + b + [p for row in X for p in row]
-    with np.errstate(all="ignore"):
-        eager = loss()
-        eager.backward()
-        expected = [p.grad for p in params]
-        compiled = chainrule.compile(loss)
-        compiled()
-        for p in params:
-            p.grad = 0.0
-        out = compiled()
-        out.backward()
-    assert same(out.data, eager.data)
-    assert all(same(p.grad, g) for p, g in zip(params, expected))
-    program = next(iter(compiled._cache.values()))[-1].program
+    program = _replayed_as_eager(lambda: [loss()], params)
     outer = [s.outer for s in program.steps if isinstance(s, SumGroup) and s.outer is not None]
     assert [o[2] for o in outer] == [(7, 5)]  # 7 points, 5 neurons
 
@@ -661,27 +668,15 @@ def test_sums_of_different_lengths_on_one_level_are_one_group_bit_for_bit() -> N
     ws = [[Value(rng.choice(pool)) for _ in range(n)] for n in (3, 4, 6, 5)]
     zeros = [Value(-0.0) for _ in range(4)]
 
-    def loss() -> tuple[Value, Value]:
+    def loss() -> list[Value]:
         plain = [sum(row[1:], row[0]) for row in rows]  # kinds (1, 1, ...)
         dots = [sum((w * x for w, x in zip(wr, row)), -0.0) for wr, row in zip(ws, rows)]
         signed = sum(zeros[1:], zeros[0])  # -0.0, a sum of negative zeros
-        return sum((a * b for a, b in zip(plain, dots)), signed * 2.0), signed
+        return [sum((a * b for a, b in zip(plain, dots)), signed * 2.0), signed]
 
     params = [p for row in rows + ws for p in row] + zeros
-    with np.errstate(all="ignore"):
-        eager, eager_signed = loss()
-        eager.backward()
-        expected = [p.grad for p in params]
-        compiled = chainrule.compile(loss)
-        compiled()
-        for p in params:
-            p.grad = 0.0
-        out, signed = compiled()
-        out.backward()
-    assert same(out.data, eager.data)
-    assert same(signed.data, eager_signed.data) and math.copysign(1.0, signed.data) == -1.0
-    assert all(same(p.grad, g) for p, g in zip(params, expected))
-    program = next(iter(compiled._cache.values()))[-1].program
+    program = _replayed_as_eager(loss, params)
+    assert math.copysign(1.0, loss()[1].data) == -1.0
     widths = sorted(s.stop - s.start for s in program.steps if isinstance(s, SumGroup))
     assert widths == [1, 4, 5]  # the total; the plain sums and the negative zeros; the dots
 
