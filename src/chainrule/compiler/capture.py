@@ -15,7 +15,8 @@ a chain of ``+`` whose partial sums nothing else uses (what ``sum()``
 builds) becomes one running sum, its single-use products included
 (:data:`~chainrule.compiler.rules.SUM_TERMS`: the same terms added in the
 same order, so the same floats). Nodes of one level, primitive and shape
-form a *group* whose slots are one slice. After this the Values can be
+form a *group* whose slots are one slice; running sums of one level whose
+kinds of terms begin a longer one's join its group, padded with -0.0. After this the Values can be
 freed.
 """
 

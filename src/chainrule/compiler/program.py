@@ -14,6 +14,12 @@ array; a node's gradient is the sum of its terms, added one at a time in
 the order the eager pass adds them (the walk's order, root first: see
 ``capture._Edges``), before its own terms are made.
 
+Sums run down the rows of a matrix by ``numpy.add.reduce``, which adds
+row after row (:func:`sum_rows`). A running sum's terms are one gather of
+slot pairs and one product (a plain term times a slot holding 1.0); the
+products of a layer of neurons on a batch gather each factor once and
+broadcast (:func:`_outer`).
+
 So forward values and gradients are the eager ones bit for bit, inf and
 nan included, for the graph that was traced. Two things make the eager
 walk visit nodes in another order than the trace's: a read float used as
