@@ -73,6 +73,35 @@ def test_array_forward_is_the_float_forward_bit_for_bit(fn: Primitive) -> None:
     assert all(same(a, b) for a, b in zip(ours.tolist(), floats.tolist()))
 
 
+C_FORWARDS = [primitives.EXP] + [primitives.pow_const(c) for c in (-1.0, -0.5, 0.5, 2.0, 3.0, -2.0)]
+
+
+@pytest.mark.parametrize("fn", C_FORWARDS, ids=lambda p: p.name)
+@pytest.mark.parametrize("pool", ["specials", "positive"])
+def test_forward_by_the_c_function_is_the_tables_bit_for_bit(fn: Primitive, pool: str) -> None:
+    """exp and x ** c run as ``map(math.exp, ...)`` / ``math.pow`` over a
+    group (where that raises, or for 0.5 and -0.5 off the positive floats,
+    the table's function per node): the table's results, nan's sign too."""
+    X = _columns(1, n=300, seed=len(fn.name))
+    with np.errstate(all="ignore"):
+        if pool == "positive":  # no overflow: the whole group by the C function
+            X = np.nan_to_num(np.abs(X) % 50.0, nan=1.5) + 0.25
+        ours = rules.forward_function(fn, small=False)(X, None).tolist()
+    expected = [fn.forward(x) for x in X[0].tolist()]
+    assert all(
+        same(a, b) and math.copysign(1.0, a) == math.copysign(1.0, b)
+        for a, b in zip(ours, expected)
+    )
+    assert rules._c_forward(fn) is not None
+
+
+def test_pow_exponent_is_found_only_for_the_tables_primitive() -> None:
+    assert rules._pow_exponent(primitives.pow_const(-0.5)) == -0.5
+    assert rules._pow_exponent(primitives.pow_const(0.123456789)) is None  # **0.123457: not it
+    assert rules._pow_exponent(Primitive("**2", lambda x: x, lambda M, x, out: (1.0,))) is None
+    assert rules._pow_exponent(primitives.POW) is None
+
+
 @pytest.mark.parametrize("kinds", [(1,), (2,), (1, 2, 2), (2, 1, 2, 1, 1), (2,) * 9])
 @pytest.mark.parametrize("start", [None, 0.0, -2.5])
 def test_running_sums_match_the_table(kinds: tuple[int, ...], start: float | None) -> None:
@@ -89,6 +118,40 @@ def test_running_sums_match_the_table(kinds: tuple[int, ...], start: float | Non
         assert same(out[j], expected)
         d = rules.SUM_TERMS.derivative(primitives.FLOAT, *col, (kinds, start), expected)  # type: ignore[misc]
         assert all(same(a, b) for a, b in zip(local[:, j].tolist(), d))
+
+
+@pytest.mark.parametrize("shape", [(1, 7), (2, 1), (5, 1), (3, 2), (40, 3), (17, 300), (700, 5)])
+@pytest.mark.parametrize("start", [-0.0, 0.0])
+@pytest.mark.parametrize("reduce", [True, False], ids=["reduce", "loop"])
+def test_sum_rows_adds_row_after_row_from_start(
+    shape: tuple[int, int], start: float, reduce: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """program.sum_rows is ``((start + T[0]) + T[1]) + ...`` per column, as a
+    chain of ``+`` (start -0.0) or a gradient from 0.0 adds: values that
+    cancel, vanish or overflow in that order only, signed zeros, inf, nan
+    (with NumPy's reduce, and with the loop where a probe finds it not in
+    order)."""
+    from chainrule.compiler import program
+
+    assert program.REDUCE_IN_ORDER  # NumPy's reduce down the rows is in order here
+    monkeypatch.setattr(program, "REDUCE_IN_ORDER", reduce)
+    rng = random.Random(shape[0] * 1000 + shape[1])
+    pool = SPECIALS + [1e16, -1e16, 2.0**-53, 1.0, 3.0, 1e308, -1e308]
+    T = np.array([[rng.choice(pool) for _ in range(shape[1])] for _ in range(shape[0])])
+    T[:, 0] = -0.0  # a column of negative zeros: -0.0 from -0.0, 0.0 from 0.0
+    if shape[1] > 1:
+        T[:, 1] = [1.0] + [2.0**-53] * (shape[0] - 1)  # each tiny term vanishes
+    with np.errstate(all="ignore"):
+        got = program.sum_rows(T, start).tolist()
+        into = np.full(shape[1], 7.0)
+        program.sum_rows(T, start, into)
+    for j, column in enumerate(T.T.tolist()):
+        total = start
+        for x in column:
+            total += x
+        assert same(got[j], total), (j, got[j], total)
+        assert same(into[j], total)
+    assert same(got[0], start)
 
 
 # --------------------------------------------------------------------------
@@ -540,6 +603,82 @@ def test_compiled_graph_is_smaller_than_eager() -> None:
     memory = compiled.memory()
     nodes = len(chainrule.engine.topological_order(loss)[0])
     assert memory["bytes"] / memory["nodes"] < eager_bytes / nodes
+
+
+def _replayed_as_eager(fn: Any, params: list[Value]) -> Any:
+    """Compile ``fn`` (a list of Values, the first the loss), replay it, and
+    check its values and the loss's gradients against eager, bit for bit;
+    the replayed program."""
+    with np.errstate(all="ignore"):
+        eager = fn()
+        eager[0].backward()
+        expected = [p.grad for p in params]
+        compiled = chainrule.compile(fn)
+        compiled()
+        for p in params:
+            p.grad = 0.0
+        out = compiled()
+        out[0].backward()
+    assert all(same(a.data, b.data) for a, b in zip(out, eager))
+    assert all(same(p.grad, g) for p, g in zip(params, expected))
+    return next(iter(compiled._cache.values()))[-1].program
+
+
+@pytest.mark.parametrize("bias_first", [True, False])
+def test_a_layer_on_a_batch_is_an_outer_product_bit_for_bit(
+    bias_first: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The running sums of a layer on a batch (``w[neuron] * x[point]``)
+    gather each factor once and broadcast (program._outer); values and
+    gradients stay the eager ones bit for bit, specials included."""
+    from chainrule.compiler import program
+    from chainrule.compiler.program import SumGroup
+
+    monkeypatch.setattr(program, "OUTER_MIN", 0)  # this small layer too
+
+    rng = random.Random(7)
+    pool = [0.0, -0.0, 1e308, -1e-308, 2.5, -1.0, 1e-300]
+    W = [[Value(rng.choice(pool + [rng.uniform(-2, 2)] * 4)) for _ in range(3)] for _ in range(5)]
+    b = [Value(rng.uniform(-1, 1)) for _ in range(5)]
+    X = [[Value(rng.choice(pool + [rng.uniform(-2, 2)] * 4)) for _ in range(3)] for _ in range(7)]
+
+    def loss() -> Value:
+        out = []
+        for x in X:
+            for w, bi in zip(W, b):
+                terms = [wi * xi for wi, xi in zip(w, x)]
+                out.append((sum(terms, bi) if bias_first else sum(terms[1:], terms[0]) + bi).relu())
+        return sum(o * o for o in out)
+
+    params = [p for row in W for p in row] + b + [p for row in X for p in row]
+    program = _replayed_as_eager(lambda: [loss()], params)
+    outer = [s.outer for s in program.steps if isinstance(s, SumGroup) and s.outer is not None]
+    assert [o[2] for o in outer] == [(7, 5)]  # 7 points, 5 neurons
+
+
+def test_sums_of_different_lengths_on_one_level_are_one_group_bit_for_bit() -> None:
+    """Running sums of one level whose kinds of terms begin a longer one's
+    join it, padded with -0.0 (capture._merge_sums): sums of -0.0 stay
+    -0.0, values and gradients stay the eager ones bit for bit."""
+    from chainrule.compiler.program import SumGroup
+
+    rng = random.Random(3)
+    pool = [-0.0, -0.0, 0.0, 1e308, 2.5, -1.0, 1e-300, -3.75]
+    rows = [[Value(rng.choice(pool)) for _ in range(n)] for n in (3, 4, 6, 5)]
+    ws = [[Value(rng.choice(pool)) for _ in range(n)] for n in (3, 4, 6, 5)]
+    zeros = [Value(-0.0) for _ in range(4)]
+
+    def loss() -> list[Value]:
+        plain = [sum(row[1:], row[0]) for row in rows]  # kinds (1, 1, ...)
+        dots = [sum((w * x for w, x in zip(wr, row)), -0.0) for wr, row in zip(ws, rows)]
+        signed = sum(zeros[1:], zeros[0])  # -0.0, a sum of negative zeros
+        return [sum((a * b for a, b in zip(plain, dots)), signed * 2.0), signed]
+
+    params = [p for row in rows + ws for p in row] + zeros
+    program = _replayed_as_eager(loss, params)
+    assert math.copysign(1.0, loss()[1].data) == -1.0
+    widths = sorted(s.stop - s.start for s in program.steps if isinstance(s, SumGroup))
+    assert widths == [1, 4, 5]  # the total; the plain sums and the negative zeros; the dots
 
 
 def test_writing_data_of_a_node_made_inside_the_function_runs_eagerly() -> None:

@@ -30,14 +30,18 @@ class _Flat:
     """The parameters of a scalar model as float64 arrays: one NumPy update
     of all of them instead of a Python loop (when NumPy is installed and
     every parameter is a ``Value``). ``.data`` is read and written back
-    and ``.grad`` read at every step, so what the user
-    sees is as the loop leaves it; the elementwise formulas are the loop's,
+    and ``.grad`` read at every step (as arrays by
+    :mod:`chainrule.floatpack`), so what the user sees is as the loop
+    leaves it; the elementwise formulas are the loop's,
     operation for operation, so the numbers are the same bit for bit."""
 
     def __init__(self, params: list[Any], np: Any) -> None:
+        from . import floatpack  # NumPy is there
+
         self.params = params
         self.np = np
         self.n = len(params)
+        self.floatpack = floatpack
 
     @staticmethod
     def of(params: list[Any]) -> _Flat | None:
@@ -54,17 +58,15 @@ class _Flat:
         return _Flat(params, np)
 
     def grads(self) -> Any:
-        """Every ``.grad`` as an array, or None when one is not a float (a
-        Value, after ``backward(create_graph=True)``): the loop then."""
+        """Every ``.grad`` as an array, or None when one is not a float or an
+        int (a Value, after ``backward(create_graph=True)``): the loop then."""
         grads = [p.grad for p in self.params]
-        try:
-            array = self.np.array(grads)
-        except (TypeError, ValueError):
+        if not self.floatpack.all_numbers(grads):
             return None
-        return array if array.dtype == self.np.float64 and array.shape == (self.n,) else None
+        return self.floatpack.to_array(grads)
 
     def data(self) -> Any:
-        return self.np.array([p.data for p in self.params])
+        return self.floatpack.to_array([p.data for p in self.params])
 
     def write(self, data: Any) -> None:
         for p, x in zip(self.params, data.tolist()):  # a plain loop: faster than map

@@ -14,6 +14,12 @@ array; a node's gradient is the sum of its terms, added one at a time in
 the order the eager pass adds them (the walk's order, root first: see
 ``capture._Edges``), before its own terms are made.
 
+Sums run down the rows of a matrix by ``numpy.add.reduce``, which adds
+row after row (:func:`sum_rows`). A running sum's terms are one gather of
+slot pairs and one product (a plain term times a slot holding 1.0); the
+products of a layer of neurons on a batch gather each factor once and
+broadcast (:func:`_outer`).
+
 So forward values and gradients are the eager ones bit for bit, inf and
 nan included, for the graph that was traced. Two things make the eager
 walk visit nodes in another order than the trace's: a read float used as
@@ -32,7 +38,9 @@ from typing import Any
 
 import numpy as np
 
+from .. import intake as E
 from ..engine import Value
+from ..floatpack import to_array
 from ..primitives import DEAD_UNIT, ZERO_EXPONENT, ZERO_MASKS, Primitive
 
 _KINDS = ("node", "arg", "int", "op", "reduce")
@@ -62,7 +70,9 @@ class Group:
     matrix: np.ndarray  # input slots: one row per input position
     const: Any  # None, or a running sum's (kinds, None)
     forward: Callable[[np.ndarray, Any], np.ndarray]  # (inputs, constant) -> outputs
-    local: Callable[[np.ndarray, Any, np.ndarray], np.ndarray]  # (inputs, c, outputs) -> locals
+    # (inputs, c, outputs) -> the local derivatives, per input position an
+    # array of the group's width or one number for all
+    local: Callable[[np.ndarray, Any, np.ndarray], Any]
     small: bool  # so few nodes that floats beat arrays
     first_term: int = 0  # where its terms start among the program's terms
     incoming: Any = None  # the terms its nodes' gradients add (see gradient_of)
@@ -80,13 +90,18 @@ class Group:
             gout = np.where(mask, gout, 0.0)
         X = val.take(self.matrix)
         local = self.local(X, self.const, val[self.start : self.stop])
-        contributions = local * gout
+        contributions = self.terms_of(terms)
+        for row, d in zip(contributions, local):  # d: an array, or a number for all
+            np.multiply(d, gout, out=row)
         if self.fn.masked and not np.isfinite(gout).all():
-            contributions = _masked(self, local, contributions, gout, X)
+            _masked(self, local, contributions, gout, X)
         if mask is not None:
             contributions[:, ~mask] = 0.0
+
+    def terms_of(self, terms: np.ndarray) -> np.ndarray:
+        """This group's part of ``terms``: a row per input position."""
         first = self.first_term
-        terms[first : first + contributions.size] = contributions.ravel()
+        return terms[first : first + self.matrix.size].reshape(self.matrix.shape)
 
     def reach(self, seen: np.ndarray, call: Any) -> None:
         """Mark the inputs of the marked nodes."""
@@ -102,8 +117,6 @@ def _reciprocal_is_exact(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     """:func:`chainrule.intake.reciprocal_is_exact` on arrays (``b ** -1.0``
     is C's ``pow``, as for floats; ``tests/test_compile.py`` checks the two
     agree on special values)."""
-    from .. import intake as E
-
     ab = np.abs(b)
     with np.errstate(all="ignore"):
         y = np.abs(a * np.power(b, -1.0))
@@ -121,25 +134,47 @@ def _guards_on_arrays() -> dict[Any, Callable[[np.ndarray, np.ndarray], np.ndarr
 GUARDS_ON_ARRAYS = _guards_on_arrays()
 
 
-def sum_rows(T: np.ndarray) -> np.ndarray:
-    """The rows of ``T`` added one after another, ``((T[0] + T[1]) + T[2])
-    ...``: the order of a chain of ``+`` (``numpy.add.reduce`` may add
-    pairwise, ``accumulate`` is slower than this loop)."""
-    depth, width = T.shape
+def _rows_in_order() -> bool:
+    """Whether ``numpy.add.reduce`` down the rows of a C-ordered matrix (at
+    least two columns) adds row after row from ``initial``: the inner loop
+    then runs along a row, adding it into the running sums, and the
+    pairwise summation only applies along the axis reduced in the inner
+    loop. A probe: tiny terms after 1.0 vanish one by one (added together
+    first, they would not), before it they add up; a column of -0.0 keeps
+    its sign."""
+    tiny = 2.0**-53
+    T = np.array([[1.0, tiny, -0.0]] + [[tiny, tiny, -0.0]] * 15 + [[tiny, 1.0, -0.0]])
+    expected = [1.0, 1.0 + 16 * tiny, -0.0]
+    got = np.add.reduce(T, axis=0, initial=-0.0).tolist()
+    return got == expected and str(got[2]) == "-0.0"
+
+
+#: ``numpy.add.reduce`` adds rows in order here (the probe above).
+REDUCE_IN_ORDER = _rows_in_order()
+
+
+def sum_rows(T: np.ndarray, start: float = -0.0, out: np.ndarray | None = None) -> np.ndarray:
+    """``start`` and the rows of ``T`` added one after another, ``((start +
+    T[0]) + T[1]) ...``: the order of a chain of ``+`` (from ``-0.0``, which
+    ``-0.0 + x`` leaves as ``x``: the chain itself; from ``0.0``: a
+    gradient, which starts at 0.0). Down the rows of a matrix,
+    ``numpy.add.reduce`` adds them in that order (see
+    :func:`_rows_in_order`); a single column would be reduced pairwise,
+    ``accumulate`` runs down it in order (and ``start`` added last only
+    changes the sign of a zero, as added first). Into ``out`` if given."""
+    width = T.shape[1]
     if width == 1:  # one long sum: accumulate runs down a vector, in order
-        return np.add.accumulate(T.ravel())[-1:]
-    if width < 24 and depth > 2:  # a few long sums: floats beat a NumPy call per row
-        sums = []
-        for column in T.T.tolist():
-            total = column[0]
-            for x in column[1:]:
-                total += x
-            sums.append(total)
-        return np.array(sums)
-    total = T[0].copy()
-    for row in T[1:]:
-        total += row
-    return total
+        total = np.add.accumulate(T.ravel())[-1:] + start
+    elif REDUCE_IN_ORDER:
+        return np.add.reduce(T, axis=0, initial=start, out=out)
+    else:
+        total = T[0] + start
+        for row in T[1:]:
+            total += row
+    if out is None:
+        return total
+    out[:] = total
+    return out
 
 
 @dataclass
@@ -158,22 +193,136 @@ class SumGroup(Group):
     singles: Any = None  # which terms are plain
     partner: Any = None  # (inputs, n): the slot of each input's local derivative
 
+    def __post_init__(self) -> None:
+        kinds = np.array(self.const[0])
+        products, singles = np.flatnonzero(kinds == 2), np.flatnonzero(kinds == 1)
+        # every term as a product of two slots, a plain term's second a slot
+        # holding 1.0 (x * 1.0 is x, bit for bit): one gather, one product
+        rows = np.cumsum(np.concatenate(([0], kinds)))[:-1]  # each term's first input row
+        self.plain_rows = rows[singles]
+        self.pairs = np.empty((2, len(kinds), self.matrix.shape[1]), dtype=np.intp)
+        self.pairs[0, products], self.pairs[1, products] = self.left, self.right
+        if len(singles):
+            self.pairs[0, singles] = self.single
+            self.pairs[1, singles] = self.partner[self.plain_rows]  # the slot of 1.0
+        self.outer = _outer(self.left, self.right)
+        # for the outer products: the products in runs of consecutive terms
+        # (products, their terms, their first factors' input rows, their
+        # second factors'), the plain terms
+        self.products = _as_slice(products)
+        self.singles = _as_slice(singles)
+        self.runs = []
+        is_product = kinds == 2
+        for term_run in _runs(products):
+            first = int(np.count_nonzero(is_product[: term_run.start]))
+            count = term_run.stop - term_run.start
+            row = int(rows[term_run.start])
+            self.runs.append(
+                (
+                    slice(first, first + count),
+                    term_run,
+                    slice(row, row + 2 * count, 2),
+                    slice(row + 1, row + 2 * count + 1, 2),
+                )
+            )
+
     def run(self, val: np.ndarray, call: Any) -> None:
-        T = np.empty((len(self.products) + len(self.singles), self.stop - self.start))
-        T[self.products] = val.take(self.left) * val.take(self.right)
-        T[self.singles] = val.take(self.single)
-        val[self.start : self.stop] = sum_rows(T)
+        if self.outer is None:
+            G = val.take(self.pairs)
+            T = np.multiply(G[0], G[1])
+        else:  # the products straight into their rows, from the small factors
+            T = np.empty(self.pairs.shape[1:])
+            left, right, grid = self.outer
+            L, R = val.take(left), val.take(right)
+            for run, terms, _, _ in self.runs:
+                np.multiply(L[run], R[run], out=T[terms].reshape(-1, *grid))
+            singles = self.singles
+            if type(singles) is slice:
+                val.take(self.single, out=T[singles], mode="clip")
+            elif len(singles):
+                T[singles] = val.take(self.single)
+        sum_rows(T, -0.0, val[self.start : self.stop])
 
     def backward(
         self, val: np.ndarray, gout: np.ndarray, terms: np.ndarray, mask: np.ndarray | None
     ) -> None:
         if mask is not None:
             gout = np.where(mask, gout, 0.0)
-        contributions = val.take(self.partner) * gout
+        contributions = self.terms_of(terms)
+        if self.outer is None:
+            val.take(self.partner, out=contributions, mode="clip")
+            contributions *= gout
+        else:  # each factor's local derivative is the other factor
+            left, right, grid = self.outer
+            g = gout.reshape(grid)
+            L, R = val.take(left), val.take(right)
+            for run, _, firsts, seconds in self.runs:
+                np.multiply(R[run], g, out=contributions[firsts].reshape(-1, *grid))
+                np.multiply(L[run], g, out=contributions[seconds].reshape(-1, *grid))
+            if len(self.plain_rows):
+                contributions[self.plain_rows] = 1.0 * gout  # a plain term's local: 1.0
         if mask is not None:
             contributions[:, ~mask] = 0.0
-        first = self.first_term
-        terms[first : first + contributions.size] = contributions.ravel()
+
+
+def _runs(indexes: np.ndarray) -> list[slice]:
+    """Ascending ``indexes`` as slices of consecutive ones."""
+    breaks = np.flatnonzero(np.diff(indexes) != 1) + 1
+    return [slice(int(run[0]), int(run[-1]) + 1) for run in np.split(indexes, breaks) if len(run)]
+
+
+def _period(A: np.ndarray) -> int:
+    """The smallest ``p`` dividing ``A``'s width whose columns repeat every
+    ``p`` (column ``c`` is column ``c % p``), or 0."""
+    n = A.shape[1]
+    for p in np.flatnonzero((A[:, :1] == A).all(axis=0))[1:].tolist():
+        if n % p == 0 and (A.reshape(len(A), n // p, p) == A[:, None, :p]).all():
+            return p
+    return 0
+
+
+def _run(A: np.ndarray) -> int:
+    """The length ``q`` of the runs of equal columns that make ``A`` (column
+    ``c`` is column ``c - c % q``), or 0."""
+    n = A.shape[1]
+    different = np.flatnonzero(~(A[:, :1] == A).all(axis=0))
+    q = int(different[0]) if len(different) else n
+    if q > 0 and n % q == 0 and (A.reshape(len(A), n // q, q) == A[:, ::q, None]).all():
+        return q
+    return 0
+
+
+#: Products fewer than this gather their factors whole: broadcasting costs
+#: a NumPy call per run of products and an inner loop per row of the grid
+#: (measured: 16 x 1,600 products broadcast faster, 64 x 80 slower).
+OUTER_MIN = 10_000
+
+
+def _outer(left: np.ndarray, right: np.ndarray) -> Any:
+    """Products whose factors make an outer product (the nodes of a layer of
+    neurons on a batch: ``w[neuron] * x[point]``): one factor repeats
+    every ``p`` columns, the other comes in runs of ``p``. Then each factor
+    is gathered once, as small as it is, and broadcast: ``(left, right,
+    grid)``, the small factors' slots, shaped (products, 1, p) and
+    (products, n / p, 1) (in either order), and ``grid`` (n / p, p); None
+    otherwise, or for fewer than :data:`OUTER_MIN` products."""
+    n = left.shape[1]
+    if left.size < OUTER_MIN:
+        return None
+    for a, b, swap in ((left, right, False), (right, left, True)):
+        p = _period(a)
+        if 1 < p < n and _run(b) == p:
+            tiled = a[:, None, :p]  # (products, 1, p)
+            runs = b[:, ::p, None]  # (products, n / p, 1)
+            return (runs, tiled, (n // p, p)) if swap else (tiled, runs, (n // p, p))
+    return None
+
+
+def _as_slice(rows: np.ndarray) -> slice | np.ndarray:
+    """``rows`` as a slice when they are consecutive (a view, not a copy)."""
+    if len(rows) and (np.diff(rows) == 1).all():
+        return slice(int(rows[0]), int(rows[-1]) + 1)
+    return rows
 
 
 @dataclass
@@ -209,6 +358,15 @@ class GatherStep:
 
     def __post_init__(self) -> None:
         self.rows = np.arange(len(self.out))
+        self.first = int(self.out[0])  # the aliases' slots are one slice
+        self.stop = self.first + len(self.out)
+        # the distinct recipes (a row of wte[token] shares its token's), and
+        # each alias's among them
+        position: dict[int, int] = {}
+        self.which = np.array(
+            [position.setdefault(id(r), len(position)) for r in self.recipes], dtype=np.intp
+        )
+        self.distinct = list({id(r): r for r in self.recipes}.values())
 
     def picks(self, call: Any) -> np.ndarray:
         """The slots that the call's ints pick (once per call), or Retrace
@@ -221,20 +379,18 @@ class GatherStep:
 
         n = self.table.shape[1]
         ints = call.ints
-        memo: dict[int, int] = {}
         columns = []
-        for r in self.recipes:
-            i = memo.get(id(r))
-            if i is None:
-                i = memo[id(r)] = recipe_value(r, ints)
-                if not -n <= i < n:
-                    raise Retrace
-            columns.append(i)
-        found = cache[id(self)] = self.table[self.rows, np.array(columns) % n]
+        for r in self.distinct:
+            i = recipe_value(r, ints)
+            if not -n <= i < n:
+                raise Retrace
+            columns.append(i % n)
+        picked = np.array(columns, dtype=np.intp).take(self.which)
+        found = cache[id(self)] = self.table[self.rows, picked]
         return found
 
     def run(self, val: np.ndarray, call: Any) -> None:
-        val[self.out] = val[self.picks(call)]
+        val[self.first : self.stop] = val.take(self.picks(call))
 
     def backward(self, gout: np.ndarray, late: np.ndarray, call: Any, mask: Any) -> None:
         """Add the aliases' gradients to the picked entries' (after their
@@ -267,11 +423,14 @@ class Program:
         self.steps: list[Step] = []  # in level order
         self.guards: list[tuple[Callable[..., Any], Any, Any, Any]] = []
         # guards between two node values (or constants), by function: slots, slots, results
-        self.node_guards: list[tuple[Callable[..., Any], np.ndarray, np.ndarray, list[Any]]] = []
+        # (results: an array for a guard on arrays, else a list)
+        self.node_guards: list[tuple[Callable[..., Any], np.ndarray, np.ndarray, Any]] = []
         self.node_slot: dict[Any, int] = {}
         self.n_terms = 0  # terms of the backward pass, group by group
         self.leaf_incoming = np.zeros((1, 0), dtype=np.intp)  # leaves' terms, slots 0...
         self.budget: Any = None  # the compiled function's account, for replay times
+        self._plan: list[tuple[Any, Any, int, int, bool]] | None = None  # see _backward_plan
+        self._late = self._late_leaves = False
 
     # -- forward ------------------------------------------------------------
 
@@ -282,7 +441,7 @@ class Program:
         val = self.base.copy()
         live = self.live
         if live:
-            val[: len(live)] = [v.data for v in live]  # the live leaves are slots 0...
+            val[: len(live)] = to_array([v.data for v in live])  # the live leaves: slots 0...
         arg_values = call.values
         for slot, pos in self.arg_leaves:
             val[slot] = arg_values[pos].data
@@ -298,7 +457,7 @@ class Program:
         for f, slots_a, slots_b, expected in self.node_guards:
             on_arrays = GUARDS_ON_ARRAYS.get(f)
             if on_arrays is not None:
-                if not np.array_equal(on_arrays(val[slots_a], val[slots_b]), expected):
+                if not np.array_equal(on_arrays(val.take(slots_a), val.take(slots_b)), expected):
                     return None
             elif list(map(f, val[slots_a].tolist(), val[slots_b].tolist())) != expected:
                 return None
@@ -325,30 +484,29 @@ class Program:
         self, val: np.ndarray, root: int, seed: float, call: Any, seen: np.ndarray | None
     ) -> np.ndarray:
         """The leaves' gradients (slots 0...): each node's gradient is the
-        sum of its terms, added one by one in the eager pass's order,
-        before its own terms are made."""
+        sum of its terms, added one by one in the eager pass's order from
+        0.0, before its own terms are made."""
         # every group writes its terms, except the ones a mask skips: zeros
         terms = np.empty(self.n_terms + 1) if seen is None else np.zeros(self.n_terms + 1)
         terms[-1] = 0.0  # the padding term
-        late = np.zeros(self.n)  # gathers' terms, added after a slot's own
+        plan = self._plan
+        if plan is None:
+            plan = self._plan = self._backward_plan()
+        late = np.zeros(self.n if self._late else 0)  # gathers' terms, after a slot's own
 
-        def gradient_of(incoming: np.ndarray, first: int, stop: int) -> np.ndarray:
-            g = sum_rows(terms[incoming])  # the first term + the next ...
-            g += late[first:stop]  # (and + 0.0: a -0.0 sum is 0.0 as eagerly, from 0.0)
+        def gradient_of(incoming: Any, first: int, stop: int, picked: bool) -> np.ndarray:
+            if type(incoming) is slice:  # one term each, in a row
+                g = terms[incoming] + 0.0  # (from 0.0: -0.0 becomes 0.0)
+            else:
+                g = sum_rows(terms.take(incoming), 0.0)  # 0.0 + the first term + the next ...
+            if picked:
+                g += late[first:stop]
             if first <= root < stop:
                 g[root - first] = seed
             return g
 
         with np.errstate(all="ignore"):
-            for step in reversed(self.steps):
-                if type(step) is RecipeStep:
-                    continue
-                if type(step) is GatherStep:
-                    first = int(step.out[0])
-                    stop = first + len(step.out)
-                else:
-                    assert isinstance(step, Group)
-                    first, stop = step.start, step.stop
+            for step, incoming, first, stop, picked in plan:
                 mask = None
                 if seen is not None:
                     mask = seen[first:stop]
@@ -356,17 +514,40 @@ class Program:
                         continue
                     if mask.all():
                         mask = None
-                g = gradient_of(step.incoming, first, stop)
+                g = gradient_of(incoming, first, stop, picked)
                 if type(step) is GatherStep:
                     step.backward(g, late, call, mask)
                 else:
                     step.backward(val, g, terms, mask)
             n_leaves = self.leaf_incoming.shape[1]
-            grad = np.zeros(self.n)
-            grad[:n_leaves] = gradient_of(self.leaf_incoming, 0, n_leaves)
+            grad = gradient_of(self.leaf_incoming, 0, n_leaves, self._late_leaves)
         if seen is not None:
-            grad[~seen] = 0.0
+            grad[~seen[:n_leaves]] = 0.0
         return grad
+
+    def _backward_plan(self) -> list[tuple[Any, Any, int, int, bool]]:
+        """The steps with a backward pass, last first, with their incoming
+        terms (a slice where each slot has one and they are in a row), their
+        slots and whether a gather may add to them (``late``)."""
+        picked = np.zeros(self.n, dtype=bool)
+        for step in self.steps:
+            if type(step) is GatherStep:
+                picked[step.table] = True
+        self._late = bool(picked.any())
+        self._late_leaves = bool(picked[: self.leaf_incoming.shape[1]].any())
+        plan = []
+        for step in reversed(self.steps):
+            if type(step) is GatherStep:
+                first, stop = step.first, step.stop
+            elif isinstance(step, Group):
+                first, stop = step.start, step.stop
+            else:
+                continue
+            incoming = step.incoming
+            if len(incoming) == 1 and type(_as_slice(incoming[0])) is slice:
+                incoming = _as_slice(incoming[0])
+            plan.append((step, incoming, first, stop, bool(picked[first:stop].any())))
+        return plan
 
     def _reach(self, root: int, call: Any) -> np.ndarray:
         """Which slots ``root`` depends on, for this call's picks."""
@@ -382,7 +563,7 @@ class Program:
 
 
 def _masked(
-    g: Group, local: np.ndarray, contributions: np.ndarray, gout: np.ndarray, xs: np.ndarray
+    g: Group, local: Any, contributions: np.ndarray, gout: np.ndarray, xs: np.ndarray
 ) -> np.ndarray:
     """An inf or nan gradient through a selecting op passes as PyTorch
     passes it (``walk._masked``)."""

@@ -20,6 +20,8 @@ floats, as the eager engine runs it.
 
 from __future__ import annotations
 
+import itertools
+import math
 from collections.abc import Callable
 from types import SimpleNamespace
 from typing import Any
@@ -28,6 +30,7 @@ import numpy as np
 
 from .. import primitives as P
 from .. import sums as S
+from ..floatpack import to_array
 from ..primitives import Primitive
 from .program import sum_rows
 
@@ -158,12 +161,69 @@ def forward_function(fn: Primitive, small: bool) -> Callable[[Array, Any], Any]:
             return lambda X, c: vector(*X, c)
         return lambda X, c: vector(*X)
     forward = fn.forward  # the table's float function on each node: exact by construction
+    in_c = None if small else _c_forward(fn)
+    if in_c is not None:
+        return lambda X, c: _mapped(in_c, X, lambda: per_node_array(forward, X))
     if fn.const:
         return lambda X, c: np.array(
             [forward(*row, ci) for row, ci in zip(X.T.tolist(), _const_rows(c, X.shape[1]))],
             dtype=float,
         )
-    return lambda X, c: np.array([forward(*row) for row in X.T.tolist()], dtype=float)
+    return lambda X, c: per_node_array(forward, X)
+
+
+def per_node_array(forward: Callable[..., float], X: Array) -> Array:
+    return np.array([forward(*row) for row in X.T.tolist()], dtype=float)
+
+
+def _pow_exponent(fn: Primitive) -> float | None:
+    """The constant ``c`` of ``fn`` if it is ``primitives.pow_const(c)``
+    (found by its name, ``**{c:g}``, and checked: the table makes one
+    primitive per exponent)."""
+    if not fn.name.startswith("**") or fn.const or fn is P.POW:
+        return None
+    try:
+        c = float(fn.name[2:])
+    except ValueError:
+        return None
+    return c if P.pow_const(c) is fn else None
+
+
+#: The table's float functions that return what a function of ``math``
+#: returns (``ieee.exp`` is ``math.exp``), except where that raises (an
+#: overflow) and the table returns inf instead.
+_IN_C: dict[Primitive, Callable[[float], float]] = {P.EXP: math.exp}
+
+
+def _c_forward(fn: Primitive) -> Callable[[list[float]], list[float]] | None:
+    """``fn``'s forward on a list of floats as ``map`` of the C function its
+    table entry calls (raising where the table's function would not: the
+    caller then runs the table's function on each node)."""
+    f = _IN_C.get(fn)
+    if f is not None:
+        return lambda xs: list(map(f, xs))
+    c = _pow_exponent(fn)
+    if c is None:
+        return None
+    # ieee.pow_scalar is ieee.pow, math.pow where it does not raise, except
+    # for 0.5 and -0.5 off the positive floats
+    positive_only = c in (0.5, -0.5)
+
+    def power(xs: list[float]) -> list[float]:
+        if positive_only and not all(0.0 < x < math.inf for x in xs):
+            raise ValueError("not the math.pow path")
+        return list(map(math.pow, xs, itertools.repeat(c)))
+
+    return power
+
+
+def _mapped(
+    in_c: Callable[[list[float]], list[float]], X: Array, per_node: Callable[[], Array]
+) -> Array:
+    try:
+        return to_array(in_c(X[0].tolist()))
+    except (OverflowError, ValueError):
+        return per_node()
 
 
 def _const_rows(c: Any, n: int) -> list[Any]:
@@ -253,8 +313,10 @@ class TableRule:
         self.rule = fn.derivative
         self.per_element = per_element
 
-    def local(self, X: Array, c: Any, out: Array) -> Array:
-        """The local derivatives of a group: a matrix shaped as ``X``."""
+    def local(self, X: Array, c: Any, out: Array) -> Any:
+        """The local derivatives of a group, per input position (a row of
+        ``X``) an array of its width or one number for all (the rule's
+        constant derivative, ``1.0`` of ``a + b``)."""
         fn, rule = self.fn, self.rule
         if not self.per_element:
             args = [*X, c] if fn.const else list(X)
@@ -263,10 +325,7 @@ class TableRule:
             except (TypeError, ValueError):  # a rule that branches on a value
                 self.per_element = True
             else:
-                D = np.empty(X.shape)
-                for row, d in zip(D, local):
-                    row[:] = d
-                return D
+                return local
         rows = X.T.tolist()
         outs = out.tolist()
         if fn.const:

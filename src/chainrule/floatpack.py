@@ -1,0 +1,48 @@
+"""A list of Python floats as a float64 array, fast.
+
+``numpy.array(floats)`` looks at every item to choose a dtype (about 15 ns
+an item); :class:`struct.Struct` packs them as C doubles in one call
+(about 4 ns an item), and :func:`numpy.frombuffer` reads the bytes as they
+are. The optimizers and compiled replays read every parameter's ``.data``
+or ``.grad`` at every step: for microgpt's 4,000 parameters that is 55
+microseconds a list with ``numpy.array`` and 18 with this.
+
+Packing a C double is a copy of the float's bits (signed zeros and nan
+payloads included). An int becomes its float as ``numpy.array`` makes it;
+an object with ``__float__`` (a ``Value``) is converted by it, so a caller
+that must refuse those checks first (:func:`all_numbers`).
+"""
+
+from __future__ import annotations
+
+import struct
+from functools import lru_cache
+from typing import Any
+
+import numpy as np
+
+__all__ = ["all_numbers", "to_array"]
+
+
+@lru_cache(maxsize=64)
+def _packer(n: int) -> struct.Struct:
+    return struct.Struct(f"{n}d")
+
+
+def to_array(xs: list[Any]) -> np.ndarray:
+    """The numbers of ``xs`` as a read-only float64 array (TypeError or
+    ``struct.error`` for an item that is not one)."""
+    if not xs:
+        return np.zeros(0)
+    return np.frombuffer(_packer(len(xs)).pack(*xs))
+
+
+def all_numbers(xs: list[Any]) -> bool:
+    """Whether the sum of ``xs`` is a float: true for floats and ints, false
+    as soon as one item is a ``Value`` (its sum with a float is a Value),
+    an array or anything else that does not add up to a float. One pass of
+    ``sum``, which adds floats in C."""
+    try:
+        return isinstance(sum(xs, 0.0), float)
+    except (TypeError, OverflowError):  # None; an int too big for a float
+        return False
