@@ -26,7 +26,7 @@ import collections
 import statistics
 
 #: Extra eager calls' worth of tracing that replays have not paid back...
-ALLOWANCE = 8.0
+ALLOWANCE = 4.0
 #: ... beyond this many seconds, which are never worth a warning.
 SECONDS = 0.05
 #: The recent calls looked at, and how many of them tracing means "most".
