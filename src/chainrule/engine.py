@@ -91,14 +91,14 @@ class Value(BeyondMicrograd, Labelled, NodeProtocols):
             made_by_user(self, _children, _op)
 
     def __add__(self, other: Scalar) -> Value:
-        if not isinstance(other, Value):  # a number becomes a leaf: micrograd's Value(other)
-            other = Value(other if type(other) is float else _as_float(other, "+"), (), (), NUMBER)
+        if not isinstance(other, Value):
+            other = _leaf(other, "+")
         v = Value(self.data + other.data, (self, other), (1.0, 1.0), ADD)
         return v if _recording() is None else _unusual(v)
 
     def __mul__(self, other: Scalar) -> Value:
         if not isinstance(other, Value):
-            other = Value(other if type(other) is float else _as_float(other, "*"), (), (), NUMBER)
+            other = _leaf(other, "*")
         a, b = self.data, other.data
         v = Value(a * b, (self, other), (b, a), MUL)
         return v if _recording() is None else _unusual(v)
