@@ -249,10 +249,6 @@ def test_inlined_locals_equal_the_table() -> None:
         ]
         for node, rule in cases:
             assert node._local_grads == tuple(rule), node._op
-        for node, fn, x in ((a.exp(), P.EXP, a.data), (Value(abs(c) + 0.1).log(), P.LOG, None)):
-            x = node._prev[0].data if x is None else x
-            assert node._fn is fn and _bits(node.data) == _bits(fn.forward(x))
-            assert _bits(node._local_grads) == _bits(fn.derivative(FLOAT, x, node.data))
         w, xs, bias = [a, b], [b, Value(c)], Value(c / 2)
         wd, xd = [a.data, b.data], [b.data, c]
         for relu, fn in ((False, S.AFFINE), (True, S.AFFINE_RELU)):

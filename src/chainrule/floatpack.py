@@ -9,8 +9,8 @@ microseconds a list with ``numpy.array`` and 18 with this.
 
 Packing a C double is a copy of the float's bits (signed zeros and nan
 payloads included). An int becomes its float as ``numpy.array`` makes it;
-an object with ``__float__`` (a ``Value``) is converted by it, so a caller
-that must refuse those checks first (:func:`all_numbers`).
+anything else (a ``Value``, which refuses ``float()``) is an error, which a
+caller that wants a fallback avoids by asking :func:`all_numbers` first.
 """
 
 from __future__ import annotations
