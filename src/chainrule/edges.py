@@ -19,7 +19,7 @@ from .primitives import DEAD_UNIT, ZERO_EXPONENT
 def contributions(v: Any, g: Any, create_graph: bool = False) -> Iterator[tuple[Any, Any]]:
     """``(child, local * g)`` for each input of ``v``: one node's chain rule,
     with the rule evaluated on Values for ``create_graph``."""
-    if v._local is None:
+    if v._fn.closure is not None:
         raise TypeError(
             f"node {v._fn.name!r} backpropagates through a _backward closure (micrograd's "
             "protocol), which only backward() without create_graph can run; define the "
@@ -47,7 +47,7 @@ def _masked(v: Any, local: Sequence[Any], g: float) -> Iterator[tuple[Any, Any]]
         if exponent.data != 0.0:
             yield base, local[0] * g
         yield exponent, local[1] * g
-    elif masked != DEAD_UNIT or local[-1] != 0.0:  # fused relu(w . x + b): inactive blocks all
-        for child, d in zip(v._prev, local):
+    elif masked != DEAD_UNIT or local[len(v._prev) - 1] != 0.0:  # fused relu(w.x + b):
+        for child, d in zip(v._prev, local):  # an inactive unit blocks all
             if d != 0.0 or masked == DEAD_UNIT:
                 yield child, d * g

@@ -2,14 +2,13 @@
 
 A short tour, in micrograd's order:
 
-* A ``Value`` is one node: ``data``, ``grad`` (d root / d node after
-  ``backward()``), ``_prev`` (its inputs), ``_local`` (``d self / d input``
-  for each, as floats) and ``_fn`` (its primitive, from the table in
-  :mod:`chainrule.primitives`).
-* An operator computes its value and local derivatives at once and makes
-  its node as microgpt does, ``Value(data, inputs, locals)``, plus the
-  primitive: micrograd's graph node for node (a number operand is a leaf,
-  ``-b`` is ``b * -1``, ``a - b`` is ``a + (-b)``, ``a / b`` is ``a * b**-1``).
+* A ``Value`` is one node of microgpt's four slots (a small node is a fast
+  one): ``data``, ``grad`` (d root / d node after ``backward()``), ``_prev``
+  (its inputs) and ``_local``: ``d self / d input`` for each input, then the
+  primitive of :mod:`chainrule.primitives` (``_fn``), named for hot ones:
+  ``(b, a, "*")``. An operator makes it as microgpt does, ``Value(data,
+  inputs, local)``: micrograd's graph node for node (a number operand is a
+  leaf, ``-b`` is ``b * -1``, ``a - b`` is ``a + (-b)``, ``a / b`` is ``a * b**-1``).
 * ``backward()`` orders the graph, seeds the root with 1.0 and walks the
   order in reverse, adding ``local * node.grad`` into every input
   (:mod:`chainrule.walk`: no recursion limit).
@@ -32,7 +31,7 @@ from .beyond_micrograd import BeyondMicrograd
 from .graph import Labelled, mode, next_id, state
 from .intake import as_float as _as_float
 from .intake import reciprocal_is_exact as _reciprocal_is_exact
-from .primitives import ADD, EXP, LOG, MUL, NUMBER, RELU, Primitive  # the hot paths' names
+from .primitives import LOG, NUMBER, POW, Primitive
 from .protocols import NodeProtocols, made_by_user
 from .walk import backpropagate, topological_order
 
@@ -58,58 +57,54 @@ class Value(BeyondMicrograd, Labelled, NodeProtocols):
     by ``data``; ``==`` and hashing by identity.
     """
 
-    __slots__ = ("data", "grad", "_prev", "_local", "_fn", "_extra")
+    __slots__ = ("data", "grad", "_prev", "_local")
 
     data: float
     grad: Any  # a float; a Value after backward(create_graph=True)
     _prev: tuple[Value, ...]
-    _local: tuple[Any, ...] | None
-    _fn: Primitive
+    _local: tuple[Any, ...]  # (*d self / d input, primitive), or () for a leaf
 
     def __init__(
         self,
         data: Number,
         _children: Iterable[Value] = (),
-        _op: str | Iterable[Number] = "",
-        label: str | Primitive = "",
+        _op: str | Iterable[Any] = "",
+        label: str | object = "",
     ) -> None:
-        if isinstance(label, Primitive):  # an operator's node: checked by the operator
+        if label is _OPERATOR:  # an operator's node: checked by the operator
             self.data = data
             self.grad = 0.0
             self._prev = _children  # type: ignore[assignment]
             self._local = _op  # type: ignore[assignment]
-            self._fn = label
             return
         self.data = _as_float(data, "Value")
         self.grad = 0.0
-        self._prev = ()
-        self._local = ()
-        self._fn = P.LEAF
-        if label:
-            self.label = label
+        self._prev = self._local = ()
         if _children != () or (_op != "" and not isinstance(_op, str)):
             made_by_user(self, _children, _op)
+        if label:
+            self.label = label  # type: ignore[assignment]
 
     def __add__(self, other: Scalar) -> Value:
         if not isinstance(other, Value):
             other = _leaf(other, "+")
-        v = Value(self.data + other.data, (self, other), (1.0, 1.0), ADD)
+        v = Value(self.data + other.data, (self, other), (1.0, 1.0, "+"), _OPERATOR)
         return v if _recording() is None else _unusual(v)
 
     def __mul__(self, other: Scalar) -> Value:
         if not isinstance(other, Value):
             other = _leaf(other, "*")
         a, b = self.data, other.data
-        v = Value(a * b, (self, other), (b, a), MUL)
+        v = Value(a * b, (self, other), (b, a, "*"), _OPERATOR)
         return v if _recording() is None else _unusual(v)
 
     def __pow__(self, other: Scalar) -> Value:
         if isinstance(other, Value):
-            return _apply(P.POW, (self, other))
+            return _apply(POW, (self, other))
         c, x = _as_float(other, "**"), self.data
         if type(c) is float and c and 0.0 < x < math.inf:  # the table's rule, written out
             try:
-                return _node(P.pow_const(c), x**c, (self,), (c * x ** (c - 1.0),))
+                return _node(x**c, (self,), (c * x ** (c - 1.0), P.pow_const(c)))
             except OverflowError:  # inf: the table's functions say so without raising
                 pass
         return _apply(P.pow_const(c), (self,))
@@ -117,7 +112,7 @@ class Value(BeyondMicrograd, Labelled, NodeProtocols):
     def relu(self) -> Value:
         """``max(0, self)``; the gradient is 0 where the output is 0."""
         x = self.data  # a nan stays nan and passes gradient, as torch.relu
-        return _node(RELU, 0.0 if x < 0.0 else x, (self,), (0.0,) if x <= 0.0 else (1.0,))
+        return _node(0.0 if x < 0.0 else x, (self,), (0.0, "ReLU") if x <= 0.0 else (1.0, "ReLU"))
 
     def backward(self, gradient: Scalar = 1.0, *, create_graph: bool = False) -> None:
         """Fill ``.grad`` of every node this Value was computed from.
@@ -175,13 +170,13 @@ class Value(BeyondMicrograd, Labelled, NodeProtocols):
             y = math.exp(self.data)
         except OverflowError:
             y = math.inf
-        return _node(EXP, y, (self,), (y,))  # the table's rule, written out
+        return _node(y, (self,), (y, "exp"))  # the table's rule, written out
 
     def log(self) -> Value:
         """The natural logarithm (``-inf`` at 0, ``nan`` below, as PyTorch)."""
         x = self.data
         if x > 0.0:
-            return _node(LOG, math.log(x), (self,), (1.0 / x,))  # the table's rule
+            return _node(math.log(x), (self,), (1.0 / x, "log"))  # the table's rule
         return _apply(LOG, (self,))
 
     def tanh(self) -> Value:
@@ -189,9 +184,9 @@ class Value(BeyondMicrograd, Labelled, NodeProtocols):
         return _apply(P.TANH, (self,))
 
 
-def _node(fn: Primitive, data: float, prev: tuple[Value, ...], local: tuple[Any, ...]) -> Value:
-    """A new node: its value, its inputs and their local derivatives."""
-    v = Value(data, prev, local, fn)
+def _node(data: float, prev: tuple[Value, ...], local: tuple[Any, ...]) -> Value:
+    """A new node: its value, its inputs, their local derivatives and its primitive."""
+    v = Value(data, prev, local, _OPERATOR)
     return v if _recording() is None else _unusual(v)
 
 
@@ -199,8 +194,7 @@ def _unusual(v: Value) -> Value:
     """A new node in a thread that is not simply recording."""
     s: Any = _recording()
     if not s.grad_enabled:  # no_grad: a constant, with no inputs
-        v._prev = v._local = ()
-        v._fn = NO_GRAD_RESULT
+        v._prev, v._local = (), _NO_GRAD
     elif s.observer is not None:
         v._id = next_id()  # anomaly detection tells nodes apart by it
         s.observer.forward(v)
@@ -211,16 +205,17 @@ def _apply(fn: Primitive, inputs: tuple[Value, ...]) -> Value:
     """Run a primitive of the table on Values: forward, then its rule on floats."""
     datas = [x.data for x in inputs]
     y = fn.forward(*datas)
-    return _node(fn, y, inputs, fn.derivative(P.FLOAT, *datas, y))  # type: ignore[misc, arg-type]
+    return _node(y, inputs, (*fn.derivative(P.FLOAT, *datas, y), fn))  # type: ignore[misc]
 
 
-# Made under no_grad: a leaf, but backward() from it is a mistake (PyTorch raises).
-NO_GRAD_RESULT = Primitive("", float, None)
+_OPERATOR = object()  # Value()'s fourth argument from an operator: data, inputs, _local
+NO_GRAD_RESULT = Primitive("", float, None)  # backward() from it is a mistake, as PyTorch
+_NO_GRAD, _NUMBER = (NO_GRAD_RESULT,), (NUMBER,)
 
 
 def _leaf(x: object, op: str) -> Value:
     """A number operand as a new leaf Value (micrograd's ``Value(other)``)."""
-    return Value(_as_float(x, op), (), (), NUMBER)
+    return Value(_as_float(x, op), (), _NUMBER, _OPERATOR)
 
 
 def _lift(x: object, op: str) -> Value:

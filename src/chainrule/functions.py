@@ -104,4 +104,4 @@ def apply(fn: Primitive, inputs: Sequence[Any]) -> Value:
         raise ValueError(
             f"{fn.name}: derivative gave {len(local)} local gradients for {len(xs)} inputs"
         )
-    return E._node(fn, y, xs, local)
+    return E._node(y, xs, (*local, fn))

@@ -50,6 +50,7 @@ class Primitive:
     """
 
     __slots__ = ("name", "forward", "derivative", "masked", "const")
+    closure: Callable[[], None] | None = None  # micrograd's _backward (protocols.UserOp)
 
     def __init__(
         self,
@@ -124,6 +125,11 @@ RELU = Primitive("ReLU", lambda x: 0.0 if x < 0.0 else x, _d_relu, ZERO_MASKS)  
 ABS = Primitive("abs", abs, lambda M, x, out: (M.sign(x),))
 SIN = Primitive("sin", ieee.sin, lambda M, x, out: (M.cos(x),))
 COS = Primitive("cos", ieee.cos, lambda M, x, out: (-M.sin(x),))
+
+
+#: Entries a node names by a string in its ``_local`` (``(b, a, "*")``): the cyclic
+#: collector stops tracking a tuple of floats and strings, as microgpt's.
+BY_NAME = {fn.name: fn for fn in (ADD, MUL, EXP, LOG, RELU)}
 
 
 @functools.lru_cache(maxsize=256)

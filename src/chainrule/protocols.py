@@ -9,10 +9,13 @@ Code written for those engines builds and inspects nodes in their terms:
 * microgpt: ``Value(data, children, local_grads)``; ``_children`` and
   ``_local_grads``.
 
-A chainrule node keeps ``_prev``, ``_local`` and ``_fn``; this module reads
-and writes them as those names. A node with a micrograd closure has no
-local derivatives (``_local`` is None) and its ``_fn`` is a :class:`UserOp`
-holding the closure, which the backward walk calls.
+A chainrule node keeps ``_prev`` and ``_local`` (its local derivatives,
+then its primitive); this module reads and writes them as those names, and
+the primitive as ``_fn``. A node with a micrograd closure has no local
+derivatives (``_local`` holds only its primitive, a :class:`UserOp` with
+the closure, which the backward walk calls). A label and an anomaly
+detector's creation number, which few nodes have, ride in a :class:`Tag`
+in the primitive's place, so that every node stays four slots.
 """
 
 from __future__ import annotations
@@ -20,7 +23,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from typing import Any
 
-from .primitives import Primitive
+from .primitives import BY_NAME, LEAF, Primitive
 
 
 class UserOp(Primitive):
@@ -33,6 +36,9 @@ class UserOp(Primitive):
     def __init__(self, name: str, closure: Callable[[], None] | None = None) -> None:
         super().__init__(name, float, None)
         self.closure = closure
+
+
+MICROGPT = UserOp("")  # a node of microgpt's Value(data, children, local_grads)
 
 
 def _no_backward() -> None:
@@ -50,20 +56,27 @@ def made_by_user(v: Any, children: Iterable[Any], op: Any) -> None:
             raise TypeError(f"Value: children must be Values, got {type(child).__name__} {child!r}")
     v._prev = kids
     if isinstance(op, str):  # micrograd: an op name; the closure comes later
-        v._fn = UserOp(op, _no_backward)
-        v._local = None if kids else ()
+        v._local = (UserOp(op, _no_backward if kids else None),)
         return
     local = tuple(_as_float(d, "Value") for d in op)  # microgpt: local gradients
     if len(local) != len(kids):
         raise ValueError(
             f"Value: {len(kids)} children but {len(local)} local gradients; give one per child"
         )
-    v._fn = UserOp("")
-    v._local = local
+    v._local = (*local, MICROGPT)
+
+
+class Tag:
+    """A node's primitive with what few nodes carry: a label, a number."""
+
+    __slots__ = ("fn", "_label", "_id")
+
+    def __init__(self, fn: Primitive) -> None:
+        self.fn = fn
 
 
 class _Rare:
-    """An attribute few nodes have, kept in the node's ``_extra`` dict."""
+    """An attribute few nodes have, kept in the node's :class:`Tag`."""
 
     def __set_name__(self, owner: type, name: str) -> None:
         self.name = name
@@ -71,17 +84,19 @@ class _Rare:
     def __get__(self, node: Any, owner: type | None = None) -> Any:
         if node is None:
             return self
-        try:
-            return node._extra[self.name]
-        except (AttributeError, KeyError):
-            raise AttributeError(self.name) from None
+        local = node._local
+        if local and type(local[-1]) is Tag:
+            return getattr(local[-1], self.name)
+        raise AttributeError(self.name)
 
     def __set__(self, node: Any, value: Any) -> None:
-        try:
-            extra = node._extra
-        except AttributeError:
-            extra = node._extra = {}
-        extra[self.name] = value
+        local = node._local
+        if local and type(local[-1]) is Tag:
+            tag = local[-1]
+        else:
+            tag = Tag(node._fn)
+            node._local = (*local[:-1], tag) if local else (tag,)
+        setattr(tag, self.name, value)
 
 
 class NodeProtocols:
@@ -90,15 +105,31 @@ class NodeProtocols:
     __slots__ = ()
 
     _prev: tuple[Any, ...]
-    _local: tuple[Any, ...] | None
-    _fn: Primitive
-    _extra: dict[str, Any]
+    _local: tuple[Any, ...]
     grad: Any
 
-    # A label and an anomaly detector's creation number are rare: they share
-    # one slot, so that every node is smaller (and the collector's work too).
     _label = _Rare()
     _id = _Rare()
+
+    @property
+    def _fn(self) -> Primitive:
+        """The primitive that made this node: last in ``_local``, or its
+        name there (a leaf's may be empty: :data:`~chainrule.primitives.LEAF`)."""
+        local = self._local
+        if not local:
+            return LEAF
+        fn = local[-1]
+        if type(fn) is Tag:
+            fn = fn.fn
+        return BY_NAME[fn] if type(fn) is str else fn
+
+    @_fn.setter
+    def _fn(self, fn: Primitive) -> None:
+        local = self._local
+        if local and type(local[-1]) is Tag:
+            local[-1].fn = fn
+        else:
+            self._local = (*local[:-1], fn) if local else (fn,)  # type: ignore[misc]
 
     @property
     def _children(self) -> tuple[Any, ...]:
@@ -109,12 +140,12 @@ class NodeProtocols:
     @property
     def _local_grads(self) -> tuple[Any, ...]:
         """``d self / d child`` for each of ``_children`` (microgpt's name)."""
-        if self._local is None:
+        if self._fn.closure is not None:
             raise AttributeError(
                 f"_local_grads: node {self._op!r} backpropagates through a _backward "
                 "closure, which has no local gradients to show"
             )
-        return self._local
+        return self._local[:-1]
 
     @property
     def _op(self) -> str:
@@ -125,19 +156,18 @@ class NodeProtocols:
     def _backward(self) -> Callable[[], None]:
         """micrograd's closure: calling it applies this node's chain rule
         once, ``child.grad += local * self.grad`` for each input."""
-        if self._local is None:
-            closure: Callable[[], None] = self._fn.closure  # type: ignore[attr-defined]
-            return closure
-        return self._chain_rule_once
+        return self._fn.closure or self._chain_rule_once
 
     @_backward.setter
     def _backward(self, closure: Callable[[], None]) -> None:
         if not callable(closure):
             raise TypeError(f"_backward: expected a callable, got {type(closure).__name__}")
-        self._fn = UserOp(self._fn.name, closure)  # type: ignore[misc]
-        self._local = None  # type: ignore[misc]
+        fn = UserOp(self._fn.name, closure)
+        # no local derivatives: the closure has the rule
+        self._local = self._local[-1:]  # type: ignore[misc]
+        self._fn = fn
 
     def _chain_rule_once(self) -> None:
         g = self.grad
-        for child, local in zip(self._prev, self._local or ()):
+        for child, local in zip(self._prev, self._local):
             child.grad += local * g

@@ -127,16 +127,16 @@ def _dot(ws: list[Value], xs: list[Value], bias: Scalar | None, relu: bool) -> V
     xd = list(map(_get_data, xs))
     if bias is None:
         y = _sum(0.0, map(_mul, wd, xd))
-        out = _node(DOT, y, (*ws, *xs), (*xd, *wd))
+        out = _node(y, (*ws, *xs), (*xd, *wd, DOT))
         return out.relu() if relu else out
     b = bias if type(bias) is Value else _lift(bias, "dot")
     y = _sum(b.data, map(_mul, wd, xd))
     if not relu:
-        return _node(AFFINE, y, (*ws, *xs, b), (*xd, *wd, 1.0))
+        return _node(y, (*ws, *xs, b), (*xd, *wd, 1.0, AFFINE))
     if y < 0.0:  # relu; a nan stays nan and is live, as torch.relu
         y = 0.0
-    local = (0.0,) * (2 * len(ws) + 1) if y <= 0.0 else (*xd, *wd, 1.0)
-    return _node(AFFINE_RELU, y, (*ws, *xs, b), local)
+    local = (*(0.0,) * (2 * len(ws) + 1), AFFINE_RELU) if y <= 0.0 else (*xd, *wd, 1.0, AFFINE_RELU)
+    return _node(y, (*ws, *xs, b), local)
 
 
 def dense(
@@ -174,4 +174,4 @@ def add_n(values: Iterable[Scalar]) -> Value:
     """
     items = _values(values, "add_n")
     datas = list(map(_get_data, items))
-    return _node(ADD_N, _sum(0.0, datas), tuple(items), (1.0,) * len(items))
+    return _node(_sum(0.0, datas), tuple(items), (*(1.0,) * len(items), ADD_N))

@@ -5,8 +5,8 @@ stack where recursion would go too deep); :func:`backpropagate` seeds the
 root's gradient and walks that order, adding ``local * node.grad`` into
 every input. ``Value.backward()``, ``gradients()``, ``explain``,
 ``--trace``, anomaly detection (``on_edge``) and compile's capture use
-both. A node needs ``_prev``, ``_local`` (None for a micrograd
-``_backward`` closure, held by ``_fn``) and ``_fn``; no engine is imported.
+both. A node needs ``_prev``, ``_local`` (the local derivatives, then the
+primitive, ``_fn``, which ``zip`` with ``_prev`` leaves out); no engine is imported.
 """
 
 from __future__ import annotations
@@ -98,16 +98,16 @@ def _multiply_and_add(nodes: list[Any]) -> None:
                 for child, d in zip(v._prev, v._local):
                     child.grad += d * g
             return
-        except TypeError:
-            if v._local is not None:
+        except TypeError:  # micrograd's _backward? Its _local is its primitive alone
+            if v._fn.closure is None:
                 raise
-            v._fn.closure()  # micrograd's _backward closure (zip() refused None)
+            v._fn.closure()
 
 
 def _term_by_term(nodes: list[Any], create_graph: bool, on_edge: EdgeHook | None) -> None:
     for v in nodes:
         g = v.grad
-        if v._local is None and not create_graph and on_edge is None:
+        if v._fn.closure is not None and not create_graph and on_edge is None:
             v._fn.closure()
             continue
         for child, contribution in contributions(v, g, create_graph):

@@ -70,7 +70,6 @@ from typing import Any
 
 from ..engine import Value
 from ..graph import mode
-from ..primitives import LEAF
 from .budget import Budget
 from .keys import Call, NotReplayable, classify, describe, flatten
 
@@ -113,8 +112,7 @@ def _output(value: float, program: Any, slot: int, buffer: Any, call: Call) -> V
     v = object.__new__(CompiledValue)
     v.data = value
     v.grad = 0.0
-    v._prev = v._local = ()
-    v._fn = LEAF
+    v._prev = v._local = ()  # a leaf
     v._program, v._slot, v._buffer, v._call = program, slot, buffer, call
     return v
 

@@ -139,7 +139,7 @@ def _lay_out(
     for v in reversed(nodes):  # inputs first
         fn = v._fn
         prev = v._prev
-        if v._local is None:
+        if fn.closure is not None:
             raise Unsupported(
                 f"node {fn.name!r} backpropagates through a micrograd _backward closure, "
                 "which cannot be replayed; define the operation as a chainrule.Primitive"

@@ -35,7 +35,7 @@ from typing import Any
 
 from .. import engine
 from ..engine import Value
-from ..primitives import NUMBER, Primitive
+from ..primitives import Primitive
 from . import reads
 from .reads import Record, TracedFloat, traced
 
@@ -76,8 +76,7 @@ GATHER = Primitive("pick", float, None)
 
 def _depends(v: Value, on: tuple[Value, ...], marker: Primitive) -> None:
     v._prev = on
-    v._local = (0.0,) * len(on)
-    v._fn = marker
+    v._local = (*(0.0,) * len(on), marker)
 
 
 def alias_of(v: Value, candidates: tuple[Value, ...]) -> Value:
@@ -113,7 +112,7 @@ def untrace(roots: list[Any], record: Record) -> None:
             v.__class__ = Value  # type: ignore[assignment]
         fn = v._fn
         if fn is RECIPE:
-            v._prev = v._local = ()
+            v._prev = ()
             v._fn = engine.NUMBER
         elif fn is not GATHER:
             if any(p in picks for p in v._prev):
@@ -208,12 +207,12 @@ def watching(record: Record, created: list[Value]) -> Iterator[None]:
             _depends(v, on, RECIPE)
 
     def new_init(self: Value, data: Any, *args: Any, **kwargs: Any) -> None:
-        if len(args) == 3 and isinstance(args[2], Primitive):  # an operator's node
+        if len(args) == 3 and args[2] is engine._OPERATOR:  # an operator's node
             if threading.get_ident() != me:
                 init(self, data, *args)
                 return
             self.__class__ = TraceValue
-            if args[2] is not NUMBER:
+            if args[1] is not engine._NUMBER:
                 init(self, data, *args)
                 return
             # a number operand's leaf: a constant of the trace, or one
