@@ -74,6 +74,36 @@ def test_micrograd_attributes() -> None:
     assert repr(a) == "Value(data=2.0, grad=0.0)"
 
 
+def test_a_node_is_microgpts_four_slots_and_the_collector_lets_go_of_its_derivatives() -> None:
+    import gc
+
+    a, b = Value(2.0), Value(3.0)
+    c = a * b
+    assert Value.__slots__ == ("data", "grad", "_prev", "_local")
+    assert not hasattr(c, "__dict__")
+    assert c._local == (3.0, 2.0, "*") and c._fn is chainrule.primitives.MUL
+    gc.collect()  # a tuple of floats and a name: untracked, as microgpt's (b, a)
+    assert not gc.is_tracked(c._local) and gc.is_tracked(c._prev)
+
+
+def test_a_label_or_anomaly_number_leaves_the_rule_alone() -> None:
+    a, b = Value(2.0, label="a"), Value(3.0)
+    c = a * b
+    c.label = "c"
+    c._id = 7
+    assert (c.label, c._id, c._op, c._local_grads) == ("c", 7, "*", (3.0, 2.0))
+    d = (c + 1.0).relu()
+    d.label = "d"
+    d.backward()
+    assert (a.grad, b.grad, d._op, d.label) == (3.0, 2.0, "ReLU", "d")
+    with no_grad():
+        e = a * b
+    two = (a * 2.0)._prev[1]
+    e.label, two.label = "e", "two"  # no node shares its label with another
+    assert (e.label, (a * b).label, two.label, (a * 3.0)._prev[1].label) == ("e", "", "two", "")
+    assert two._fn is chainrule.primitives.NUMBER and e._fn is chainrule.engine.NO_GRAD_RESULT
+
+
 def test_grad_starts_at_zero() -> None:
     assert Value(1.5).grad == 0.0
 
