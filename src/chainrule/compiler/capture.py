@@ -466,22 +466,13 @@ def recipes_function(prog: Program, rs: list[Any]) -> Callable[[np.ndarray, Any]
         return seen[key]
 
     outs = [emit(r) for r in rs]
-    return _straight_line(code, outs)
+    return _looped(code, outs)
 
 
-#: Instructions past which recipes run in a loop over them rather than as
-#: one function written out (whose compilation grows with its length).
-STRAIGHT_LINE_MAX = 2_000
-
-
-def _straight_line(code: list[tuple[Any, ...]], outs: list[int]) -> Callable[..., list[Any]]:
-    """The instructions as a function of the buffer and the call. Each
-    slot they read is gathered at once (the buffer does not change while
-    they run). Up to :data:`STRAIGHT_LINE_MAX` instructions, the function
-    is written out, one line per instruction (``e3 = f3(e1, e2)``; every
-    function, constant and index a name in its namespace, none written
-    into the source), so no loop dispatches on the kinds; past it, a loop
-    does, the same operations in the same order."""
+def _looped(code: list[tuple[Any, ...]], outs: list[int]) -> Callable[..., list[Any]]:
+    """The instructions as a function of the buffer and the call: a loop
+    over them, with every slot they read gathered at once first (the
+    buffer does not change while they run)."""
     read: list[np.ndarray] = []
     where: list[Any] = []  # per instruction: the part of the gathered values it reads
     at = 0
@@ -498,41 +489,6 @@ def _straight_line(code: list[tuple[Any, ...]], outs: list[int]) -> Callable[...
         else:
             where.append(None)
     slots = np.concatenate(read) if read else np.zeros(0, dtype=np.intp)
-    if len(code) > STRAIGHT_LINE_MAX:
-        return _looped(code, outs, slots, where)
-    names: dict[str, Any] = {"slots": slots}
-    lines = ["def compute(val, call):", "    v = val.take(slots).tolist()"]
-    for k, instr in enumerate(code):
-        kind = instr[0]
-        if kind == "op":
-            names[f"f{k}"] = instr[1]
-            args = ", ".join(f"e{i}" for i in instr[2])
-            lines.append(f"    e{k} = f{k}({args})")
-        elif kind == "slot":
-            lines.append(f"    e{k} = v[{where[k]}]")
-        elif kind == "reduce slots":
-            names[f"f{k}"] = instr[1]
-            lines.append(f"    e{k} = f{k}(v[{where[k].start}:{where[k].stop}])")
-        elif kind == "const":
-            names[f"k{k}"] = instr[1]
-            lines.append(f"    e{k} = k{k}")
-        elif kind == "arg" or kind == "int":
-            names[f"i{k}"] = instr[1]
-            lines.append(f"    e{k} = call.{'floats' if kind == 'arg' else 'ints'}[i{k}]")
-        else:
-            names[f"f{k}"] = instr[1]
-            args = ", ".join(f"e{i}" for i in instr[2])
-            lines.append(f"    e{k} = f{k}([{args}])")
-    lines.append("    return [" + ", ".join(f"e{i}" for i in outs) + "]")
-    exec(compile("\n".join(lines), "<chainrule recipes>", "exec"), names)
-    compute: Callable[..., list[Any]] = names["compute"]
-    return compute
-
-
-def _looped(
-    code: list[tuple[Any, ...]], outs: list[int], slots: np.ndarray, where: list[Any]
-) -> Callable[..., list[Any]]:
-    """:func:`_straight_line`'s function as a loop over the instructions."""
 
     def compute(val: np.ndarray, call: Any) -> list[Any]:
         env: list[Any] = []
