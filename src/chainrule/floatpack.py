@@ -9,8 +9,12 @@ microseconds a list with ``numpy.array`` and 18 with this.
 
 Packing a C double is a copy of the float's bits (signed zeros and nan
 payloads included). An int becomes its float as ``numpy.array`` makes it;
-anything else (a ``Value``, which refuses ``float()``) is an error, which a
-caller that wants a fallback avoids by asking :func:`all_numbers` first.
+anything else (a ``Value``, which refuses ``float()``; None; an int too big
+for a float) is an error (one of :data:`NOT_A_NUMBER`), which a caller that
+wants a fallback catches, or avoids by asking :func:`all_numbers` first.
+Catching it reads the list once; but packing converts whatever has a
+float conversion (a ``Decimal``, say), where :func:`all_numbers` asks that
+the items add up to a float.
 """
 
 from __future__ import annotations
@@ -21,7 +25,11 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["all_numbers", "to_array"]
+__all__ = ["NOT_A_NUMBER", "all_numbers", "to_array"]
+
+#: What :func:`to_array` raises for an item that is not a float or an int
+#: (``struct.error``: a Value, None, an int too big for a float).
+NOT_A_NUMBER = (TypeError, OverflowError, struct.error)
 
 
 @lru_cache(maxsize=64)

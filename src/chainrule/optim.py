@@ -59,11 +59,14 @@ class _Flat:
 
     def grads(self) -> Any:
         """Every ``.grad`` as an array, or None when one is not a float or an
-        int (a Value, after ``backward(create_graph=True)``): the loop then."""
+        int (a Value, after ``backward(create_graph=True)``; an int too big
+        for a float): the loop then. Packing refuses them itself (see
+        :mod:`chainrule.floatpack`), so the floats are read once."""
         grads = [p.grad for p in self.params]
-        if not self.floatpack.all_numbers(grads):
+        try:
+            return self.floatpack.to_array(grads)
+        except self.floatpack.NOT_A_NUMBER:
             return None
-        return self.floatpack.to_array(grads)
 
     def data(self) -> Any:
         return self.floatpack.to_array([p.data for p in self.params])
@@ -289,10 +292,25 @@ class Adam(Optimizer):
             g = g + self.weight_decay * data
         m: Any = np.asarray(self.m, dtype=float)  # lists until the first flat step
         v: Any = np.asarray(self.v, dtype=float)
-        m = m + (1 - beta1) * (g - m)
-        v = v * beta2 + (1 - beta2) * g * g
-        denom = np.power(v, 0.5) / correction2_sqrt + self.eps
-        flat.write(data - step_size * m / denom)
+        # The loop's operations in its order, each into a fresh array or in
+        # place into a temporary one (the same numbers, fewer arrays made):
+        # m + (1 - beta1) * (g - m)
+        dm = np.subtract(g, m)
+        dm *= 1 - beta1
+        m = np.add(m, dm, out=dm)
+        # v * beta2 + (1 - beta2) * g * g
+        gg = np.multiply(1 - beta2, g)
+        gg *= g
+        v = np.multiply(v, beta2)
+        v += gg
+        # v ** 0.5 / correction2_sqrt + eps
+        denom = np.power(v, 0.5, out=gg)
+        denom /= correction2_sqrt
+        denom += self.eps
+        # data - step_size * m / denom
+        update = np.multiply(step_size, m)
+        update /= denom
+        flat.write(np.subtract(data, update, out=update))
         self.m, self.v = m, v
         return True
 

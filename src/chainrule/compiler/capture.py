@@ -466,18 +466,40 @@ def recipes_function(prog: Program, rs: list[Any]) -> Callable[[np.ndarray, Any]
         return seen[key]
 
     outs = [emit(r) for r in rs]
+    return _looped(code, outs)
+
+
+def _looped(code: list[tuple[Any, ...]], outs: list[int]) -> Callable[..., list[Any]]:
+    """The instructions as a function of the buffer and the call: a loop
+    over them, with every slot they read gathered at once first (the
+    buffer does not change while they run)."""
+    read: list[np.ndarray] = []
+    where: list[Any] = []  # per instruction: the part of the gathered values it reads
+    at = 0
+    for instr in code:
+        if instr[0] == "slot":
+            read.append(np.array([instr[1]], dtype=np.intp))
+            where.append(at)
+            at += 1
+        elif instr[0] == "reduce slots":
+            n = len(instr[2])
+            read.append(instr[2])
+            where.append(slice(at, at + n))
+            at += n
+        else:
+            where.append(None)
+    slots = np.concatenate(read) if read else np.zeros(0, dtype=np.intp)
 
     def compute(val: np.ndarray, call: Any) -> list[Any]:
         env: list[Any] = []
         push = env.append
-        for instr in code:
+        values = val.take(slots).tolist()
+        for instr, part in zip(code, where):
             kind = instr[0]
             if kind == "op":
                 push(instr[1](*[env[i] for i in instr[2]]))
-            elif kind == "slot":
-                push(val.item(instr[1]))
-            elif kind == "reduce slots":
-                push(instr[1](val.take(instr[2]).tolist()))
+            elif kind == "slot" or kind == "reduce slots":
+                push(values[part] if kind == "slot" else instr[1](values[part]))
             elif kind == "const":
                 push(instr[1])
             elif kind == "arg":

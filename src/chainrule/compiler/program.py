@@ -40,7 +40,7 @@ import numpy as np
 
 from .. import intake as E
 from ..engine import Value
-from ..floatpack import to_array
+from ..floatpack import NOT_A_NUMBER, to_array
 from ..primitives import DEAD_UNIT, ZERO_EXPONENT, ZERO_MASKS, Primitive
 
 _KINDS = ("node", "arg", "int", "op", "reduce")
@@ -78,21 +78,34 @@ class Group:
     incoming: Any = None  # the terms its nodes' gradients add (see gradient_of)
     members: Any = None  # while captured: its Values
 
-    def run(self, val: np.ndarray, call: Any) -> None:
-        val[self.start : self.stop] = self.forward(val.take(self.matrix), self.const)
+    def run(self, val: np.ndarray, call: Any) -> Any:
+        """Write the group's outputs; return its inputs' values (the backward
+        pass of the same buffer reads them again)."""
+        X = val.take(self.matrix)
+        val[self.start : self.stop] = self.forward(X, self.const)
+        return X
 
     def backward(
-        self, val: np.ndarray, gout: np.ndarray, terms: np.ndarray, mask: np.ndarray | None
+        self,
+        val: np.ndarray,
+        gout: np.ndarray,
+        contributions: np.ndarray,
+        mask: np.ndarray | None,
+        X: Any = None,
+        rows: Any = None,
     ) -> None:
         """Write this group's terms (local derivative times gradient, one
-        per input of each node) into ``terms``."""
+        per input of each node) into ``contributions``, its part of the
+        program's terms (:meth:`terms_of`); ``X``: its inputs' values, as
+        :meth:`run` returned them for ``val``; ``rows``: the rows of
+        ``contributions``, if at hand."""
         if mask is not None:
             gout = np.where(mask, gout, 0.0)
-        X = val.take(self.matrix)
+        if X is None:
+            X = val.take(self.matrix)
         local = self.local(X, self.const, val[self.start : self.stop])
-        contributions = self.terms_of(terms)
-        for row, d in zip(contributions, local):  # d: an array, or a number for all
-            np.multiply(d, gout, out=row)
+        for row, d in zip(contributions if rows is None else rows, local):
+            np.multiply(d, gout, out=row)  # d: an array, or a number for all
         if self.fn.masked and not np.isfinite(gout).all():
             _masked(self, local, contributions, gout, X)
         if mask is not None:
@@ -229,7 +242,7 @@ class SumGroup(Group):
     def run(self, val: np.ndarray, call: Any) -> None:
         if self.outer is None:
             G = val.take(self.pairs)
-            T = np.multiply(G[0], G[1])
+            T = np.multiply(G[0], G[1], out=G[0])
         else:  # the products straight into their rows, from the small factors
             T = np.empty(self.pairs.shape[1:])
             left, right, grid = self.outer
@@ -244,11 +257,16 @@ class SumGroup(Group):
         sum_rows(T, -0.0, val[self.start : self.stop])
 
     def backward(
-        self, val: np.ndarray, gout: np.ndarray, terms: np.ndarray, mask: np.ndarray | None
+        self,
+        val: np.ndarray,
+        gout: np.ndarray,
+        contributions: np.ndarray,
+        mask: np.ndarray | None,
+        X: Any = None,
+        rows: Any = None,
     ) -> None:
         if mask is not None:
             gout = np.where(mask, gout, 0.0)
-        contributions = self.terms_of(terms)
         if self.outer is None:
             val.take(self.partner, out=contributions, mode="clip")
             contributions *= gout
@@ -335,7 +353,11 @@ class RecipeStep:
     compute: Callable[[np.ndarray, Any], list[float]]
 
     def run(self, val: np.ndarray, call: Any) -> None:
-        val[self.slots] = self.compute(val, call)
+        values = self.compute(val, call)
+        try:  # floats, packed (faster than NumPy's look at each item)
+            val[self.slots] = to_array(values)
+        except NOT_A_NUMBER:
+            val[self.slots] = values
 
     def reach(self, seen: np.ndarray, call: Any) -> None:
         pass
@@ -358,6 +380,8 @@ class GatherStep:
 
     def __post_init__(self) -> None:
         self.rows = np.arange(len(self.out))
+        self.flat_table = self.table.ravel()
+        self.row_starts = self.rows * self.table.shape[1]  # each row's first in flat_table
         self.first = int(self.out[0])  # the aliases' slots are one slice
         self.stop = self.first + len(self.out)
         # the distinct recipes (a row of wte[token] shares its token's), and
@@ -367,6 +391,9 @@ class GatherStep:
             [position.setdefault(id(r), len(position)) for r in self.recipes], dtype=np.intp
         )
         self.distinct = list({id(r): r for r in self.recipes}.values())
+        from .symbolic import recipe_value  # only a program with a gather needs it
+
+        self.recipe_value = recipe_value
 
     def picks(self, call: Any) -> np.ndarray:
         """The slots that the call's ints pick (once per call), or Retrace
@@ -375,8 +402,7 @@ class GatherStep:
         found = cache.get(id(self))
         if found is not None:
             return found
-        from .symbolic import recipe_value
-
+        recipe_value = self.recipe_value
         n = self.table.shape[1]
         ints = call.ints
         columns = []
@@ -386,7 +412,8 @@ class GatherStep:
                 raise Retrace
             columns.append(i % n)
         picked = np.array(columns, dtype=np.intp).take(self.which)
-        found = cache[id(self)] = self.table[self.rows, picked]
+        picked += self.row_starts  # table[rows, picked], as positions in the flat table
+        found = cache[id(self)] = self.flat_table.take(picked)
         return found
 
     def run(self, val: np.ndarray, call: Any) -> None:
@@ -429,8 +456,10 @@ class Program:
         self.n_terms = 0  # terms of the backward pass, group by group
         self.leaf_incoming = np.zeros((1, 0), dtype=np.intp)  # leaves' terms, slots 0...
         self.budget: Any = None  # the compiled function's account, for replay times
-        self._plan: list[tuple[Any, Any, int, int, bool]] | None = None  # see _backward_plan
+        self._plan: list[tuple[Any, Any, int, int, bool, int]] | None = None  # see _backward_plan
         self._late = self._late_leaves = False
+        self._spare_terms: list[tuple[np.ndarray, list[Any]]] = []  # see _gradients
+        self._inputs: tuple[np.ndarray, list[Any]] | None = None  # see forward
 
     # -- forward ------------------------------------------------------------
 
@@ -447,8 +476,7 @@ class Program:
             val[slot] = arg_values[pos].data
         try:
             with np.errstate(all="ignore"):
-                for step in self.steps:
-                    step.run(val, call)
+                inputs = [step.run(val, call) for step in self.steps]
         except Retrace:
             return None
         for f, a, b, expected in self.guards:
@@ -457,10 +485,14 @@ class Program:
         for f, slots_a, slots_b, expected in self.node_guards:
             on_arrays = GUARDS_ON_ARRAYS.get(f)
             if on_arrays is not None:
-                if not np.array_equal(on_arrays(val.take(slots_a), val.take(slots_b)), expected):
+                # (the same shape: one result per pair of slots)
+                if not (on_arrays(val.take(slots_a), val.take(slots_b)) == expected).all():
                     return None
             elif list(map(f, val[slots_a].tolist(), val[slots_b].tolist())) != expected:
                 return None
+        # the groups' inputs, for a backward pass of this buffer (the newest
+        # only: a tuple, read and replaced whole)
+        self._inputs = (val, inputs)
         return val
 
     # -- backward -----------------------------------------------------------
@@ -486,13 +518,53 @@ class Program:
         """The leaves' gradients (slots 0...): each node's gradient is the
         sum of its terms, added one by one in the eager pass's order from
         0.0, before its own terms are made."""
-        # every group writes its terms, except the ones a mask skips: zeros
-        terms = np.empty(self.n_terms + 1) if seen is None else np.zeros(self.n_terms + 1)
-        terms[-1] = 0.0  # the padding term
         plan = self._plan
         if plan is None:
             plan = self._plan = self._backward_plan()
+        if seen is not None:  # the terms a mask skips: zeros
+            terms = np.zeros(self.n_terms + 1)
+            return self._run_plan(val, root, seed, call, seen, terms, None)
+        # Every group writes all its terms before any is read (a node's
+        # terms are read by the nodes it feeds, later in the plan), so a
+        # buffer of terms serves call after call, with its groups' views;
+        # one per concurrent backward pass (list.pop and append are atomic).
+        spare = self._spare_terms
+        try:
+            terms, views = spare.pop()
+        except IndexError:
+            terms = np.empty(self.n_terms + 1)
+            terms[-1] = 0.0  # the padding term
+            views = []
+            for e in plan:
+                view = None if type(e[0]) is GatherStep else e[0].terms_of(terms)
+                views.append((view, None if view is None else list(view)))
+        try:
+            return self._run_plan(val, root, seed, call, None, terms, views)
+        finally:
+            spare.append((terms, views))
+
+    def _run_plan(
+        self,
+        val: np.ndarray,
+        root: int,
+        seed: float,
+        call: Any,
+        seen: np.ndarray | None,
+        terms: np.ndarray,
+        views: list[Any] | None,
+    ) -> np.ndarray:
+        """:meth:`_gradients` into ``terms``: with no mask, each group's
+        part of them and its rows in ``views``; with one (``seen``), the
+        steps it marks."""
+        plan = self._plan
+        assert plan is not None
         late = np.zeros(self.n if self._late else 0)  # gathers' terms, after a slot's own
+        take = terms.take
+        kept = self._inputs
+        inputs = None
+        if kept is not None and kept[0] is val:
+            inputs = kept[1]
+            self._inputs = None  # held from a forward pass to its backward pass only
 
         def gradient_of(incoming: Any, first: int, stop: int, picked: bool) -> np.ndarray:
             if type(incoming) is slice:  # one term each, in a row
@@ -506,26 +578,44 @@ class Program:
             return g
 
         with np.errstate(all="ignore"):
-            for step, incoming, first, stop, picked in plan:
-                mask = None
-                if seen is not None:
+            if views is not None:  # no mask: every step, into its views (see _gradients)
+                for (step, incoming, first, stop, picked, j), (view, rows) in zip(plan, views):
+                    # gradient_of, inlined
+                    if type(incoming) is slice:
+                        g = terms[incoming] + 0.0
+                    elif REDUCE_IN_ORDER and incoming.shape[1] > 1:  # sum_rows from 0.0
+                        g = np.add.reduce(take(incoming), axis=0, initial=0.0)
+                    else:
+                        g = sum_rows(take(incoming), 0.0)
+                    if picked:
+                        g += late[first:stop]
+                    if first <= root < stop:
+                        g[root - first] = seed
+                    if type(step) is GatherStep:
+                        step.backward(g, late, call, None)
+                    else:
+                        X = None if inputs is None else inputs[j]
+                        step.backward(val, g, view, None, X, rows)
+            else:
+                assert seen is not None
+                for step, incoming, first, stop, picked, j in plan:
                     mask = seen[first:stop]
                     if not mask.any():
                         continue
-                    if mask.all():
-                        mask = None
-                g = gradient_of(incoming, first, stop, picked)
-                if type(step) is GatherStep:
-                    step.backward(g, late, call, mask)
-                else:
-                    step.backward(val, g, terms, mask)
+                    g = gradient_of(incoming, first, stop, picked)
+                    if type(step) is GatherStep:
+                        step.backward(g, late, call, None if mask.all() else mask)
+                    else:
+                        X = None if inputs is None else inputs[j]
+                        contributions = step.terms_of(terms)
+                        step.backward(val, g, contributions, None if mask.all() else mask, X)
             n_leaves = self.leaf_incoming.shape[1]
             grad = gradient_of(self.leaf_incoming, 0, n_leaves, self._late_leaves)
         if seen is not None:
             grad[~seen[:n_leaves]] = 0.0
         return grad
 
-    def _backward_plan(self) -> list[tuple[Any, Any, int, int, bool]]:
+    def _backward_plan(self) -> list[tuple[Any, Any, int, int, bool, int]]:
         """The steps with a backward pass, last first, with their incoming
         terms (a slice where each slot has one and they are in a row), their
         slots and whether a gather may add to them (``late``)."""
@@ -536,7 +626,7 @@ class Program:
         self._late = bool(picked.any())
         self._late_leaves = bool(picked[: self.leaf_incoming.shape[1]].any())
         plan = []
-        for step in reversed(self.steps):
+        for j, step in reversed(list(enumerate(self.steps))):
             if type(step) is GatherStep:
                 first, stop = step.first, step.stop
             elif isinstance(step, Group):
@@ -546,7 +636,7 @@ class Program:
             incoming = step.incoming
             if len(incoming) == 1 and type(_as_slice(incoming[0])) is slice:
                 incoming = _as_slice(incoming[0])
-            plan.append((step, incoming, first, stop, bool(picked[first:stop].any())))
+            plan.append((step, incoming, first, stop, bool(picked[first:stop].any()), j))
         return plan
 
     def _reach(self, root: int, call: Any) -> np.ndarray:
