@@ -208,3 +208,27 @@ def test_bad_settings_raise_value_error(make: Any) -> None:
 def test_docstring_examples() -> None:
     result = doctest.testmod(chainrule.optim)
     assert result.attempted > 0 and result.failed == 0
+
+
+@pytest.mark.parametrize("make", [SGD, Adam])
+@pytest.mark.parametrize("tensor", [False, True])
+def test_a_gradient_with_a_graph_updates_by_its_value(make: Any, tensor: bool) -> None:
+    """After backward(create_graph=True) .grad has a graph of its own; the
+    step uses its values (PyTorch steps under no_grad): .data stays numbers."""
+    runs = []
+    for create_graph in (False, True):
+        if tensor:
+            from chainrule.tensor import Tensor
+
+            w: Any = Tensor(np.array([2.0, -1.5]))
+        else:
+            w = Value(2.0)
+        opt = make([w], lr=0.1)
+        for _ in range(3):
+            opt.zero_grad()
+            loss = (w * w * w).sum() if tensor else w * w * w
+            loss.backward(create_graph=create_graph)
+            opt.step()
+        assert type(w.data) is (np.ndarray if tensor else float)
+        runs.append(np.array(w.data).tolist())
+    assert runs[0] == runs[1] != ([2.0, -1.5] if tensor else 2.0)

@@ -10,11 +10,9 @@ microseconds a list with ``numpy.array`` and 18 with this.
 Packing a C double is a copy of the float's bits (signed zeros and nan
 payloads included). An int becomes its float as ``numpy.array`` makes it;
 anything else (a ``Value``, which refuses ``float()``; None; an int too big
-for a float) is an error (one of :data:`NOT_A_NUMBER`), which a caller that
-wants a fallback catches, or avoids by asking :func:`all_numbers` first.
-Catching it reads the list once; but packing converts whatever has a
-float conversion (a ``Decimal``, say), where :func:`all_numbers` asks that
-the items add up to a float.
+for a float) is an error, one of :data:`NOT_A_NUMBER`, which a caller that
+wants a fallback catches (whatever converts to a float, a ``Decimal`` say,
+is packed as that float).
 """
 
 from __future__ import annotations
@@ -25,7 +23,7 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["NOT_A_NUMBER", "all_numbers", "to_array"]
+__all__ = ["NOT_A_NUMBER", "to_array"]
 
 #: What :func:`to_array` raises for an item that is not a float or an int
 #: (``struct.error``: a Value, None, an int too big for a float).
@@ -38,19 +36,8 @@ def _packer(n: int) -> struct.Struct:
 
 
 def to_array(xs: list[Any]) -> np.ndarray:
-    """The numbers of ``xs`` as a read-only float64 array (TypeError or
-    ``struct.error`` for an item that is not one)."""
+    """The numbers of ``xs`` as a read-only float64 array (one of
+    :data:`NOT_A_NUMBER` for an item that is not one)."""
     if not xs:
         return np.zeros(0)
     return np.frombuffer(_packer(len(xs)).pack(*xs))
-
-
-def all_numbers(xs: list[Any]) -> bool:
-    """Whether the sum of ``xs`` is a float: true for floats and ints, false
-    as soon as one item is a ``Value`` (its sum with a float is a Value),
-    an array or anything else that does not add up to a float. One pass of
-    ``sum``, which adds floats in C."""
-    try:
-        return isinstance(sum(xs, 0.0), float)
-    except (TypeError, OverflowError):  # None; an int too big for a float
-        return False

@@ -80,6 +80,15 @@ class _Flat:
             p.grad = 0.0
 
 
+def _gradient(p: Any) -> Any:
+    """``p.grad`` as numbers. After ``backward(create_graph=True)`` it is a
+    Value (or Tensor) with a graph of its own: the update takes its values,
+    as PyTorch's does (its ``step`` runs under ``no_grad``), so ``p.data``
+    stays a number (or an array)."""
+    g = p.grad
+    return g.data if isinstance(g, type(p)) else g
+
+
 def _check_nonnegative(name: str, x: float) -> None:
     if not x >= 0.0:  # also rejects nan
         raise ValueError(f"{name} must be >= 0, got {x!r}")
@@ -181,7 +190,7 @@ class SGD(Optimizer):
         lr, momentum, decay = self.lr, self.momentum, self.weight_decay
         buffers = self.buffers
         for i, p in enumerate(self.params):
-            g = p.grad
+            g = _gradient(p)
             if g is None:  # no gradient reached it: left alone, as PyTorch
                 continue
             if decay:
@@ -266,7 +275,7 @@ class Adam(Optimizer):
             return
         m, v = self.m, self.v
         for i, p in enumerate(self.params):
-            g = p.grad
+            g = _gradient(p)
             if g is None:  # no gradient reached it: left alone, as PyTorch
                 continue
             if decay:
