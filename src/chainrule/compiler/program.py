@@ -523,7 +523,7 @@ class Program:
             plan = self._plan = self._backward_plan()
         if seen is not None:  # the terms a mask skips: zeros
             terms = np.zeros(self.n_terms + 1)
-            return self._run_plan(val, root, seed, call, seen, terms, None)
+            return self._run_plan(val, root, seed, call, seen, terms, self._views(terms))
         # Every group writes all its terms before any is read (a node's
         # terms are read by the nodes it feeds, later in the plan), so a
         # buffer of terms serves call after call, with its groups' views;
@@ -534,14 +534,21 @@ class Program:
         except IndexError:
             terms = np.empty(self.n_terms + 1)
             terms[-1] = 0.0  # the padding term
-            views = []
-            for e in plan:
-                view = None if type(e[0]) is GatherStep else e[0].terms_of(terms)
-                views.append((view, None if view is None else list(view)))
+            views = self._views(terms)
         try:
             return self._run_plan(val, root, seed, call, None, terms, views)
         finally:
             spare.append((terms, views))
+
+    def _views(self, terms: np.ndarray) -> list[tuple[Any, Any]]:
+        """Per plan entry: its group's part of ``terms`` and that part's rows
+        (None for a gather, which writes its terms elsewhere)."""
+        assert self._plan is not None
+        views: list[tuple[Any, Any]] = []
+        for step, *_ in self._plan:
+            view = None if type(step) is GatherStep else step.terms_of(terms)
+            views.append((view, None if view is None else list(view)))
+        return views
 
     def _run_plan(
         self,
@@ -551,15 +558,14 @@ class Program:
         call: Any,
         seen: np.ndarray | None,
         terms: np.ndarray,
-        views: list[Any] | None,
+        views: list[tuple[Any, Any]],
     ) -> np.ndarray:
-        """:meth:`_gradients` into ``terms``: with no mask, each group's
-        part of them and its rows in ``views``; with one (``seen``), the
-        steps it marks."""
+        """:meth:`_gradients` into ``terms``, each group into its part of
+        them and its rows (``views``); with a mask (``seen``), the steps it
+        marks only."""
         plan = self._plan
         assert plan is not None
         late = np.zeros(self.n if self._late else 0)  # gathers' terms, after a slot's own
-        take = terms.take
         kept = self._inputs
         inputs = None
         if kept is not None and kept[0] is val:
@@ -578,37 +584,20 @@ class Program:
             return g
 
         with np.errstate(all="ignore"):
-            if views is not None:  # no mask: every step, into its views (see _gradients)
-                for (step, incoming, first, stop, picked, j), (view, rows) in zip(plan, views):
-                    # gradient_of, inlined
-                    if type(incoming) is slice:
-                        g = terms[incoming] + 0.0
-                    elif REDUCE_IN_ORDER and incoming.shape[1] > 1:  # sum_rows from 0.0
-                        g = np.add.reduce(take(incoming), axis=0, initial=0.0)
-                    else:
-                        g = sum_rows(take(incoming), 0.0)
-                    if picked:
-                        g += late[first:stop]
-                    if first <= root < stop:
-                        g[root - first] = seed
-                    if type(step) is GatherStep:
-                        step.backward(g, late, call, None)
-                    else:
-                        X = None if inputs is None else inputs[j]
-                        step.backward(val, g, view, None, X, rows)
-            else:
-                assert seen is not None
-                for step, incoming, first, stop, picked, j in plan:
+            for (step, incoming, first, stop, picked, j), (view, rows) in zip(plan, views):
+                mask = None
+                if seen is not None:
                     mask = seen[first:stop]
                     if not mask.any():
                         continue
-                    g = gradient_of(incoming, first, stop, picked)
-                    if type(step) is GatherStep:
-                        step.backward(g, late, call, None if mask.all() else mask)
-                    else:
-                        X = None if inputs is None else inputs[j]
-                        contributions = step.terms_of(terms)
-                        step.backward(val, g, contributions, None if mask.all() else mask, X)
+                    if mask.all():
+                        mask = None
+                g = gradient_of(incoming, first, stop, picked)
+                if type(step) is GatherStep:
+                    step.backward(g, late, call, mask)
+                else:
+                    X = None if inputs is None else inputs[j]
+                    step.backward(val, g, view, mask, X, rows)
             n_leaves = self.leaf_incoming.shape[1]
             grad = gradient_of(self.leaf_incoming, 0, n_leaves, self._late_leaves)
         if seen is not None:
