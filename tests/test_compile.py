@@ -524,6 +524,24 @@ def test_zero_grad_inside_the_function_runs_eagerly() -> None:
     assert x.grad == 4.0  # zeroed by each (eager) call
 
 
+def test_a_read_of_grad_inside_the_function_runs_eagerly() -> None:
+    """A replay would use the gradient the trace read: refused, so every
+    call sees the gradient of its time."""
+    w = Value(2.0)
+
+    def f() -> Value:
+        return w * w.grad
+
+    compiled = chainrule.compile(f)
+    w.grad = 1.0
+    with pytest.warns(CompileWarning, match=r"reads \.grad"):
+        assert compiled().data == 2.0
+    for g in (5.0, 7.0):
+        w.grad = g
+        assert compiled().data == 2.0 * g
+    assert compiled.hits == 0
+
+
 def test_read_floats_in_arithmetic_and_as_leaves() -> None:
     x = Value(2.0)
 

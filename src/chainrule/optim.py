@@ -35,27 +35,25 @@ class _Flat:
     leaves it; the elementwise formulas are the loop's,
     operation for operation, so the numbers are the same bit for bit."""
 
-    def __init__(self, params: list[Any], np: Any) -> None:
+    def __init__(self, params: list[Any]) -> None:
         from . import floatpack  # NumPy is there
 
         self.params = params
-        self.np = np
         self.n = len(params)
         self.floatpack = floatpack
 
     @staticmethod
     def of(params: list[Any]) -> _Flat | None:
-        np = sys.modules.get("numpy")
-        if np is None:
+        if "numpy" not in sys.modules:
             try:
-                import numpy as np
+                import numpy  # noqa: F401
             except ImportError:  # the loop, as without NumPy
                 return None
         from .engine import Value
 
         if not all(type(p) is Value for p in params):
             return None
-        return _Flat(params, np)
+        return _Flat(params)
 
     def grads(self) -> Any:
         """Every ``.grad`` as an array, or None when one is not a float or an
@@ -78,6 +76,12 @@ class _Flat:
     def zero_grad(self) -> None:
         for p in self.params:
             p.grad = 0.0
+
+
+def _np() -> Any:
+    import numpy  # there whenever the flat path or a compiled step runs
+
+    return numpy
 
 
 def _gradient(p: Any) -> Any:
@@ -149,7 +153,35 @@ class Optimizer:
                 reset()
 
     def step(self) -> None:
-        """Update every parameter from its gradient. Subclasses define the rule."""
+        """Update every parameter from its gradient (the subclass's rule):
+        as one array update when every parameter is a Value holding a float
+        gradient, else parameter by parameter."""
+        self._advance()
+        flat = self._flat
+        if flat is not None:
+            g = flat.grads()
+            if g is not None:
+                flat.write(self._updated(flat.data(), g))
+                return
+        self._loop()
+
+    def step_arrays(self, data: Any, grad: Any) -> Any:
+        """One :meth:`step` on arrays: the parameters' new data from their
+        data and gradients, float64 arrays in the order of ``params`` (a
+        compiled training step's update, :func:`chainrule.compile`). The
+        optimizer's state advances as in :meth:`step`."""
+        self._advance()
+        return self._updated(data, grad)
+
+    def _advance(self) -> None:
+        """Count a step (Adam's bias correction)."""
+
+    def _updated(self, data: Any, g: Any) -> Any:
+        """The new data of all parameters, as arrays (the loop's numbers)."""
+        raise NotImplementedError
+
+    def _loop(self) -> None:
+        """The update parameter by parameter."""
         raise NotImplementedError
 
 
@@ -181,10 +213,7 @@ class SGD(Optimizer):
         self.buffers: list[Any] = [None] * len(self.params)
         self._velocity: Any = None  # the buffers as one array, on the flat path
 
-    def step(self) -> None:
-        """One SGD update of every parameter from its ``grad`` (the rule above)."""
-        if self._flat is not None and self._flat_step():
-            return
+    def _loop(self) -> None:
         if self._velocity is not None:  # the flat path ran before: its velocity
             self.buffers, self._velocity = self._velocity.tolist(), None
         lr, momentum, decay = self.lr, self.momentum, self.weight_decay
@@ -205,26 +234,17 @@ class SGD(Optimizer):
                 g = g + momentum * buf if self.nesterov else buf
             p.data = p.data - lr * g
 
-    def _flat_step(self) -> bool:
-        """The same update on arrays (all parameters Values); False when a
-        gradient is not a float."""
-        flat = self._flat
-        assert flat is not None
-        g = flat.grads()
-        if g is None:
-            return False
-        data = flat.data()
+    def _updated(self, data: Any, g: Any) -> Any:
         if self.weight_decay:
             g = g + self.weight_decay * data
         if self.momentum:  # the velocity of all parameters, one array
             if self._velocity is None and self.buffers[0] is not None:  # the loop ran before
-                self._velocity = flat.np.array(self.buffers, dtype=float)
+                self._velocity = _np().array(self.buffers, dtype=float)
             buf = self._velocity
             buf = g * 1.0 if buf is None else self.momentum * buf + g
             self._velocity = buf
             g = g + self.momentum * buf if self.nesterov else buf
-        flat.write(data - self.lr * g)
-        return True
+        return data - self.lr * g
 
 
 class Adam(Optimizer):
@@ -263,16 +283,19 @@ class Adam(Optimizer):
         self.m: list[Any] = [0.0] * len(self.params)
         self.v: list[Any] = [0.0] * len(self.params)
 
-    def step(self) -> None:
-        """One Adam update of every parameter from its ``grad`` (the rule above)."""
+    def _advance(self) -> None:
         self.t += 1
+
+    def _corrections(self) -> tuple[float, float]:
+        """The step size and the square root of the second bias correction,
+        grouped as PyTorch groups them, so the roundings agree too."""
+        beta1, beta2 = self.betas
+        return self.lr / (1 - beta1**self.t), (1 - beta2**self.t) ** 0.5
+
+    def _loop(self) -> None:
         beta1, beta2 = self.betas
         decay, eps = self.weight_decay, self.eps
-        # Grouped as PyTorch groups them, so the roundings agree too.
-        step_size = self.lr / (1 - beta1**self.t)
-        correction2_sqrt = (1 - beta2**self.t) ** 0.5
-        if self._flat is not None and self._flat_step(step_size, correction2_sqrt):
-            return
+        step_size, correction2_sqrt = self._corrections()
         m, v = self.m, self.v
         for i, p in enumerate(self.params):
             g = _gradient(p)
@@ -285,18 +308,12 @@ class Adam(Optimizer):
             denom = v[i] ** 0.5 / correction2_sqrt + eps
             p.data = p.data - step_size * m[i] / denom
 
-    def _flat_step(self, step_size: float, correction2_sqrt: float) -> bool:
+    def _updated(self, data: Any, g: Any) -> Any:
         """The loop's update on arrays, operation for operation (``np.power``
-        is C's ``pow``, as Python's ``**``); False when a gradient is not a
-        float."""
-        flat = self._flat
-        assert flat is not None
-        g = flat.grads()
-        if g is None:
-            return False
-        np = flat.np
+        is C's ``pow``, as Python's ``**``)."""
+        np = _np()
         beta1, beta2 = self.betas
-        data = flat.data()
+        step_size, correction2_sqrt = self._corrections()
         if self.weight_decay:
             g = g + self.weight_decay * data
         m: Any = np.asarray(self.m, dtype=float)  # lists until the first flat step
@@ -319,9 +336,8 @@ class Adam(Optimizer):
         # data - step_size * m / denom
         update = np.multiply(step_size, m)
         update /= denom
-        flat.write(np.subtract(data, update, out=update))
         self.m, self.v = m, v
-        return True
+        return np.subtract(data, update, out=update)
 
 
 class LinearDecay:

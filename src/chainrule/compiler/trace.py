@@ -8,7 +8,8 @@ hot path is untouched at every other time):
   user code's reads get a :class:`~chainrule.compiler.reads.TracedFloat`
   that remembers the node; user code that *writes* ``.data`` or ``.grad``
   (``zero_grad`` inside the function) cannot be replayed (the write would
-  not happen again) and is refused;
+  not happen again) and is refused, and so is a read of ``.grad`` (a
+  replay would use its traced number);
 * ``Value.__init__`` notes each Value made during the trace: those are the
   trace's constants (recomputed from a recipe when built from a read
   float); every leaf that existed before is an input, read at each replay;
@@ -191,6 +192,19 @@ def watching(record: Record, created: list[Value]) -> Iterator[None]:
             )
         put(v, x)
 
+    def read_grad(v: Value, owner: Any = None) -> Any:
+        g = get_grad(v, owner)
+        if (
+            v is not None
+            and getframe(1).f_code.co_filename not in internal
+            and threading.get_ident() == me
+        ):
+            record.problems.append(
+                f"{reads.where()}: reads .grad of a Value; a replay would use the number "
+                "it had while tracing: pass it to the function as an argument"
+            )
+        return g
+
     def write_grad(v: Value, g: Any) -> None:
         if getframe(1).f_code.co_filename not in internal and threading.get_ident() == me:
             record.problems.append(
@@ -278,7 +292,7 @@ def watching(record: Record, created: list[Value]) -> Iterator[None]:
     Value.__truediv__ = guarded_truediv  # type: ignore[method-assign]
     Value.__rtruediv__ = guarded_rtruediv  # type: ignore[method-assign]
     Value.data = property(read, write)  # type: ignore[misc,assignment]
-    Value.grad = property(get_grad, write_grad)  # type: ignore[misc]
+    Value.grad = property(read_grad, write_grad)  # type: ignore[misc]
     Value.__init__ = new_init  # type: ignore[method-assign]
     Value.__lt__ = compare(operator.lt)  # type: ignore[method-assign,assignment]
     Value.__le__ = compare(operator.le)  # type: ignore[method-assign,assignment]
