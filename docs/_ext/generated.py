@@ -59,7 +59,7 @@ def draw_formula(source: str, values: list[str], path: Path) -> None:
 def bench_table(results_json: Path) -> str:
     """The committed benchmark run as ``chainrule bench`` prints it."""
     from chainrule.bench import WORKLOADS, Result
-    from chainrule.bench.harness import table
+    from chainrule.bench.harness import runs_line, table
 
     data = json.loads(results_json.read_text(encoding="utf-8"))
     notes = data.get("notes", {})
@@ -69,11 +69,9 @@ def bench_table(results_json: Path) -> str:
         for engine, value in engines.items()
     ]
     meta = data["meta"]
-    head = (
-        f"chainrule bench ({meta['settings']}): {meta['warmup']} warm-up, "
-        f"{meta['repetitions']} timed runs, {meta['statistic']}; "
-        f"{meta['python']}, {meta['machine']}"
-    )
+    warm = meta.get("warmup_seconds", 0.0)  # not in runs before it was a setting
+    head = runs_line(meta["settings"], meta["warmup"], warm, meta["repetitions"])
+    head += f"; {meta['python']}, {meta['machine']}"
     if meta.get("cpus"):
         head += f", {meta['cpus']} CPUs"
     if meta.get("load_average"):

@@ -165,6 +165,11 @@ class Optimizer:
                 return
         self._loop()
 
+    def on_arrays(self) -> bool:
+        """Whether :meth:`step_arrays` can stand for :meth:`step`: every
+        parameter is a Value and NumPy is installed."""
+        return self._flat is not None
+
     def step_arrays(self, data: Any, grad: Any) -> Any:
         """One :meth:`step` on arrays: the parameters' new data from their
         data and gradients, float64 arrays in the order of ``params`` (a

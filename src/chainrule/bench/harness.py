@@ -1,7 +1,11 @@
 """Time every engine on every workload in one process, side by side.
 
-For each (workload, engine): a few warm-up runs, then ``repeat`` timed runs
-with :func:`time.perf_counter`, and the median.
+For each (workload, engine): warm-up runs, at least ``warmup`` of them and
+at least ``warmup_seconds`` of running (half a second in the full
+benchmark: a step of a millisecond is measured as a training loop runs it
+after its first few hundred steps, not while caches and allocators still
+settle), then ``repeat`` timed runs with :func:`time.perf_counter`, and the
+median.
 
 The garbage collector stays on, as a user runs it. A ``gc.collect()``
 (outside the timing) before each engine's first run gives every engine the
@@ -123,14 +127,15 @@ class Workload:
 
 @dataclass(frozen=True)
 class Settings:
-    warmup: int
-    repeat: int
+    warmup: int  # untimed runs of each engine, at least
+    repeat: int  # timed runs
     sizes: Sizes
     label: str
+    warmup_seconds: float = 0.0  # and at least this much untimed running (timed workloads)
 
 
-FULL_SETTINGS = Settings(warmup=1, repeat=7, sizes=FULL, label="full")
-QUICK_SETTINGS = Settings(warmup=1, repeat=3, sizes=FULL, label="quick")
+FULL_SETTINGS = Settings(warmup=1, repeat=7, sizes=FULL, label="full", warmup_seconds=0.5)
+QUICK_SETTINGS = Settings(warmup=1, repeat=3, sizes=FULL, label="quick", warmup_seconds=0.2)
 
 
 @dataclass
@@ -144,6 +149,24 @@ class Result:
 
 def _missing(engine: Engine) -> list[str]:
     return [m for m in engine.requires if importlib.util.find_spec(m) is None]
+
+
+def _run_once(result: Result, arm: Arm) -> tuple[float, Any] | None:
+    """One run: its seconds and what it returned, or None when it raised
+    (the result then notes the error and keeps no samples)."""
+    try:
+        run = arm()
+        start = time.perf_counter()
+        out = run()
+        elapsed = time.perf_counter() - start
+        del run  # what the arm built (a graph) is freed outside the timing
+    except Exception as error:  # a workload the engine cannot run
+        result.note = type(error).__name__
+        result.samples = []
+        del error
+        gc.collect()
+        return None
+    return elapsed, out
 
 
 def measure(workload: Workload, engine: Engine, settings: Settings) -> Result:
@@ -168,28 +191,32 @@ def measure_together(
             result.note = type(error).__name__
     timed = workload.unit == "s"
     warmup, repeat = settings.warmup, settings.repeat
+    warmup_seconds = settings.warmup_seconds if timed else 0.0
     if workload.runs is not None:
-        warmup, repeat = 0, min(repeat, workload.runs)
+        warmup, repeat, warmup_seconds = 0, min(repeat, workload.runs), 0.0
     gc.collect()
-    for i in range(warmup + repeat):
+    # Warm-up: at least `warmup` runs of each engine and `warmup_seconds` of
+    # its running, so a fast step is measured as a training loop runs it
+    # after its first few steps (caches, allocators); then the timed runs.
+    warm = [(0, 0.0)] * len(arms)
+    while True:
+        cold = [
+            k for k, (runs, seconds) in enumerate(warm) if runs < warmup or seconds < warmup_seconds
+        ]
+        cold = [k for k in cold if not arms[k][0].note]
+        if not cold:
+            break
+        for k in cold:
+            ran = _run_once(*arms[k])
+            if ran is not None:
+                warm[k] = (warm[k][0] + 1, warm[k][1] + ran[0])
+    for _ in range(repeat):
         for result, arm in arms:
             if result.note:
                 continue
-            try:
-                run = arm()
-                start = time.perf_counter()
-                out = run()
-                elapsed = time.perf_counter() - start
-                del run  # what the arm built (a graph) is freed outside the timing
-            except Exception as error:  # a workload the engine cannot run
-                result.note = type(error).__name__
-                result.samples = []
-                del error
-                gc.collect()
-                continue
-            if i >= warmup:
-                result.samples.append(elapsed if timed else float(out))
-            del out
+            ran = _run_once(result, arm)
+            if ran is not None:
+                result.samples.append(ran[0] if timed else float(ran[1]))
     del arms
     gc.collect()
     for result in results:
@@ -347,14 +374,23 @@ def table(workloads: Sequence[Workload], results: Sequence[Result]) -> str:
     return "\n".join(lines)
 
 
+def runs_line(label: str, warmup: int, warmup_seconds: float, repeat: int) -> str:
+    """How a run was measured, as the header says it: ``chainrule bench
+    (full): 1 warm-up run and 0.5 s, 7 timed runs, median``."""
+    warm = f"{warmup} warm-up"  # (the words of runs before warmup_seconds)
+    if warmup_seconds:
+        warm += f" run{'s' if warmup != 1 else ''} and {warmup_seconds:g} s"
+    timed = f"{repeat} timed run{'s' if repeat != 1 else ''}"
+    return f"chainrule bench ({label}): {warm}, {timed}, median"
+
+
 def header(settings: Settings) -> str:
     """The run's settings and the machine it ran on: Python, system, CPUs and
     the load averages at the end of the run (ratios move with the load)."""
     load = _load_average()
     return (
-        f"chainrule bench ({settings.label}): {settings.warmup} warm-up, "
-        f"{settings.repeat} timed run{'s' if settings.repeat != 1 else ''}, median; "
-        f"{platform.python_implementation()} {platform.python_version()}, "
+        runs_line(settings.label, settings.warmup, settings.warmup_seconds, settings.repeat)
+        + f"; {platform.python_implementation()} {platform.python_version()}, "
         f"{platform.system()} {platform.machine()}, {os.cpu_count()} CPUs"
         + (f", load average {' '.join(map(str, load))}" if load else "")
     )
@@ -393,6 +429,7 @@ def to_json(
             "baselines": {w.name: baseline(w, values[w.name]) for w in workloads},
             "settings": settings.label,
             "warmup": settings.warmup,
+            "warmup_seconds": settings.warmup_seconds,
             "repetitions": settings.repeat,
             "runs": {w.name: min(settings.repeat, w.runs) for w in workloads if w.runs},
             "statistic": "median",

@@ -4,7 +4,8 @@ The step is the one in micrograd's demo notebook: an MLP 2-16-16-1 with
 ReLU hidden layers scores 100 two-moons points; the loss is the mean SVM
 max-margin loss ``relu(1 - y * score)`` plus ``1e-4`` times the sum of the
 squared parameters; then ``zero_grad``, ``backward`` and an SGD update with
-the demo's decaying learning rate ``1.0 - 0.9 * k / 100``.
+the demo's decaying learning rate ``1.0 - 0.9 * k / 100`` (over and over
+every 100 steps: :func:`~chainrule.bench.sgd_step.learning_rate`).
 
 These engines run it from the same data and the same initial weights:
 
@@ -14,9 +15,9 @@ These engines run it from the same data and the same initial weights:
 * ``chainrule`` — chainrule's own network and losses, which build one
   ``dot`` node per neuron and one ``add_n`` node per sum;
 * ``compiled`` — the ``chainrule-compat`` user code with its loss function
-  wrapped once in ``chainrule.compile``: traced on the first call, replayed
-  on NumPy arrays after that; the update is ``chainrule.optim.SGD``, one
-  NumPy update of all parameters.
+  wrapped once in ``chainrule.compile`` with ``chainrule.optim.SGD`` as the
+  optimizer: traced on the first call; after that, each step (loss,
+  backward, update) is one replay on NumPy arrays.
 * ``tensor`` — the Tensor engine, all points as one array through three
   ``linear`` layers (NumPy imported when the engine is built).
 
@@ -34,7 +35,7 @@ from typing import Any
 from .. import Value, compiler, data, dot, losses, nn, optim
 from .harness import Arm, Engine, Sizes, Workload, built
 from .microgpt import literal_value
-from .sgd_step import SGDStep
+from .sgd_step import SGDStep, learning_rate
 
 LAYERS = [2, 16, 16, 1]
 ALPHA = 1e-4  # L2 strength of the demo
@@ -138,9 +139,9 @@ class DemoStep:
     def __call__(self) -> None:
         total_loss = self.graph()
         total_loss.backward()
-        learning_rate = 1.0 - 0.9 * self.k / 100
+        lr = learning_rate(self.k)
         for p in self.model.parameters():
-            p.data -= learning_rate * p.grad
+            p.data -= lr * p.grad
         self.k += 1
 
 
@@ -168,21 +169,29 @@ def _compat(sizes: Sizes) -> DemoStep:
 
 
 class CompiledStep(SGDStep):
-    """The ``chainrule-compat`` demo step with its loss function wrapped once
-    in ``chainrule.compile`` (traced on the first, untimed, run) and the
-    update as ``chainrule.optim.SGD``: one NumPy update of all parameters
-    (the demo's learning rate; the same numbers as its loop)."""
+    """The ``chainrule-compat`` demo step as one compiled training step: its
+    loss function wrapped once in ``chainrule.compile`` with
+    ``chainrule.optim.SGD`` as the optimizer (the demo's learning rate; the
+    same numbers as its loop), so loss, backward and update are one replay
+    on NumPy arrays (traced on the first, untimed, run). ``graph()``, for
+    ``backward-only``: the compiled loss alone."""
 
     def __init__(self, sizes: Sizes) -> None:
         self.demo = _compat(sizes)
         self.loss = compiler.compile(self.demo.loss)
         self.optimizer = optim.SGD(self.demo.model.parameters(), lr=1.0)
+        self.train = compiler.compile(self.demo.loss, optimizer=self.optimizer)
         self.k = 0
 
     def graph(self) -> Any:
         loss = self.loss()
         self.optimizer.zero_grad()
         return loss
+
+    def __call__(self) -> None:
+        self.optimizer.lr = learning_rate(self.k)
+        self.train()
+        self.k += 1
 
 
 # --------------------------------------------------------------------------

@@ -6,10 +6,18 @@ from __future__ import annotations
 from typing import Any
 
 
+def learning_rate(k: int) -> float:
+    """The demo's learning rate at step ``k``, ``1.0 - 0.9 * k / 100`` over
+    its 100 steps, and again from 1.0 every 100 steps (a benchmark's warm-up
+    runs a fast engine's step hundreds of times; past 100 the rate would
+    turn negative and training diverge to inf)."""
+    return 1.0 - 0.9 * (k % 100) / 100
+
+
 class SGDStep:
     """The demo's update with a chainrule optimizer: ``graph()`` (forward and
     ``zero_grad``, from the subclass), backward, then SGD with the demo's
-    learning rate ``1 - 0.9 k / 100``."""
+    learning rate (:func:`learning_rate`)."""
 
     optimizer: Any
     k: int
@@ -20,6 +28,6 @@ class SGDStep:
     def __call__(self) -> None:
         loss = self.graph()
         loss.backward()
-        self.optimizer.lr = 1.0 - 0.9 * self.k / 100
+        self.optimizer.lr = learning_rate(self.k)
         self.optimizer.step()
         self.k += 1

@@ -70,6 +70,7 @@ from typing import Any
 
 from ..engine import Value
 from ..graph import mode
+from ..optim import Optimizer
 from .budget import Budget
 from .keys import Call, NotReplayable, classify, describe, flatten
 
@@ -144,14 +145,22 @@ class Compiled:
     replaying) say how it went; ``eager_reason`` is set once it runs
     eagerly for good."""
 
-    def __init__(self, fn: Callable[..., Any], max_traces: int = 32) -> None:
+    def __init__(
+        self, fn: Callable[..., Any], max_traces: int = 32, optimizer: Optimizer | None = None
+    ) -> None:
         if not callable(fn):
             raise TypeError(f"compile: expected a function, got {type(fn).__name__} {fn!r}")
         if not isinstance(max_traces, int) or max_traces < 1:
             raise ValueError(f"compile: max_traces must be a positive int, got {max_traces!r}")
+        if optimizer is not None and not isinstance(optimizer, Optimizer):
+            raise TypeError(
+                "compile: optimizer must be a chainrule.optim optimizer (SGD, Adam), "
+                f"got {type(optimizer).__name__}"
+            )
         functools.update_wrapper(self, fn)
         self.fn = fn
         self.max_traces = max_traces
+        self.optimizer = optimizer
         self.traces = 0  # how many times fn was traced
         self.retraces = 0  # of those, how many because a guard went the other way
         self.hits = 0  # replays
@@ -192,6 +201,36 @@ class Compiled:
         return {"nodes": program.n, "bytes": program.nbytes()}
 
     def __call__(self, *args: Any) -> Any:
+        out = self._call(args)
+        return out if self.optimizer is None else self._train(out)
+
+    def _train(self, loss: Any) -> Value:
+        """``zero_grad()``, ``loss.backward()``, ``step()``: on arrays for a
+        replay (:mod:`chainrule.compiler.step`)."""
+        optimizer = self.optimizer
+        assert optimizer is not None
+        if not isinstance(loss, Value):
+            name = getattr(self.fn, "__qualname__", repr(self.fn))
+            raise TypeError(
+                f"chainrule.compile(optimizer=...): {name} must return the loss, one Value; "
+                f"it returned {type(loss).__name__}"
+            )
+        if type(loss) is CompiledValue and optimizer.on_arrays():
+            from .step import train  # a replay: NumPy is there
+
+            start = time.perf_counter()
+            program = loss._program
+            train(program, loss._buffer, loss._slot, loss._call, optimizer)
+            loss.grad = 1.0
+            if program.budget is not None:
+                program.budget.backward(time.perf_counter() - start)
+        else:
+            optimizer.zero_grad()
+            loss.backward()
+            optimizer.step()
+        return loss
+
+    def _call(self, args: tuple[Any, ...]) -> Any:
         if self.eager_reason is not None or not mode.fast:
             return self.fn(*args)
         try:
@@ -386,10 +425,21 @@ def _outputs(entry: _Entry, buffer: Any, call: Call) -> Any:
     return entry.rebuild(new)
 
 
-def compile(fn: Callable[..., Any] | None = None, *, max_traces: int = 32) -> Any:  # noqa: A001
+def compile(  # noqa: A001
+    fn: Callable[..., Any] | None = None,
+    *,
+    max_traces: int = 32,
+    optimizer: Optimizer | None = None,
+) -> Any:
     """Wrap ``fn`` so that it is traced once and replayed on NumPy arrays
     (see the module's documentation); also a decorator,
-    ``@chainrule.compile`` or ``@chainrule.compile(max_traces=4)``."""
+    ``@chainrule.compile`` or ``@chainrule.compile(max_traces=4)``.
+
+    With ``optimizer`` (a :mod:`chainrule.optim` optimizer), a call is one
+    training step: ``loss = fn(*args)``, then ``optimizer.zero_grad()``,
+    ``loss.backward()`` and ``optimizer.step()``; it returns the loss. A
+    replay runs the three on arrays, with the same numbers
+    (:mod:`chainrule.compiler.step`)."""
     if fn is None:
-        return lambda f: Compiled(f, max_traces)
-    return Compiled(fn, max_traces)
+        return lambda f: Compiled(f, max_traces, optimizer)
+    return Compiled(fn, max_traces, optimizer)

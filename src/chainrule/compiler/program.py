@@ -460,6 +460,7 @@ class Program:
         self._late = self._late_leaves = False
         self._spare_terms: list[tuple[np.ndarray, list[Any]]] = []  # see _gradients
         self._inputs: tuple[np.ndarray, list[Any]] | None = None  # see forward
+        self.layouts: dict[int, Any] = {}  # optimizer id -> compiler.step.Layout
 
     # -- forward ------------------------------------------------------------
 
@@ -499,18 +500,25 @@ class Program:
 
     def backward(self, val: np.ndarray, root: int, seed: float, call: Any) -> None:
         """Add d root / d leaf to every leaf's ``.grad`` (eager semantics)."""
-        grad = self._gradients(val, root, seed, call, None)
-        if not np.isfinite(grad).all():
-            # A node that root does not depend on got a zero gradient, and
-            # zero times an inf local derivative is nan: the eager pass never
-            # visits such a node. Again, with only the nodes root depends on.
-            grad = self._gradients(val, root, seed, call, self._reach(root, call))
+        grad = self.leaf_gradients(val, root, seed, call)
         live = self.live
         for leaf, d in zip(live, grad[: len(live)].tolist()):  # a plain loop: faster than map
             leaf.grad += d
         arg_values = call.values
         for slot, pos in self.arg_leaves:
             arg_values[pos].grad += grad.item(slot)
+
+    def leaf_gradients(self, val: np.ndarray, root: int, seed: float, call: Any) -> np.ndarray:
+        """d root / d leaf (times ``seed``), by slot: the live leaves first
+        (``live[i]`` is slot ``i``), then the Values among the arguments
+        (``arg_leaves``)."""
+        grad = self._gradients(val, root, seed, call, None)
+        if not np.isfinite(grad).all():
+            # A node that root does not depend on got a zero gradient, and
+            # zero times an inf local derivative is nan: the eager pass never
+            # visits such a node. Again, with only the nodes root depends on.
+            grad = self._gradients(val, root, seed, call, self._reach(root, call))
+        return grad
 
     def _gradients(
         self, val: np.ndarray, root: int, seed: float, call: Any, seen: np.ndarray | None

@@ -1,0 +1,79 @@
+"""A compiled training step: ``chainrule.compile(loss_fn, optimizer=opt)``.
+
+A call is one step of training: ``loss = loss_fn(*args)``, then
+``opt.zero_grad()``, ``loss.backward()`` and ``opt.step()``; it returns the
+loss. When the loss is a replay, the last three run on arrays: the
+program's backward pass gives every leaf's gradient in one array, the
+parameters' data come from the replay's buffer, the optimizer updates
+them all at once (:meth:`chainrule.optim.Optimizer.step_arrays`), and
+each parameter's ``.data`` and ``.grad`` are written once, in one loop.
+Reading and writing the parameters one attribute at a time is most of a
+replayed step of a model of a few thousand parameters; this does it twice
+instead of six times.
+
+The numbers are those of the three calls, bit for bit: the gradients of
+``backward()`` (from zero), the update of ``step()`` (the same array
+update as its own), each parameter's gradient left in ``.grad`` as
+``backward()`` leaves it. Leaves that are not the optimizer's parameters
+get their gradient added, as ``backward()`` adds it.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from ..floatpack import to_array
+from .program import Program
+
+
+class Layout:
+    """Where an optimizer's parameters are among a program's leaves."""
+
+    def __init__(self, program: Program, optimizer: Any) -> None:
+        self.optimizer = optimizer
+        self.params = list(optimizer.params)  # what it was made for
+        self.position = {p: i for i, p in enumerate(self.params)}  # Values hash by identity
+        slot_of = {leaf: slot for slot, leaf in enumerate(program.live)}
+        live = [(i, slot_of[p]) for i, p in enumerate(self.params) if p in slot_of]
+        self.where = np.array([i for i, _ in live], dtype=np.intp)  # their positions...
+        self.slots = np.array([slot for _, slot in live], dtype=np.intp)  # ...and slots
+        # parameters the program does not read: their data read at each step
+        self.outside = sorted(set(range(len(self.params))) - set(self.where.tolist()))
+        # leaves that are not parameters: gradients added, as backward() does
+        self.others = [(leaf, slot) for leaf, slot in slot_of.items() if leaf not in self.position]
+
+    def holds(self, optimizer: Any) -> bool:
+        return self.optimizer is optimizer and self.params == optimizer.params
+
+
+def train(program: Program, val: np.ndarray, root: int, call: Any, optimizer: Any) -> None:
+    """``optimizer.zero_grad()``, the backward pass of ``root`` and
+    ``optimizer.step()`` for a replay (``val``: its buffer; ``call``: its
+    arguments); every parameter a Value (:meth:`optimizer.on_arrays`)."""
+    layout = program.layouts.get(id(optimizer))
+    if layout is None or not layout.holds(optimizer):
+        layout = program.layouts[id(optimizer)] = Layout(program, optimizer)
+    params = layout.params
+    grad = program.leaf_gradients(val, root, 1.0, call)
+    data = np.empty(len(params))
+    g = np.zeros(len(params))  # zero_grad()
+    data[layout.where] = val.take(layout.slots)
+    g[layout.where] = 0.0 + grad.take(layout.slots)  # backward(): 0.0 + d, as it adds
+    if layout.outside:
+        data[layout.outside] = to_array([params[i].data for i in layout.outside])
+    for leaf, slot in layout.others:
+        leaf.grad += grad.item(slot)
+    arg_values = call.values
+    for slot, pos in program.arg_leaves:
+        v = arg_values[pos]
+        i = layout.position.get(v)
+        if i is None:
+            v.grad += grad.item(slot)
+        else:  # a parameter passed as an argument: its data read above (outside)
+            g[i] = 0.0 + grad.item(slot)
+    new = optimizer.step_arrays(data, g)
+    for p, x, d in zip(params, new.tolist(), g.tolist()):  # one loop: faster than two
+        p.data = x
+        p.grad = d
