@@ -15,7 +15,9 @@ engine's time includes every trace it makes.
 * ``compiled`` — that code with the loss function wrapped once in
   ``chainrule.compile``, the user's Adam loop unchanged;
 * ``compiled-optim`` — the compiled loss with ``chainrule.optim.Adam``
-  (one NumPy update of all parameters) instead of the Python loop.
+  (one NumPy update of all parameters) instead of the Python loop;
+* ``compiled-step`` — the loss, its backward and ``chainrule.optim.Adam``
+  as one compiled training step, ``chainrule.compile(loss, optimizer=adam)``.
 """
 
 from __future__ import annotations
@@ -77,6 +79,21 @@ class NamesLoop:
         return losses
 
 
+class CompiledStepLoop(NamesLoop):
+    """The loop with one compiled training step per name:
+    ``chainrule.compile(model.loss, optimizer=adam)`` (``chainrule.optim.Adam``),
+    so loss, backward and update are one replay. The same numbers as
+    ``compiled-optim`` (its ``zero_grad`` comes first, not last)."""
+
+    def __init__(self, names: list[str]) -> None:
+        super().__init__(names)
+        self.adam = optim.Adam(self.model.parameters(), lr=LEARNING_RATE, betas=BETAS, eps=EPS)
+        self.train = compiler.compile(self.model.loss, optimizer=self.adam)
+
+    def __call__(self) -> list[float]:
+        return [self.train(tokens).data for tokens in self.docs]
+
+
 def _arm(value: Callable[[], type] = lambda: Value, **options: Any) -> Callable[[Sizes], Arm]:
     """Each run: a fresh model (and compiled function) on ``value()``'s
     Value class, untimed; the loop, timed."""
@@ -86,6 +103,11 @@ def _arm(value: Callable[[], type] = lambda: Value, **options: Any) -> Callable[
         return lambda: NamesLoop(names, value(), **options)
 
     return make
+
+
+def _step_arm(sizes: Sizes) -> Arm:
+    names = loop_names(sizes)
+    return lambda: CompiledStepLoop(names)
 
 
 GPT_NAMES = Workload(
@@ -98,6 +120,7 @@ GPT_NAMES = Workload(
         Engine("chainrule-compat", _arm()),
         Engine("compiled", _arm(compiled=True), requires=("numpy",)),
         Engine("compiled-optim", _arm(compiled=True, optimizer=optim_adam), requires=("numpy",)),
+        Engine("compiled-step", _step_arm, requires=("numpy",)),
     ),
     runs=1,
 )
