@@ -220,6 +220,29 @@ def test_median_of_the_runs_and_warmup_is_not_counted() -> None:
     assert result.value == 2.0
 
 
+def test_warmup_lasts_its_seconds() -> None:
+    """With ``warmup_seconds``, warm-up runs go on until the engine has run
+    that long (and at least ``warmup`` times); the timed runs follow."""
+    import time
+
+    calls: list[float] = []
+
+    def make(sizes: Any) -> Any:
+        def run() -> None:
+            calls.append(time.perf_counter())
+            time.sleep(0.01)
+
+        return lambda: run
+
+    engine = Engine("m", make)
+    settings = Settings(warmup=1, repeat=2, sizes=TINY, label="test", warmup_seconds=0.2)
+    result = measure(_workload(engine), engine, settings)
+    assert len(result.samples) == 2 and all(s >= 0.01 for s in result.samples)
+    warmups = len(calls) - 2
+    assert warmups >= 2  # one 10 ms run is not 0.2 s of warm-up
+    assert calls[warmups] - calls[0] >= 0.2  # the timed runs start after it
+
+
 def test_ratios_in_the_table() -> None:
     from chainrule.bench import Result
 
@@ -364,7 +387,9 @@ def test_readme_table_is_one_run_of_the_command_above_it() -> None:
     start = text.index(command) + len(command)
     block = text[start : text.index("```", start)].splitlines()
     head = block[0]
-    assert head.startswith("chainrule bench (full): 1 warm-up, 7 timed runs, median; CPython 3.")
+    assert head.startswith(
+        "chainrule bench (full): 1 warm-up run and 0.5 s, 7 timed runs, median; "
+    )
     assert "CPUs, load average " in head
     moons = next(w for w in WORKLOADS if w.name == "moons-step")
     rows = [line.split() for line in block if line.split()[:1] != [] and "  " in line]

@@ -674,6 +674,43 @@ def test_a_layer_on_a_batch_is_an_outer_product_bit_for_bit(
     assert [o[2] for o in outer] == [(7, 5)]  # 7 points, 5 neurons
 
 
+@pytest.mark.parametrize("seed", [1, 2, 3])
+@pytest.mark.parametrize("bias", [False, True])
+def test_a_hidden_layers_gradient_summed_where_it_is_made_bit_for_bit(
+    seed: int, bias: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Two layers on a batch: the first layer's outputs feed only the second
+    layer's products, so their gradients are summed straight from the
+    products (program.Direct) instead of written as terms and gathered:
+    values and gradients the eager ones bit for bit, specials included."""
+    from chainrule.compiler import program
+
+    monkeypatch.setattr(program, "OUTER_MIN", 0)  # this small layer too
+    rng = random.Random(seed)
+    pool = [0.0, -0.0, 1e308, -1e-308, 2.5, -1.0, 1e-300]
+
+    def number() -> float:
+        return rng.choice(pool + [rng.uniform(-2, 2)] * 6)
+
+    W1 = [[Value(number()) for _ in range(2)] for _ in range(4)]
+    W2 = [[Value(number()) for _ in range(4)] for _ in range(3)]
+    b2 = [Value(number()) for _ in range(3)]
+    X = [[number() for _ in range(2)] for _ in range(6)]
+
+    def loss() -> Value:
+        out = []
+        for x in X:
+            h = [sum(wi * Value(xi) for wi, xi in zip(w, x)).relu() for w in W1]
+            for w, b in zip(W2, b2):  # sum() from 0, or from the bias as micrograd's Neuron
+                products = (wi * hi for wi, hi in zip(w, h))
+                out.append((sum(products, b) if bias else sum(products)).relu())
+        return sum(o * o for o in out)
+
+    params = [p for row in W1 + W2 for p in row] + b2
+    replayed = _replayed_as_eager(lambda: [loss()], params)
+    assert [(d.side, d.columns) for d in replayed._direct.values()] == [("seconds", None)]
+
+
 def test_sums_of_different_lengths_on_one_level_are_one_group_bit_for_bit() -> None:
     """Running sums of one level whose kinds of terms begin a longer one's
     join it, padded with -0.0 (capture._merge_sums): sums of -0.0 stay

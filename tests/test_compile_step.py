@@ -15,7 +15,10 @@ from chainrule import Value, optim
 from chainrule.bench.gpt import CompiledStep
 from chainrule.bench.harness import Sizes
 from chainrule.compiler import CompileWarning
-from test_compile_training import OPTIMIZERS  # the optimizers the flat update is tested with
+from test_compile_training import (  # the optimizers the flat update is tested with
+    OPTIMIZERS,
+    tracing_always_pays,  # noqa: F401  (autouse: traces are counted here too)
+)
 
 
 class Model:
@@ -160,3 +163,17 @@ def test_the_decorator_takes_the_optimizer() -> None:
     for _ in range(3):
         train(1.0)
     assert w.data == 1.0 and w.grad == 0.0 and train.hits == 2
+
+
+def test_the_real_loop_as_compiled_steps_is_the_loop_with_optim() -> None:
+    """``gpt-names``'s ``compiled-step`` (a compiled training step per name)
+    against ``compiled-optim`` (the compiled loss, backward, ``optim.Adam``):
+    the same losses and parameters, 12 names of different lengths."""
+    from chainrule.bench.gpt_loop import CompiledStepLoop, NamesLoop, loop_names, optim_adam
+    from chainrule.bench.harness import FULL
+
+    names = loop_names(FULL)[:12]
+    steps, loop = CompiledStepLoop(names), NamesLoop(names, compiled=True, optimizer=optim_adam)
+    assert steps() == loop()
+    assert [p.data for p in steps.model.parameters()] == [p.data for p in loop.model.parameters()]
+    assert steps.train.traces == loop.loss.traces == len({len(n) for n in names})

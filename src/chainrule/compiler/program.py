@@ -282,6 +282,97 @@ class SumGroup(Group):
         if mask is not None:
             contributions[:, ~mask] = 0.0
 
+    def backward_direct(
+        self, val: np.ndarray, gout: np.ndarray, contributions: np.ndarray, direct: Direct
+    ) -> np.ndarray:
+        """:meth:`backward` (unmasked) but for the terms of the factor that
+        ``direct`` sums straight into its consumer's gradients, which it
+        returns (see :class:`Direct`)."""
+        left, right, grid = self.outer
+        g = gout.reshape(grid)  # (points, neurons)
+        L, R = val.take(left), val.take(right)
+        for run, _, firsts, seconds in self.runs:  # the other factor's terms as usual
+            if direct.side == "seconds":
+                np.multiply(R[run], g, out=contributions[firsts].reshape(-1, *grid))
+            else:
+                np.multiply(L[run], g, out=contributions[seconds].reshape(-1, *grid))
+        # (products, neurons): the local derivative of the factor's terms
+        other = L[:, 0, :] if direct.side == "seconds" else R[:, 0, :]
+        if len(self.plain_rows):
+            contributions[self.plain_rows] = 1.0 * gout
+        order = direct.order
+        # the terms as a C-ordered (neurons, points x products) matrix (a
+        # ufunc would lay its output out as its inputs' views are), summed
+        # down its rows as REDUCE_IN_ORDER probes it: 0.0 + each in order
+        n_points, n_neurons = grid
+        terms = np.empty((n_neurons, n_points, other.shape[0]))
+        np.multiply(g.T[order][:, :, None], other.T[order][:, None, :], out=terms)
+        sums = np.add.reduce(terms.reshape(n_neurons, -1), axis=0, initial=0.0)
+        return sums if direct.columns is None else sums.take(direct.columns)
+
+
+@dataclass
+class Direct:
+    """A layer's inputs' gradients summed where their terms are made: the
+    factor of an outer-product :class:`SumGroup` that comes in runs (a
+    layer's input ``x[point]``, each used by every neuron) feeds one group
+    (``consumer``, a plan position) and nothing else, and each of its slots
+    adds its terms in the neurons' order (``order``: a slice, ascending or
+    descending). Then its gradient is one product of the gradients and the
+    other factor, laid out neurons first, and one ``numpy.add.reduce`` down
+    that axis: the same sums in the same order, without writing the terms
+    and gathering them again. ``side``: the rows of the factor's terms
+    (``"firsts"`` or ``"seconds"``); ``columns``: per consumer slot, its
+    place among the sums (point-major), or None when they are in order."""
+
+    consumer: int
+    order: slice
+    side: str
+    columns: np.ndarray | None
+
+    @staticmethod
+    def of(group: SumGroup, incoming: np.ndarray, first: int, consumer: int) -> Direct | None:
+        """The direct path from ``group`` to the consumer whose slots start
+        at ``first`` and add ``incoming``, if its terms are exactly these."""
+        if group.outer is None or not REDUCE_IN_ORDER:
+            return None
+        left, right, (n_points, n_neurons) = group.outer
+        if right.shape[2] == 1:  # (products, points, 1): the right factor comes in runs
+            factor, side = right, "seconds"
+        elif left.shape[2] == 1:
+            factor, side = left, "firsts"
+        else:
+            return None
+        n_products = factor.shape[0]
+        width = incoming.shape[1]
+        # each product's input row of the factor, run after run
+        rows = [run[3 if side == "seconds" else 2] for run in group.runs]
+        input_rows = np.concatenate([np.arange(r.start, r.stop, r.step) for r in rows])
+        if len(input_rows) != n_products or incoming.shape[0] != n_neurons:
+            return None
+        column = factor[:, :, 0] - first  # (products, points): each input's consumer slot
+        if width != column.size or column.min() < 0 or column.max() >= width:
+            return None
+        if len(np.unique(column)) != width:
+            return None
+        # the term of (product r, point p, neuron k): row r of the factor's
+        # rows, output column p * n_neurons + k
+        matrix_width = group.matrix.shape[1]
+        base = group.first_term + input_rows[:, None] * matrix_width
+        base = base + np.arange(n_points)[None, :] * n_neurons  # (products, points)
+        expected = np.empty((n_neurons, width), dtype=np.intp)
+        expected[:, column.ravel()] = base.ravel()[None, :] + np.arange(n_neurons)[:, None]
+        if np.array_equal(incoming, expected):
+            order = slice(None)
+        elif np.array_equal(incoming, expected[::-1]):
+            order = slice(None, None, -1)
+        else:
+            return None
+        place = np.empty(width, dtype=np.intp)  # consumer slot -> (point, product), point-major
+        place[column.T.ravel()] = np.arange(width)
+        in_order = bool((place == np.arange(width)).all())
+        return Direct(consumer, order, side, None if in_order else place)
+
 
 def _runs(indexes: np.ndarray) -> list[slice]:
     """Ascending ``indexes`` as slices of consecutive ones."""
@@ -458,6 +549,7 @@ class Program:
         self.budget: Any = None  # the compiled function's account, for replay times
         self._plan: list[tuple[Any, Any, int, int, bool, int]] | None = None  # see _backward_plan
         self._late = self._late_leaves = False
+        self._direct: dict[int, Direct] = {}  # producer's plan position -> see Direct
         self._spare_terms: list[tuple[np.ndarray, list[Any]]] = []  # see _gradients
         self._inputs: tuple[np.ndarray, list[Any]] | None = None  # see forward
         self.layouts: dict[int, Any] = {}  # optimizer id -> compiler.step.Layout
@@ -591,8 +683,12 @@ class Program:
                 g[root - first] = seed
             return g
 
+        direct = self._direct if seen is None else {}  # (see Direct; masked: the terms)
+        summed: dict[int, np.ndarray] = {}  # consumer -> its gradient, from a Direct
         with np.errstate(all="ignore"):
-            for (step, incoming, first, stop, picked, j), (view, rows) in zip(plan, views):
+            for i, ((step, incoming, first, stop, picked, j), (view, rows)) in enumerate(
+                zip(plan, views)
+            ):
                 mask = None
                 if seen is not None:
                     mask = seen[first:stop]
@@ -600,9 +696,16 @@ class Program:
                         continue
                     if mask.all():
                         mask = None
-                g = gradient_of(incoming, first, stop, picked)
+                g = summed.pop(i, None)
+                if g is None:
+                    g = gradient_of(incoming, first, stop, picked)
+                elif first <= root < stop:
+                    g[root - first] = seed
                 if type(step) is GatherStep:
                     step.backward(g, late, call, mask)
+                elif i in direct and mask is None:
+                    to = direct[i]
+                    summed[to.consumer] = step.backward_direct(val, g, view, to)
                 else:
                     X = None if inputs is None else inputs[j]
                     step.backward(val, g, view, mask, X, rows)
@@ -634,6 +737,16 @@ class Program:
             if len(incoming) == 1 and type(_as_slice(incoming[0])) is slice:
                 incoming = _as_slice(incoming[0])
             plan.append((step, incoming, first, stop, bool(picked[first:stop].any()), j))
+        self._direct = {}
+        outer = [(i, e[0]) for i, e in enumerate(plan) if type(e[0]) is SumGroup and e[0].outer]
+        for i, (step, incoming, first, _, late, _) in enumerate(plan):
+            if type(incoming) is slice or late or type(step) is GatherStep:
+                continue
+            for k, producer in outer:
+                direct = Direct.of(producer, incoming, first, i) if k < i else None
+                if direct is not None:
+                    self._direct[k] = direct
+                    break
         return plan
 
     def _reach(self, root: int, call: Any) -> np.ndarray:
