@@ -54,7 +54,7 @@ ENGINES = {
         "torch-float32",
     ],
     "gpt-name-step": ["microgpt", "chainrule-compat", "chainrule", "compiled"],
-    "gpt-names": ["microgpt", "chainrule-compat", "compiled", "compiled-optim"],
+    "gpt-names": ["microgpt", "chainrule-compat", "compiled", "compiled-optim", "compiled-step"],
     "memory": ["micrograd", "chainrule"],
     "gpt-sizes": [
         f"{size} {side}-{dtype}"

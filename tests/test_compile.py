@@ -711,6 +711,54 @@ def test_a_hidden_layers_gradient_summed_where_it_is_made_bit_for_bit(
     assert [(d.side, d.columns) for d in replayed._direct.values()] == [("seconds", None)]
 
 
+def test_softmax_shifts_on_arrays_are_the_builtins() -> None:
+    """A stable softmax's ``-max(v.data ...)`` (and ``min``, and a single
+    read) of every row runs as one gather and reduceat (capture._on_arrays);
+    rows whose values hold a zero or a nan take the builtins' loop, whose
+    pick among 0.0 and -0.0, or among nan, is their own. Replayed on new
+    values every call: the eager values bit for bit, and the gradients
+    (bit for bit but for the order of a read float's terms, 1e-16)."""
+    rng = random.Random(5)
+    rows = [[Value(0.0) for _ in range(n)] for n in (1, 2, 3, 5)]
+    params = [v for row in rows for v in row]
+
+    weights = [0.5, -1.25, 2.0, 0.75, -0.5]
+
+    def softmaxes() -> list[Value]:
+        out = []
+        for row in rows:
+            top = max(v.data for v in row)
+            low = min(v.data for v in row)
+            exps = [(v - top).exp() for v in row]
+            total = sum(exps)
+            out += [e / total * c + (v + -low) * c for e, v, c in zip(exps, row, weights)]
+        return [sum(out)]
+
+    compiled = chainrule.compile(softmaxes)
+    specials = [0.0, -0.0, math.inf, -math.inf, math.nan, 1e308, -1e-308]
+    for k in range(40):
+        for v in params:  # mostly ordinary floats; a zero, an inf or a nan now and then
+            v.data = rng.choice(specials) if k % 4 == 3 else rng.uniform(-3, 3)
+            v.grad = 0.0
+        eager = softmaxes()[0]
+        eager.backward()
+        expected = [v.grad for v in params]
+        for v in params:
+            v.grad = 0.0
+        with np.errstate(all="ignore"):
+            got = compiled()[0]
+            got.backward()
+        assert same(got.data, eager.data), k
+        # a read float as an operand: terms may be added in another order
+        assert all(
+            same(v.grad, g) or close(v.grad, g, atol=1e-15) for v, g in zip(params, expected)
+        ), k
+    program = next(iter(compiled._cache.values()))[-1].program
+    recipes = [s for s in program.steps if type(s).__name__ == "RecipeStep"]
+    assert recipes and all("_on_arrays" in s.compute.__qualname__ for s in recipes)
+    assert compiled.hits >= 15  # specials flip guards: some calls trace again
+
+
 def test_sums_of_different_lengths_on_one_level_are_one_group_bit_for_bit() -> None:
     """Running sums of one level whose kinds of terms begin a longer one's
     join it, padded with -0.0 (capture._merge_sums): sums of -0.0 stay

@@ -424,14 +424,17 @@ def _gather_step(aliases: list[Value], slot: dict[Any, int], record: Record) -> 
 
 def _recipe_step(prog: Program, leaves: list[Value], recipes: dict[Any, Any]) -> RecipeStep:
     slots = np.array([prog.node_slot[v] for v in leaves], dtype=np.intp)
-    return RecipeStep(slots, recipes_function(prog, [recipes[v] for v in leaves]))
+    return RecipeStep(slots, recipes_function(prog, [recipes[v] for v in leaves], arrays=True))
 
 
-def recipes_function(prog: Program, rs: list[Any]) -> Callable[[np.ndarray, Any], list[Any]]:
+def recipes_function(
+    prog: Program, rs: list[Any], arrays: bool = False
+) -> Callable[[np.ndarray, Any], Any]:
     """Several recipes as one function of the value buffer and the call,
     each shared part computed once (a softmax's ``-max(...)`` is read by
     every one of its ``v - top``): the recipes become a list of
-    instructions whose results fill a list in order."""
+    instructions whose results fill a list in order. With ``arrays``, the
+    function may return a float64 array instead (see :func:`_on_arrays`)."""
     code: list[tuple[Any, ...]] = []  # (kind, ...): one result each
     seen: dict[Any, int] = {}
 
@@ -466,15 +469,17 @@ def recipes_function(prog: Program, rs: list[Any]) -> Callable[[np.ndarray, Any]
         return seen[key]
 
     outs = [emit(r) for r in rs]
-    return _looped(code, outs)
+    slots, where = _gathered(code)
+    looped = _looped(code, outs, slots, where)
+    on_arrays = _on_arrays(code, outs, slots, where, looped) if arrays else None
+    return looped if on_arrays is None else on_arrays
 
 
-def _looped(code: list[tuple[Any, ...]], outs: list[int]) -> Callable[..., list[Any]]:
-    """The instructions as a function of the buffer and the call: a loop
-    over them, with every slot they read gathered at once first (the
-    buffer does not change while they run)."""
+def _gathered(code: list[tuple[Any, ...]]) -> tuple[np.ndarray, list[Any]]:
+    """Every slot the instructions read, in their order, and per
+    instruction the part of those it reads (an index, a slice, or None)."""
     read: list[np.ndarray] = []
-    where: list[Any] = []  # per instruction: the part of the gathered values it reads
+    where: list[Any] = []
     at = 0
     for instr in code:
         if instr[0] == "slot":
@@ -488,7 +493,87 @@ def _looped(code: list[tuple[Any, ...]], outs: list[int]) -> Callable[..., list[
             at += n
         else:
             where.append(None)
-    slots = np.concatenate(read) if read else np.zeros(0, dtype=np.intp)
+    return (np.concatenate(read) if read else np.zeros(0, dtype=np.intp)), where
+
+
+#: The builtins over read floats, and the unary operations on them, that
+#: :func:`_on_arrays` runs as NumPy calls.
+_REDUCTIONS = {max: np.maximum, min: np.minimum}
+_UNARY = {operator.neg: np.negative}
+
+
+def _on_arrays(
+    code: list[tuple[Any, ...]],
+    outs: list[int],
+    slots: np.ndarray,
+    where: list[Any],
+    looped: Callable[..., list[Any]],
+) -> Callable[..., Any] | None:
+    """The instructions on arrays when they are only slots, ``max`` or
+    ``min`` over slots and negations of those (a stable softmax's
+    ``-max(v.data for v in row)``, every row at once): one gather, one
+    ``reduceat`` per kind of reduction, one negation; None otherwise. The
+    builtin's pick among equal floats (``0.0`` and ``-0.0``) and among nan
+    is its own: a call whose values hold a zero or a nan runs ``looped``."""
+    kinds: dict[str, list[int]] = {"slot": [], "reduce": [], "negate": []}  # positions
+    reducer: dict[Any, list[int]] = {}  # np.maximum / np.minimum -> instructions
+    argument = []  # per negation: the instruction it negates
+    for i, instr in enumerate(code):
+        kind = instr[0]
+        if kind == "slot":
+            kinds["slot"].append(i)
+        elif kind == "reduce slots" and instr[1] in _REDUCTIONS and len(instr[2]):
+            kinds["reduce"].append(i)
+            reducer.setdefault(_REDUCTIONS[instr[1]], []).append(i)
+        elif kind == "op" and instr[1] is reads.apply1:
+            f, x = instr[2]
+            if code[f][0] != "const" or code[f][1] not in _UNARY:
+                return None
+            if code[x][0] not in ("slot", "reduce slots"):
+                return None
+            if _UNARY[code[f][1]] is not np.negative:
+                return None
+            kinds["negate"].append(i)
+            argument.append(x)
+        elif kind != "const" or i in outs:
+            return None
+    if not kinds["reduce"] and not kinds["negate"]:
+        return None  # nothing to gain
+    # every part of the gathered values in order: reduceat's segments
+    parts = [where[i] for i in range(len(code)) if where[i] is not None]
+    starts = np.array([p if type(p) is int else p.start for p in parts], dtype=np.intp)
+    segment = {i: k for k, i in enumerate(j for j in range(len(code)) if where[j] is not None)}
+    by_reducer = [
+        (ufunc, np.array(mine, dtype=np.intp), np.array([segment[i] for i in mine], np.intp))
+        for ufunc, mine in reducer.items()
+    ]
+    plain = np.array(kinds["slot"], dtype=np.intp)
+    plain_at = np.array([where[i] for i in kinds["slot"]], dtype=np.intp)
+    negated = np.array(kinds["negate"], dtype=np.intp)
+    negated_of = np.array(argument, dtype=np.intp)
+    picks = np.array(outs, dtype=np.intp)
+    n = len(code)
+
+    def compute(val: np.ndarray, call: Any) -> Any:
+        values = val.take(slots)
+        if not values.all() or np.isnan(values).any():
+            return looped(val, call)
+        results = np.empty(n)
+        results[plain] = values[plain_at]
+        for ufunc, mine, segments in by_reducer:
+            results[mine] = ufunc.reduceat(values, starts)[segments]
+        results[negated] = -results[negated_of]
+        return results.take(picks)
+
+    return compute
+
+
+def _looped(
+    code: list[tuple[Any, ...]], outs: list[int], slots: np.ndarray, where: list[Any]
+) -> Callable[..., list[Any]]:
+    """The instructions as a function of the buffer and the call: a loop
+    over them, with every slot they read gathered at once first (the
+    buffer does not change while they run)."""
 
     def compute(val: np.ndarray, call: Any) -> list[Any]:
         env: list[Any] = []

@@ -441,10 +441,13 @@ class RecipeStep:
     them, as eagerly)."""
 
     slots: np.ndarray
-    compute: Callable[[np.ndarray, Any], list[float]]
+    compute: Callable[[np.ndarray, Any], Any]  # -> floats, or a float64 array
 
     def run(self, val: np.ndarray, call: Any) -> None:
         values = self.compute(val, call)
+        if type(values) is np.ndarray:
+            val[self.slots] = values
+            return
         try:  # floats, packed (faster than NumPy's look at each item)
             val[self.slots] = to_array(values)
         except NOT_A_NUMBER:
