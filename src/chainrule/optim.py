@@ -44,7 +44,7 @@ class _Flat:
 
     @staticmethod
     def of(params: list[Any]) -> _Flat | None:
-        if "numpy" not in sys.modules:
+        if sys.modules.get("numpy") is None:  # not imported yet (or blocked: None)
             try:
                 import numpy  # noqa: F401
             except ImportError:  # the loop, as without NumPy

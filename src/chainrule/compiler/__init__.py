@@ -206,7 +206,7 @@ class Compiled:
 
     def _train(self, loss: Any) -> Value:
         """``zero_grad()``, ``loss.backward()``, ``step()``: on arrays for a
-        replay (:mod:`chainrule.compiler.step`)."""
+        replay (``chainrule.compiler.step``)."""
         optimizer = self.optimizer
         assert optimizer is not None
         if not isinstance(loss, Value):
@@ -439,7 +439,7 @@ def compile(  # noqa: A001
     training step: ``loss = fn(*args)``, then ``optimizer.zero_grad()``,
     ``loss.backward()`` and ``optimizer.step()``; it returns the loss. A
     replay runs the three on arrays, with the same numbers
-    (:mod:`chainrule.compiler.step`)."""
+    (``chainrule.compiler.step``)."""
     if fn is None:
         return lambda f: Compiled(f, max_traces, optimizer)
     return Compiled(fn, max_traces, optimizer)
