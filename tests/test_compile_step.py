@@ -177,3 +177,22 @@ def test_the_real_loop_as_compiled_steps_is_the_loop_with_optim() -> None:
     assert steps() == loop()
     assert [p.data for p in steps.model.parameters()] == [p.data for p in loop.model.parameters()]
     assert steps.train.traces == loop.loss.traces == len({len(n) for n in names})
+
+
+def test_an_optimizer_with_its_own_step_runs_it() -> None:
+    """A subclass's ``step`` is what a compiled step calls (not the array
+    update it would bypass)."""
+
+    class Clipped(optim.SGD):
+        def step(self) -> None:
+            for p in self.params:
+                p.grad = max(-1.0, min(1.0, p.grad))
+            super().step()
+
+    w = Value(3.0)
+    opt = Clipped([w], lr=0.5)
+    assert not opt.on_arrays() and optim.SGD([w]).on_arrays()
+    train = chainrule.compile(lambda: w * w, optimizer=opt)
+    for expected in (2.5, 2.0, 1.5):
+        train()
+        assert w.data == expected  # the gradient 2w clipped to 1.0

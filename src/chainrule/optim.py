@@ -167,8 +167,11 @@ class Optimizer:
 
     def on_arrays(self) -> bool:
         """Whether :meth:`step_arrays` can stand for :meth:`step`: every
-        parameter is a Value and NumPy is installed."""
-        return self._flat is not None
+        parameter is a Value, NumPy is installed, and the optimizer's update
+        is this module's (a subclass that defines its own ``step`` runs it)."""
+        cls = type(self)
+        own = cls.step is Optimizer.step and cls._updated is not Optimizer._updated
+        return own and self._flat is not None
 
     def step_arrays(self, data: Any, grad: Any) -> Any:
         """One :meth:`step` on arrays: the parameters' new data from their

@@ -307,8 +307,7 @@ class SumGroup(Group):
         n_points, n_neurons = grid
         terms = np.empty((n_neurons, n_points, other.shape[0]))
         np.multiply(g.T[order][:, :, None], other.T[order][:, None, :], out=terms)
-        sums = np.add.reduce(terms.reshape(n_neurons, -1), axis=0, initial=0.0)
-        return sums if direct.columns is None else sums.take(direct.columns)
+        return np.add.reduce(terms.reshape(n_neurons, -1), axis=0, initial=0.0)
 
 
 @dataclass
@@ -318,17 +317,16 @@ class Direct:
     layer's input ``x[point]``, each used by every neuron) feeds one group
     (``consumer``, a plan position) and nothing else, and each of its slots
     adds its terms in the neurons' order (``order``: a slice, ascending or
-    descending). Then its gradient is one product of the gradients and the
-    other factor, laid out neurons first, and one ``numpy.add.reduce`` down
-    that axis: the same sums in the same order, without writing the terms
-    and gathering them again. ``side``: the rows of the factor's terms
-    (``"firsts"`` or ``"seconds"``); ``columns``: per consumer slot, its
-    place among the sums (point-major), or None when they are in order."""
+    descending), its slots point by point (as the walk lays them out). Then
+    its gradient is one product of the gradients and the other factor, laid
+    out neurons first, and one ``numpy.add.reduce`` down that axis: the same
+    sums in the same order, without writing the terms and gathering them
+    again. ``side``: the rows of the factor's terms (``"firsts"`` or
+    ``"seconds"``)."""
 
     consumer: int
     order: slice
     side: str
-    columns: np.ndarray | None
 
     @staticmethod
     def of(group: SumGroup, incoming: np.ndarray, first: int, consumer: int) -> Direct | None:
@@ -368,10 +366,9 @@ class Direct:
             order = slice(None, None, -1)
         else:
             return None
-        place = np.empty(width, dtype=np.intp)  # consumer slot -> (point, product), point-major
-        place[column.T.ravel()] = np.arange(width)
-        in_order = bool((place == np.arange(width)).all())
-        return Direct(consumer, order, side, None if in_order else place)
+        if not (column.T.ravel() == np.arange(width)).all():  # slots not point by point
+            return None
+        return Direct(consumer, order, side)
 
 
 def _runs(indexes: np.ndarray) -> list[slice]:
