@@ -496,10 +496,8 @@ def _gathered(code: list[tuple[Any, ...]]) -> tuple[np.ndarray, list[Any]]:
     return (np.concatenate(read) if read else np.zeros(0, dtype=np.intp)), where
 
 
-#: The builtins over read floats, and the unary operations on them, that
-#: :func:`_on_arrays` runs as NumPy calls.
+#: The builtins over read floats that :func:`_on_arrays` runs as NumPy calls.
 _REDUCTIONS = {max: np.maximum, min: np.minimum}
-_UNARY = {operator.neg: np.negative}
 
 
 def _on_arrays(
@@ -527,11 +525,9 @@ def _on_arrays(
             reducer.setdefault(_REDUCTIONS[instr[1]], []).append(i)
         elif kind == "op" and instr[1] is reads.apply1:
             f, x = instr[2]
-            if code[f][0] != "const" or code[f][1] not in _UNARY:
+            if code[f][0] != "const" or code[f][1] is not operator.neg:
                 return None
             if code[x][0] not in ("slot", "reduce slots"):
-                return None
-            if _UNARY[code[f][1]] is not np.negative:
                 return None
             kinds["negate"].append(i)
             argument.append(x)
