@@ -138,7 +138,9 @@ class _Entry:
 
 
 class Compiled:
-    """A function wrapped by :func:`compile`: call it as the function.
+    """A function wrapped by :func:`compile`: call it as the function (with
+    an ``optimizer``, a call is also that optimizer's training step on the
+    loss it returns: see :func:`compile`).
 
     ``traces``, ``retraces`` (traces because a guard went the other way),
     ``hits`` (replays) and :meth:`stats` (with the time spent tracing and
