@@ -719,6 +719,51 @@ def test_a_hidden_layers_gradient_summed_where_it_is_made_bit_for_bit(
     assert [d.side for d in replayed._direct.values()] == ["seconds"]
 
 
+@given(
+    st.integers(1, 3),  # inputs
+    st.integers(2, 5),  # hidden neurons
+    st.integers(1, 4),  # output neurons
+    st.integers(1, 6),  # points
+    st.booleans(),  # a bias first in the output sums
+    st.randoms(use_true_random=False),
+)
+def test_random_two_layer_batches_replay_as_eager(
+    n_in: int, n_hidden: int, n_out: int, n_points: int, bias: bool, rng: random.Random
+) -> None:
+    """Two layers on a batch of every small shape, each layer an outer
+    product (program.OUTER_MIN lowered): where the hidden layer's gradient
+    is summed directly (program.Direct) or not, values and gradients are
+    the eager ones bit for bit."""
+    from chainrule.compiler import program
+
+    pool = [0.0, -0.0, 1e308, -1e-300, 2.5, -1.0]
+
+    def number() -> float:
+        return rng.choice(pool) if rng.random() < 0.2 else rng.uniform(-2, 2)
+
+    W1 = [[Value(number()) for _ in range(n_in)] for _ in range(n_hidden)]
+    W2 = [[Value(number()) for _ in range(n_hidden)] for _ in range(n_out)]
+    b2 = [Value(number()) for _ in range(n_out)]
+    X = [[number() for _ in range(n_in)] for _ in range(n_points)]
+
+    def loss() -> Value:
+        out = []
+        for x in X:
+            h = [sum(wi * Value(xi) for wi, xi in zip(w, x)).relu() for w in W1]
+            for w, b in zip(W2, b2):
+                products = (wi * hi for wi, hi in zip(w, h))
+                out.append((sum(products, b) if bias else sum(products)).relu())
+        return sum(o * o for o in out)
+
+    params = [p for row in W1 + W2 for p in row] + b2
+    outer_min = program.OUTER_MIN
+    program.OUTER_MIN = 0
+    try:
+        _replayed_as_eager(lambda: [loss()], params)
+    finally:
+        program.OUTER_MIN = outer_min
+
+
 def test_softmax_shifts_on_arrays_are_the_builtins() -> None:
     """A stable softmax's ``-max(v.data ...)`` (and ``min``, and a single
     read) of every row runs as one gather and reduceat (capture._on_arrays);
