@@ -54,7 +54,14 @@ ENGINES = {
         "torch-float32",
     ],
     "gpt-name-step": ["microgpt", "chainrule-compat", "chainrule", "compiled"],
-    "gpt-names": ["microgpt", "chainrule-compat", "compiled", "compiled-optim", "compiled-step"],
+    "gpt-names": [
+        "microgpt",
+        "chainrule-compat",
+        "compiled",
+        "compiled-optim",
+        "compiled-step",
+        "compiled-step-nogc",
+    ],
     "memory": ["micrograd", "chainrule"],
     "gpt-sizes": [
         f"{size} {side}-{dtype}"

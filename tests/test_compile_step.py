@@ -196,3 +196,32 @@ def test_an_optimizer_with_its_own_step_runs_it() -> None:
     for expected in (2.5, 2.0, 1.5):
         train()
         assert w.data == expected  # the gradient 2w clipped to 1.0
+
+
+def test_the_collector_can_be_paused_while_tracing() -> None:
+    """``gc_while_tracing=False``: the cyclic collector is off while a trace
+    runs (the function sees it off), on during replays and after, and left
+    off if it was off before; the numbers are the same either way."""
+    import gc
+
+    seen: list[bool] = []
+    w = Value(1.5)
+
+    def loss(x: float) -> Value:
+        seen.append(gc.isenabled())
+        return (w * x).exp()
+
+    paused = chainrule.compile(loss, gc_while_tracing=False)
+    usual = chainrule.compile(loss)
+    assert paused(2.0).data == usual(2.0).data == (w * 2.0).exp().data
+    assert seen == [False, True] and gc.isenabled()  # the two traces
+    assert paused(3.0).data == usual(3.0).data  # replays: fn does not run
+    assert len(seen) == 2
+    gc.disable()
+    try:
+        chainrule.compile(loss, gc_while_tracing=False)(2.0)
+        assert not gc.isenabled()  # as the user left it
+    finally:
+        gc.enable()
+    with pytest.raises(TypeError, match="gc_while_tracing must be True or False"):
+        chainrule.compile(loss, gc_while_tracing="no")  # type: ignore[arg-type]

@@ -17,7 +17,10 @@ engine's time includes every trace it makes.
 * ``compiled-optim`` — the compiled loss with ``chainrule.optim.Adam``
   (one NumPy update of all parameters) instead of the Python loop;
 * ``compiled-step`` — the loss, its backward and ``chainrule.optim.Adam``
-  as one compiled training step, ``chainrule.compile(loss, optimizer=adam)``.
+  as one compiled training step, ``chainrule.compile(loss, optimizer=adam)``;
+* ``compiled-step-nogc`` — that step with ``gc_while_tracing=False``: the
+  cyclic garbage collector off while each trace runs (an explicit,
+  process-wide opt-in).
 """
 
 from __future__ import annotations
@@ -85,10 +88,12 @@ class CompiledStepLoop(NamesLoop):
     so loss, backward and update are one replay. The same numbers as
     ``compiled-optim`` (its ``zero_grad`` comes first, not last)."""
 
-    def __init__(self, names: list[str]) -> None:
+    def __init__(self, names: list[str], gc_while_tracing: bool = True) -> None:
         super().__init__(names)
         self.adam = optim.Adam(self.model.parameters(), lr=LEARNING_RATE, betas=BETAS, eps=EPS)
-        self.train = compiler.compile(self.model.loss, optimizer=self.adam)
+        self.train = compiler.compile(
+            self.model.loss, optimizer=self.adam, gc_while_tracing=gc_while_tracing
+        )
 
     def __call__(self) -> list[float]:
         return [self.train(tokens).data for tokens in self.docs]
@@ -105,9 +110,12 @@ def _arm(value: Callable[[], type] = lambda: Value, **options: Any) -> Callable[
     return make
 
 
-def _step_arm(sizes: Sizes) -> Arm:
-    names = loop_names(sizes)
-    return lambda: CompiledStepLoop(names)
+def _step_arm(gc_while_tracing: bool) -> Callable[[Sizes], Arm]:
+    def make(sizes: Sizes) -> Arm:
+        names = loop_names(sizes)
+        return lambda: CompiledStepLoop(names, gc_while_tracing)
+
+    return make
 
 
 GPT_NAMES = Workload(
@@ -120,7 +128,8 @@ GPT_NAMES = Workload(
         Engine("chainrule-compat", _arm()),
         Engine("compiled", _arm(compiled=True), requires=("numpy",)),
         Engine("compiled-optim", _arm(compiled=True, optimizer=optim_adam), requires=("numpy",)),
-        Engine("compiled-step", _step_arm, requires=("numpy",)),
+        Engine("compiled-step", _step_arm(True), requires=("numpy",)),
+        Engine("compiled-step-nogc", _step_arm(False), requires=("numpy",)),
     ),
     runs=1,
 )
