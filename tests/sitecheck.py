@@ -9,6 +9,7 @@ Used by ``tests/test_site.py`` on the built site and on planted pages.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from html.parser import HTMLParser
 from pathlib import Path
 from typing import Any
 from urllib.parse import unquote, urlsplit
@@ -170,3 +171,58 @@ def wide_tables(browser: Any, page: Path, width: int = 1280, height: int = 900) 
             ".map(t => t.textContent.trim().split('\\n')[0].trim().slice(0, 60));"
         )
     )
+
+
+# -- the API reference: a summary for every public name (issue 35) ------------
+
+
+class _SummaryRows(HTMLParser):
+    """The rows of a page's ``api-summary`` tables: (name, summary) texts."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.rows: list[list[str]] = []
+        self._depth = 0  # > 0 inside a summary table
+        self._cell: list[str] | None = None
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        classes = (dict(attrs).get("class") or "").split()
+        if tag == "table" and (self._depth or "api-summary" in classes):
+            self._depth += 1
+        elif self._depth and tag == "tr":
+            self.rows.append([])
+        elif self._depth and tag == "td":
+            self._cell = []
+
+    def handle_endtag(self, tag: str) -> None:
+        if tag == "table" and self._depth:
+            self._depth -= 1
+        elif tag == "td" and self._cell is not None:
+            self.rows[-1].append(" ".join("".join(self._cell).split()))
+            self._cell = None
+
+    def handle_data(self, data: str) -> None:
+        if self._cell is not None:
+            self._cell.append(data)
+
+
+def summaries(page: Path) -> dict[str, str]:
+    """``name -> its one-line summary`` as the page's summary tables show it."""
+    parser = _SummaryRows()
+    parser.feed(page.read_text(encoding="utf-8"))
+    return {row[0]: row[1] for row in parser.rows if len(row) >= 2}
+
+
+def missing_summaries(root: Path, public: dict[str, list[str]]) -> list[str]:
+    """Every public name (``module -> names``) that the module's page under
+    ``api/`` does not list with a summary, one line each."""
+    problems = []
+    for module, names in public.items():
+        page = root / "api" / f"{module}.html"
+        shown = summaries(page) if page.exists() else {}
+        problems += [
+            f"api/{module}.html: no summary for {name}"
+            for name in names
+            if not shown.get(name, "").strip()
+        ]
+    return problems

@@ -6,15 +6,30 @@ site built as CI builds it."""
 
 from __future__ import annotations
 
+import importlib
+import inspect
+import re
+import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from sitecheck import check_fit, wide_tables
+from sitecheck import check_fit, missing_summaries, summaries, wide_tables
 from test_site import site  # noqa: F401 - the built site, a fixture
 
 DESKTOP, PHONE = (1280, 900), (420, 800)
+DOCS_EXT = Path(__file__).resolve().parent.parent / "docs" / "_ext"
+
+#: The modules whose every public name must have a one-line summary.
+SUMMARISED = (
+    "chainrule",
+    "chainrule.tensor",
+    "chainrule.nn",
+    "chainrule.optim",
+    "chainrule.losses",
+    "chainrule.data",
+)
 
 LONG = "TypeError: " + " ".join(f"word{i}" for i in range(60))
 WIDE_ROW = "".join(f"<td>column_{i}</td>" for i in range(20))
@@ -60,3 +75,70 @@ def test_ops_tables_are_read_without_scrolling_sideways(browser: Any, site: Path
     assert wide_tables(browser, site / "ops.html", *DESKTOP) == []
     # and on a phone they scroll inside their frame (what check_fit allows)
     assert len(wide_tables(browser, site / "ops.html", *PHONE)) == 2
+
+
+SUMMARY_PAGE = """<!DOCTYPE html><html><body><article>
+<table class="api-summary"><tbody>
+<tr><td><a href="#m.a"><code>a</code></a></td><td><p>Does <code>a</code>.</p></td></tr>
+<tr><td><code>b</code></td><td></td></tr>
+</tbody></table></article></body></html>"""
+
+
+def test_the_summary_check_finds_a_name_without_a_summary(tmp_path: Path) -> None:
+    (tmp_path / "api").mkdir()
+    (tmp_path / "api" / "m.html").write_text(SUMMARY_PAGE, encoding="utf-8")
+    assert summaries(tmp_path / "api" / "m.html") == {"a": "Does a.", "b": ""}
+    assert missing_summaries(tmp_path, {"m": ["a", "b", "c"], "gone": ["d"]}) == [
+        "api/m.html: no summary for b",
+        "api/m.html: no summary for c",
+        "api/gone.html: no summary for d",
+    ]
+
+
+def _public(module_name: str) -> list[str]:
+    """The module's public API: its ``__all__``, or without one the public
+    names it defines itself; submodules aside (each has its own page)."""
+    module = importlib.import_module(module_name)
+    names = vars(module).get("__all__") or [
+        n
+        for n, obj in vars(module).items()
+        if not n.startswith("_") and getattr(obj, "__module__", None) == module_name
+    ]
+    return [n for n in names if not inspect.ismodule(getattr(module, n))]
+
+
+def _plain(rst: str) -> str:
+    """What a docstring's reStructuredText reads as on the page."""
+    rst = re.sub(r":[\w:]+:`~[^`]*?([^.`]+)`", r"\1", rst)  # :func:`~a.b` shows b
+    rst = re.sub(r":[\w:]+:`([^`<]*?)(?: <[^>]*>)?`", r"\1", rst)
+    return " ".join(rst.replace("`", "").replace("()", "").split())
+
+
+def _read(shown: str) -> str:
+    typeset = {"\u2019": "'", "\u201c": '"', "\u201d": '"', "\u2026": "..."}
+    for char, ascii_ in typeset.items():
+        shown = shown.replace(char, ascii_)
+    return shown.replace("()", "")
+
+
+@pytest.mark.slow
+def test_every_public_name_has_its_one_line_summary_in_the_reference(site: Path) -> None:  # noqa: F811
+    sys.path.insert(0, str(DOCS_EXT))
+    try:
+        import apiref
+        import public_api
+    finally:
+        sys.path.remove(str(DOCS_EXT))
+    for name in SUMMARISED:
+        shown = summaries(site / "api" / f"{name}.html")
+        names = _public(name)
+        assert sorted(shown) == sorted(names), name
+        module = importlib.import_module(name)
+        for public in names:
+            written = apiref.one_line(public_api.docstring(module, public))
+            assert written, f"{name}.{public} has no docstring"
+            assert _read(shown[public]) == _plain(written), f"{name}.{public}"
+    # and every other public module's page lists its names with a summary
+    every = {m.__name__: public_api.public_names(m) for m in public_api.modules()}
+    assert len(every) >= 20
+    assert missing_summaries(site, every) == []
