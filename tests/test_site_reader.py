@@ -19,7 +19,8 @@ from sitecheck import check_fit, missing_summaries, summaries, wide_tables
 from test_site import site  # noqa: F401 - the built site, a fixture
 
 DESKTOP, PHONE = (1280, 900), (420, 800)
-DOCS_EXT = Path(__file__).resolve().parent.parent / "docs" / "_ext"
+REPO = Path(__file__).resolve().parent.parent
+DOCS_EXT = REPO / "docs" / "_ext"
 
 #: The modules whose every public name must have a one-line summary.
 SUMMARISED = (
@@ -142,3 +143,64 @@ def test_every_public_name_has_its_one_line_summary_in_the_reference(site: Path)
     every = {m.__name__: public_api.public_names(m) for m in public_api.modules()}
     assert len(every) >= 20
     assert missing_summaries(site, every) == []
+
+
+#: What changes from one run to the next in what a tutorial prints: times
+#: and the speed-ups they give, and where a warning points (the page names
+#: a block ``<cell 5>``, Jupyter a file of its own).
+VOLATILE = [
+    (re.compile(r"\d[\d,.]*\s*(ms|us|µs|s)\b"), "<time>"),
+    (re.compile(r"\d[\d,.]*x (faster|slower)"), "<ratio>"),
+    (re.compile(r"(<cell \d+>|\S*ipykernel_\d+/\d+\.py):\d+"), "<cell>"),
+]
+
+
+def _printed(cell: dict[str, Any]) -> str:
+    """What a code cell printed, an exception as Python prints its last line."""
+    text = ""
+    for out in cell["outputs"]:
+        if out["output_type"] == "stream" and out["name"] == "stdout":
+            text += "".join(out["text"])
+        elif out["output_type"] == "error":
+            text += f"{out['ename']}: {out['evalue']}\n"
+    for pattern, mark in VOLATILE:
+        text = pattern.sub(mark, text)
+    return text
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    "name",
+    ["backward-by-hand", "from-micrograd", "gpt-on-names", "compile-a-loop", "continue-on-torch"],
+)
+def test_each_tutorial_notebook_runs_and_prints_what_the_page_shows(
+    site: Path,  # noqa: F811
+    name: str,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    nbformat = pytest.importorskip("nbformat")
+    nbclient = pytest.importorskip("nbclient")
+    assert (site / "tutorials" / f"{name}.py").is_file()
+    shown = nbformat.read(site / "tutorials" / f"{name}.ipynb", as_version=4)
+    # run as a reader would, from a checkout: this one's src, its examples/
+    monkeypatch.setenv("PYTHONPATH", str(REPO / "src"))
+    monkeypatch.setenv("MPLBACKEND", "Agg")
+    (tmp_path / "examples").symlink_to(REPO / "examples")
+    run = nbformat.from_dict(shown)
+    for cell in run.cells:
+        if cell.cell_type == "code":
+            cell.outputs = []
+    nbclient.NotebookClient(
+        run, timeout=600, kernel_name="python3", resources={"metadata": {"path": str(tmp_path)}}
+    ).execute()
+    code = [(a, b) for a, b in zip(shown.cells, run.cells) if a.cell_type == "code"]
+    assert code, name
+    ran = 0
+    for page, notebook in code:
+        if page.source.startswith("%%bash"):
+            assert not any(o["output_type"] == "error" for o in notebook.outputs)
+            continue
+        assert _printed(notebook) == _printed(page), page.source.splitlines()[0]
+        ran += bool(page.outputs)
+    assert ran >= 1 or name == "continue-on-torch"

@@ -91,6 +91,7 @@ def split_options(text: str) -> tuple[dict[str, str], str]:
 
 
 def _directive() -> type:
+    import notebooks  # a tutorial's blocks, with what they printed, go to its notebook
     from docutils import nodes
     from docutils.parsers.rst import directives
     from docutils.statemachine import StringList
@@ -121,6 +122,7 @@ def _directive() -> type:
             code = "\n".join(self.content).strip("\n") + "\n"
             session = self._session()
             outcome = session.run(code, self.options.get("raises"))
+            notebooks.record(self.env, code, outcome.output)
             if outcome.error:
                 logger.warning(
                     "a python-run block failed:\n%s", outcome.error, location=self.get_location()
