@@ -223,3 +223,55 @@ def test_each_tutorial_notebook_runs_and_prints_what_the_page_shows(
         assert _printed(notebook) == _printed(page), page.source.splitlines()[0]
         ran += bool(page.outputs)
     assert ran >= 1 or name == "continue-on-torch"
+
+
+# -- the landing page, the favicon, the changelog, the extras (issue 35) ------
+
+
+@pytest.mark.slow
+def test_the_landing_page_starts_a_reader(site: Path) -> None:  # noqa: F811
+    html = (site / "index.html").read_text(encoding="utf-8")
+    article = html[html.index("<article") : html.index("</article>")]
+    text = re.sub(r"<[^>]+>", "", article)  # what the page says, in its order
+    order = [
+        "pip install -e",
+        "chainrule moons --out out",
+        "Learn the backward pass.",
+        "Train with it.",
+        "Speed it up.",
+        "Where it fits",
+        "Contents",
+    ]
+    found = [text.find(mark) for mark in order]
+    assert -1 not in found, dict(zip(order, found))
+    assert found == sorted(found)
+
+
+@pytest.mark.slow
+def test_every_page_names_the_favicon(site: Path) -> None:  # noqa: F811
+    pages = sorted(site.rglob("*.html"))
+    assert len(pages) >= 80
+    for page in pages:
+        links = re.findall(
+            r'<link rel="(?:shortcut )?icon" href="([^"]+)"', page.read_text(encoding="utf-8")
+        )
+        assert len(links) == 1, page
+        assert (page.parent / links[0]).resolve().is_file(), (page, links[0])
+
+
+def test_the_changelog_records_the_release_and_what_follows() -> None:
+    headings = re.findall(r"^## (.+)$", (REPO / "CHANGELOG.md").read_text(encoding="utf-8"), re.M)
+    assert headings[:2] == ["[Unreleased]", "[0.1.0] - 2026-11-26"]
+
+
+def test_getting_started_lists_every_extra() -> None:
+    tomllib = pytest.importorskip("tomllib")
+    extras = tomllib.loads((REPO / "pyproject.toml").read_text(encoding="utf-8"))["project"][
+        "optional-dependencies"
+    ]
+    page = (REPO / "docs" / "getting-started.md").read_text(encoding="utf-8")
+    rows = dict(re.findall(r"^\| `([\w-]+)` \| ([^|]+) \|", page, re.M))
+    assert sorted(rows) == sorted(extras)
+    # `all` is the user's extras, and its row names each of them
+    (inside,) = re.findall(r"chainrule\[([\w,]+)\]", extras["all"][0])
+    assert all(f"`{name}`" in rows["all"] for name in inside.split(",")), rows["all"]

@@ -100,18 +100,20 @@ def as_markdown(printed: str) -> str:
     return f"{head}\n\n" + "\n".join(table) + "\n"
 
 
-#: Added to the stepping pages the site shows: on a phone their table scrolls
-#: inside a frame instead of widening the page. (The page's own stylesheet,
-#: in chainrule's explain code, is where this belongs once it settles.)
-NARROW = (
+#: Added to the stepping pages the site shows: the site's icon, and on a
+#: phone their table scrolls inside a frame instead of widening the page.
+#: (The page's own stylesheet, in chainrule's explain code, is where the
+#: second belongs once that code settles.)
+SITE_HEAD = (
+    '<link rel="icon" href="_static/favicon.svg">'
     "<style>@media (max-width: 40em) { table { display: block; overflow-x: auto;"
     " border: 1px solid #bbb; } }</style>"
 )
 
 
-def _frame_tables(page: Path) -> None:
+def _for_the_site(page: Path) -> None:
     text = page.read_text(encoding="utf-8")
-    page.write_text(text.replace("</head>", NARROW + "</head>", 1), encoding="utf-8")
+    page.write_text(text.replace("</head>", SITE_HEAD + "</head>", 1), encoding="utf-8")
 
 
 def generate(app: Sphinx) -> None:
@@ -129,7 +131,7 @@ def generate(app: Sphinx) -> None:
             (out / name).write_text(_chainrule("explain", *args), encoding="utf-8")
         else:
             _chainrule("explain", *args, str(out / name))
-            _frame_tables(out / name)
+            _for_the_site(out / name)
     for name, (source, *values) in DRAWINGS.items():
         draw_formula(source, values, out / name)
     benchmarks = Path(app.srcdir).parent / "benchmarks"
