@@ -191,6 +191,13 @@ def _purge(app: Any, env: Any, docname: str) -> None:
     getattr(env, RUNS).pop(docname, None)
 
 
+def _merge(app: Any, env: Any, docnames: set[str], other: Any) -> None:
+    """A parallel build: the blocks its other processes ran."""
+    _purge(app, env, "")
+    runs = getattr(other, RUNS, {})
+    getattr(env, RUNS).update({d: runs[d] for d in docnames if d in runs})
+
+
 def _links(app: Any, doctree: Any) -> None:
     """Under a tutorial's title: links to its notebook and its script."""
     from docutils import nodes
@@ -220,6 +227,7 @@ def _write_all(app: Any, env: Any) -> None:
 def setup(app: Any) -> dict[str, Any]:
     app.connect("env-purge-doc", _purge)
     app.connect("env-before-read-docs", lambda app, env, docs: _purge(app, env, ""))
+    app.connect("env-merge-info", _merge)
     app.connect("doctree-read", _links)
     app.connect("env-updated", _write_all)
-    return {"parallel_read_safe": False, "parallel_write_safe": True, "env_version": 1}
+    return {"parallel_read_safe": True, "parallel_write_safe": True, "env_version": 1}
