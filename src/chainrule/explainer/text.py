@@ -1,6 +1,6 @@
 """What every view of a graph shares: the nodes in forward order, their
 names, their numbers, and tables as text or Markdown. The drawings
-(:mod:`.draw`), the tables and traces (:mod:`.table`, :mod:`.tensor_table`)
+(``draw``), the tables and traces (``table``, ``tensor_table``)
 and the stepping page (:mod:`.walkthrough`) all build on it.
 """
 

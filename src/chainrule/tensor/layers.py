@@ -83,7 +83,7 @@ class Module(BaseModule):
                         yield from item.named_parameters(f"{prefix}{name}.{i}.")
 
     def named_buffers(self, prefix: str = "") -> Iterator[tuple[str, np.ndarray]]:
-        """``(dotted name, array)`` of every buffer (:attr:`buffer_names`), here
+        """``(dotted name, array)`` of every buffer (``buffer_names``), here
         and in the sub-modules, as PyTorch's ``named_buffers``."""
         for name, (module, attr) in self._buffer_owners(prefix):
             yield name, getattr(module, attr)

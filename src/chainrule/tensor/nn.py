@@ -1,6 +1,6 @@
 """Layers on Tensors, up to a GPT with microgpt's architecture.
 
-The layers themselves live in :mod:`chainrule.tensor.layers` and, for
+The layers themselves live in ``chainrule.tensor.layers`` and, for
 images, :mod:`chainrule.tensor.cnn`; this module gathers them where users
 import them (``from chainrule.tensor.nn import Linear, Conv2d``) and holds
 the GPT.
