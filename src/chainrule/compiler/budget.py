@@ -1,23 +1,23 @@
-"""When compiling does not pay: the account that sends a function back to
-eager execution.
+"""When tracing does not pay: the account that stops new traces.
 
 A trace costs more than an eager call (it runs the function under watch,
 then captures its graph); a replay costs much less. Compiling pays when
-the traces are replayed often enough. :class:`Budget` keeps the account,
-in the units of the function's own eager time (estimated by the traced
-runs): the *extra* time that traces cost beyond an eager call, minus what
-replays have saved against one. Before a new trace, compile asks
-:meth:`Budget.refuse`: it refuses when
+the traces are replayed often enough. :class:`Budget` keeps the account in
+seconds: the *extra* time that traces cost beyond an eager call, minus
+what replays have saved against one. Before a new trace, compile asks
+:meth:`Budget.refuse`: it refuses when that trace would take the extra
+beyond :data:`ALLOWANCE` eager calls, whatever a trace costs against a
+call (a cheap function whose trace costs fifty calls is refused as soon as
+it does not pay, a dear one likewise), or when most of the last
+:data:`WINDOW` calls traced at a loss (``torch.compile``'s recompile limit).
 
-* that trace would take the extra beyond :data:`ALLOWANCE` eager calls
-  and :data:`SECONDS` (tracing cost not paid back), or
-* most of the last :data:`WINDOW` calls were traces (:data:`MOSTLY`) and
-  the account is in the red: the arguments give a new graph on most
-  calls, as ``torch.compile``'s recompile limit judges.
-
-The function then runs eagerly from then on, with one warning: a loop
-whose every call traces costs at most about ``ALLOWANCE`` eager calls
-more than running eagerly from the start.
+Refused, the call runs eagerly (one warning, the first time, naming the
+argument that changes and how it was used); the traces kept still replay.
+So a loop whose every call traces costs at most about ``ALLOWANCE`` eager
+calls more than running eagerly from the start. A function that settles
+later gets a second chance: after an eager streak of :data:`STREAK` times
+the account's deficit, one more trace is allowed (at most
+:data:`CHANCES` times, each streak twice as long as the one before).
 """
 
 from __future__ import annotations
@@ -25,13 +25,15 @@ from __future__ import annotations
 import collections
 import statistics
 
-#: Extra eager calls' worth of tracing that replays have not paid back...
-ALLOWANCE = 4.0
-#: ... beyond this many seconds, which are never worth a warning.
-SECONDS = 0.05
+#: Extra eager calls' worth of tracing that replays have not paid back.
+ALLOWANCE = 2.0
 #: The recent calls looked at, and how many of them tracing means "most".
 WINDOW = 16
 MOSTLY = 12
+#: A second chance after an eager streak this many times the deficit...
+STREAK = 20.0
+#: ... at most this many times.
+CHANCES = 3
 
 
 class Budget:
@@ -44,9 +46,12 @@ class Budget:
         self.run_seconds: collections.deque[float] = collections.deque(maxlen=WINDOW)
         self.trace_extra: collections.deque[float] = collections.deque(maxlen=WINDOW)
         self.recent: collections.deque[bool] = collections.deque(maxlen=WINDOW)  # traced?
+        self.streak = 0.0  # eager seconds since tracing was refused
+        self.chances = 0  # second chances given
+        self.refusing = False
 
     def eager_estimate(self) -> float:
-        """An eager call's time: the median of the traced runs."""
+        """An eager call's time: the median of the eager and traced runs."""
         return statistics.median(self.run_seconds) if self.run_seconds else 0.0
 
     def traced(self, seconds: float, run_seconds: float) -> None:
@@ -69,18 +74,37 @@ class Budget:
         backward it replaces is not measured, so it earns nothing)."""
         self.replay_seconds += seconds
 
+    def ran_eagerly(self, seconds: float) -> None:
+        """A call ran eagerly (tracing refused) in ``seconds``: an eager
+        call's true time, and a step of the streak towards a second chance."""
+        self.run_seconds.append(seconds)
+        self.streak += seconds
+
     def refuse(self) -> str | None:
         """Why the next trace should not happen (None: trace)."""
         if not self.run_seconds:
             return None
         eager = self.eager_estimate()
-        next_extra = statistics.median(self.trace_extra)
-        if self.extra + next_extra > ALLOWANCE * eager + SECONDS:
-            return (
+        next_extra = statistics.median(self.trace_extra) if self.trace_extra else 0.0
+        if self.refusing and self.chances < CHANCES:
+            deficit = max(self.extra + next_extra, next_extra, eager)
+            if self.streak >= STREAK * 2**self.chances * deficit:
+                self.chances += 1  # a second chance: one trace, on a clean slate
+                self.extra = 0.0
+                self.streak = 0.0
+                self.recent.clear()
+                self.refusing = False
+                return None
+        reason = None
+        if self.extra + next_extra > ALLOWANCE * eager:
+            reason = (
                 f"tracing has cost {self.trace_seconds:.3g} s, which the replays have not "
                 f"paid back (an eager call takes about {eager:.3g} s)"
             )
         traced = sum(self.recent)
-        if len(self.recent) == WINDOW and traced >= MOSTLY and self.extra > SECONDS:
-            return f"{traced} of the last {WINDOW} calls traced again"
-        return None
+        if reason is None and len(self.recent) == WINDOW and traced >= MOSTLY and self.extra > 0:
+            reason = f"{traced} of the last {WINDOW} calls traced again"
+        if reason is not None and not self.refusing:
+            self.refusing = True
+            self.streak = 0.0
+        return reason
