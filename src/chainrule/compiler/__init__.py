@@ -113,7 +113,7 @@ class CompiledValue(Value):
         self._program.backward(self._buffer, self._slot, seed, self._call)
         self.grad = seed
         if self._program.budget is not None:
-            self._program.budget.backward(time.perf_counter() - start)
+            self._program.budget.backward(time.perf_counter() - start, self._program.eager_seconds)
 
 
 def _node_backward(v: CompiledValue) -> None:
@@ -263,11 +263,14 @@ class Compiled:
             train(program, loss._buffer, loss._slot, loss._call, optimizer)
             loss.grad = 1.0
             if program.budget is not None:
-                program.budget.backward(time.perf_counter() - start)
+                program.budget.backward(time.perf_counter() - start, program.eager_seconds)
         else:
+            start = time.perf_counter()
             optimizer.zero_grad()
             loss.backward()
             optimizer.step()
+            with self._lock:  # what a replay's backward and update save
+                self.budget.ran_backward_eagerly(time.perf_counter() - start)
         return loss
 
     def _call(self, args: tuple[Any, ...]) -> Any:
@@ -294,8 +297,11 @@ class Compiled:
         while True:
             with self._lock:
                 entry = self._lookup(call)
+                sample = entry is not None and self.budget.wants_eager_sample()
             if entry is None:
                 break
+            if sample:  # an eager call's true time, against the replays'
+                return self._timed_eager(rebuild_args(items))
             start = time.perf_counter()
             sources = self._sources
             fresh = sources is None or sources.hold(entry.snapshot)
@@ -305,6 +311,9 @@ class Compiled:
                 with self._lock:
                     self.hits += 1
                     self.budget.replayed(time.perf_counter() - start, entry.eager_seconds)
+                    slower = self.budget.replays_lose()
+                if slower is not None:
+                    self._eager(slower, None)
                 return out
             with self._lock:  # a guard went the other way, or a global changed: retrace
                 self.retraces += 1
@@ -314,6 +323,10 @@ class Compiled:
                         "calls (each change is a new trace)"
                     ]
                 self._drop(call.key, entry)
+        with self._lock:
+            sample = self.budget.needs_sample()
+        if sample:  # a new graph: eagerly, to time an eager call before more traces
+            return self._timed_eager(rebuild_args(items))
         with self._lock:
             refused = self.budget.refuse()
             if refused is None:
@@ -433,6 +446,7 @@ class Compiled:
                 outputs.append(("as is", x))
         program.node_slot = {}  # the traced graph can be freed
         program.budget = self.budget
+        program.eager_seconds = run_seconds  # the traced run (budget.calibration)
         entry = _Entry(program, rebuild, outputs, int_checker(record.int_guards), run_seconds)
         entry.snapshot = snapshot
         buffer = program.forward(call)
@@ -468,6 +482,9 @@ class Compiled:
                 CompileWarning,
                 stacklevel=4,
             )
+        return self._timed_eager(args)
+
+    def _timed_eager(self, args: Any) -> Any:
         start = time.perf_counter()
         out = self.fn(*args)
         with self._lock:
@@ -477,7 +494,8 @@ class Compiled:
     def _eager(self, reason: str, args: Any) -> Any:
         """From now on, run ``fn`` as it is (and now, with ``args``)."""
         with self._lock:
-            first = self.eager_reason is None
+            first = self.eager_reason is None and not self._warned
+            self._warned = True
             self.eager_reason = reason
             self._cache.clear()
         if first:

@@ -111,23 +111,26 @@ class CCalls:
         self._previous: Any = None
 
     def hook(self, frame: Any, event: str, arg: Any) -> None:
-        if event != "c_call" or _safe(arg):
+        if event != "c_call" or frame.f_code.co_filename in self.internal or _safe(arg):
             return
-        f = frame  # called on behalf of compile's or the engine's own code?
+        f = frame.f_back  # called on behalf of compile's or the engine's own code?
         while f is not None and f.f_code is not self.stop:
             if f.f_code.co_filename in self.internal:
                 return
             f = f.f_back
         self.first = f"{describe(arg)} ({frame.f_code.co_filename}:{frame.f_lineno})"
-        sys.setprofile(self._previous)  # one is enough: the floats are pinned
+        sys.setprofile(None)  # one is enough: the floats are pinned
 
     def __enter__(self) -> CCalls:
         self._previous = sys.getprofile()
+        if self._previous is not None:  # a profiler's: left alone, and nothing is seen
+            self.first = "a profiler (sys.setprofile is taken)"
+            return self
         sys.setprofile(self.hook)
         return self
 
     def __exit__(self, *exc: object) -> None:
-        if self.first is None:
+        if sys.getprofile() == self.hook:
             sys.setprofile(self._previous)
 
 
