@@ -328,3 +328,53 @@ def test_a_function_that_changes_what_it_reads_runs_eagerly() -> None:
         compiled(1.0)
     compiled(2.0)
     assert seen == [1.0, 2.0]
+
+
+# --------------------------------------------------------------------------
+# 7. The budget in time (its account, on given times: never the clock)
+# --------------------------------------------------------------------------
+
+
+def test_the_budget_refuses_when_tracing_is_two_eager_calls_in_the_red() -> None:
+    from chainrule.compiler.budget import Budget
+
+    b = Budget()
+    assert b.refuse() is None  # the first trace
+    b.traced(1.0, 0.4)  # a traced run of 0.4 s: an eager call of about 0.1 s
+    assert b.needs_sample()  # a new graph runs eagerly once, timed
+    b.ran_eagerly(0.1)
+    assert not b.needs_sample()
+    # 1.0 - 0.1 spent; two eager calls with their backward: 2 * 0.1 * 3
+    assert b.refuse() is not None and "paid back" in str(b.refuse())
+    for _ in range(2):  # replays pay it back: 0.1 - 0.001 forward, 0.2 - 0.001 backward
+        b.replayed(0.001, 0.4)
+        b.backward(0.001, 0.4)
+    assert b.extra == pytest.approx(0.9 - 2 * 0.298)
+    assert b.refuse() is None
+
+
+def test_a_function_that_settles_gets_a_bounded_second_chance() -> None:
+    from chainrule.compiler import budget
+
+    b = budget.Budget()
+    b.traced(1.0, 0.4)
+    b.ran_eagerly(0.1)
+    assert b.refuse() is not None
+    chances = 0
+    for _ in range(10_000):
+        b.ran_eagerly(0.1)
+        if b.refuse() is None:
+            chances += 1
+            b.traced(1.0, 0.4)  # it traced again, and did not pay
+    assert chances == budget.CHANCES
+
+
+def test_replays_slower_than_eager_calls_send_the_function_to_eager() -> None:
+    from chainrule.compiler.budget import Budget
+
+    b = Budget()
+    b.traced(0.01, 0.0004)
+    b.ran_eagerly(0.0001)
+    for _ in range(3):
+        b.replayed(0.0002, 0.0004)
+    assert "too small" in str(b.replays_lose())

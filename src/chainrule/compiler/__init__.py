@@ -25,17 +25,21 @@ as the eager ``backward()`` would.
 
 The key (``chainrule.compiler.keys``): the nesting of the arguments
 (lists' lengths, dicts' keys), the value of every str, bool, None and
-NumPy scalar other than ``float64`` among them, the identity of other
-objects. Floats (``float64`` too) and leaf Values among the arguments are
-inputs, read at every call. Ints are followed while tracing
+NumPy scalar among them, the identity of other objects. Floats and leaf
+Values among the arguments are inputs, read at every call (a float that a
+C function reads whole, ``math.exp(x)``, is a guard instead:
+``chainrule.compiler.escapes``). What the function reads besides its
+arguments (globals, closures, ``self``) is guarded before every replay
+(``chainrule.compiler.sources``). An output is one node of the caller's
+graph, whose backward is the replay's. Ints are followed while tracing
 (``chainrule.compiler.symbolic``): one that only picks an entry of a list
 (``wte[token]``, ``probs[target]``) is replayed as a gather, one used
 otherwise holds the trace to its value. A new key, or ints a kept trace
 does not hold for, traces again; at most ``max_traces`` traces are kept
 (the least recently used is dropped). Values made inside ``fn`` from
 numbers are constants of the trace. When traces are not paid back by
-replays (``chainrule.compiler.budget``), the function runs eagerly from
-then on, with one :class:`CompileWarning`.
+replays (``chainrule.compiler.budget``), calls with a new graph run
+eagerly, with one :class:`CompileWarning`.
 
 Reads of ``.data`` inside ``fn`` are followed (see
 ``chainrule.compiler.reads``): used as an operation's constant they are
