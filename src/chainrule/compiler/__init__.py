@@ -70,6 +70,7 @@ import gc
 import threading
 import time
 import warnings
+import weakref
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
@@ -96,7 +97,7 @@ class CompiledValue(Value):
     ``torch.autograd.Function`` wraps a region). Used in more arithmetic,
     summed over a batch, its gradient reaches the parameters as eagerly."""
 
-    __slots__ = ("_program", "_slot", "_buffer", "_call")
+    __slots__ = ("_program", "_slot", "_buffer", "_call", "__weakref__")
     _program: Any
     _slot: int
     _buffer: Any
@@ -133,13 +134,29 @@ def _node_backward(v: CompiledValue) -> None:
     v._program.backward(v._buffer, v._slot, g, v._call)
 
 
+class _NodeBackward:
+    """The closure of a compiled output's node: :func:`_node_backward` of
+    the output, held weakly (no reference cycle keeps a replay's buffer
+    alive until the collector runs)."""
+
+    __slots__ = ("ref",)
+
+    def __init__(self, v: CompiledValue) -> None:
+        self.ref = weakref.ref(v)
+
+    def __call__(self) -> None:
+        v = self.ref()
+        if v is not None:
+            _node_backward(v)
+
+
 def _output(value: float, program: Any, slot: int, buffer: Any, call: Call) -> Value:
     v = object.__new__(CompiledValue)
     v.data = value
     v.grad = 0.0
     values = call.values
     v._prev = program.live_inputs + tuple(values[pos] for _, pos in program.arg_leaves)
-    v._local = (UserOp("compiled", functools.partial(_node_backward, v)),)
+    v._local = (UserOp("compiled", _NodeBackward(v)),)
     v._program, v._slot, v._buffer, v._call = program, slot, buffer, call
     return v
 
