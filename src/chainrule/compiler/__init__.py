@@ -154,8 +154,11 @@ def _output(value: float, program: Any, slot: int, buffer: Any, call: Call) -> V
     v = object.__new__(CompiledValue)
     v.data = value
     v.grad = 0.0
-    values = call.values
-    v._prev = program.live_inputs + tuple(values[pos] for _, pos in program.arg_leaves)
+    if program.arg_leaves:
+        values = call.values
+        v._prev = program.live_inputs + tuple(values[pos] for _, pos in program.arg_leaves)
+    else:
+        v._prev = program.live_inputs
     v._local = (UserOp("compiled", _NodeBackward(v)),)
     v._program, v._slot, v._buffer, v._call = program, slot, buffer, call
     return v

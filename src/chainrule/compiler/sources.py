@@ -15,7 +15,8 @@ What is checked: the names the function's code loads from its globals
 (and its nested functions' code), its closure cells and defaults, and for a
 bound method the attributes of its object; each binding by identity, and
 inside lists, tuples, dicts and plain objects' attributes two levels deep,
-entry by entry (by identity, numbers by value). NumPy arrays up to
+entry by entry (by identity, numbers by value; the second level only below
+containers of at most :data:`WIDE` entries). NumPy arrays up to
 :data:`~chainrule.compiler.keys.ARRAY_KEY_BYTES` by their bytes. Deeper
 structures, larger arrays and objects reached through other functions'
 globals are read while tracing only: see the compile page's sharp bits.
@@ -36,6 +37,9 @@ from .keys import ARRAY_KEY_BYTES
 DEPTH = 2
 #: Entries compared per snapshot at most; the rest by their container's identity.
 LIMIT = 4096
+#: A container of more entries than this is compared entry by entry, but
+#: its entries' own entries are not (a data set's rows: by identity).
+WIDE = 32
 
 #: Modules whose objects are not numbers a graph reads (an Event set while tracing).
 _NOT_DATA = frozenset(("threading", "_thread", "queue", "logging", "multiprocessing"))
@@ -134,7 +138,7 @@ def _enter(x: Any, out: list[Any], depth: int, budget: list[int]) -> None:
     out.append(n)
     budget[0] -= n
     out.extend(items)
-    if depth > 1:
+    if depth > 1 and n <= WIDE:
         for y in items:
             if type(y) in (list, tuple, dict) or (
                 not isinstance(y, _OPAQUE) and hasattr(y, "__dict__")
