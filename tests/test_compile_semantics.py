@@ -378,3 +378,18 @@ def test_replays_slower_than_eager_calls_send_the_function_to_eager() -> None:
     for _ in range(3):
         b.replayed(0.0002, 0.0004)
     assert "too small" in str(b.replays_lose())
+
+
+def test_the_warning_names_an_int_used_as_a_number() -> None:
+    """Issue 32's item 7: an int argument used as a number gives a new trace
+    per value; the one warning says so (not "a value read from .data")."""
+    w = Value(1.5)
+    f = chainrule.compile(lambda i: w * float(i))
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        for i in range(40):
+            assert f(i).data == 1.5 * i
+    messages = [str(c.message) for c in caught if issubclass(c.category, CompileWarning)]
+    assert len(messages) == 1
+    assert "int argument is used as the number" in messages[0]
+    assert f.traces < 10
