@@ -25,17 +25,21 @@ as the eager ``backward()`` would.
 
 The key (``chainrule.compiler.keys``): the nesting of the arguments
 (lists' lengths, dicts' keys), the value of every str, bool, None and
-NumPy scalar other than ``float64`` among them, the identity of other
-objects. Floats (``float64`` too) and leaf Values among the arguments are
-inputs, read at every call. Ints are followed while tracing
+NumPy scalar among them, the identity of other objects. Floats and leaf
+Values among the arguments are inputs, read at every call (a float that a
+C function reads whole, ``math.exp(x)``, is a guard instead:
+``chainrule.compiler.escapes``). What the function reads besides its
+arguments (globals, closures, ``self``) is guarded before every replay
+(``chainrule.compiler.sources``). An output is one node of the caller's
+graph, whose backward is the replay's. Ints are followed while tracing
 (``chainrule.compiler.symbolic``): one that only picks an entry of a list
 (``wte[token]``, ``probs[target]``) is replayed as a gather, one used
 otherwise holds the trace to its value. A new key, or ints a kept trace
 does not hold for, traces again; at most ``max_traces`` traces are kept
 (the least recently used is dropped). Values made inside ``fn`` from
 numbers are constants of the trace. When traces are not paid back by
-replays (``chainrule.compiler.budget``), the function runs eagerly from
-then on, with one :class:`CompileWarning`.
+replays (``chainrule.compiler.budget``), calls with a new graph run
+eagerly, with one :class:`CompileWarning`.
 
 Reads of ``.data`` inside ``fn`` are followed (see
 ``chainrule.compiler.reads``): used as an operation's constant they are
@@ -70,6 +74,7 @@ import gc
 import threading
 import time
 import warnings
+import weakref
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
@@ -77,6 +82,8 @@ from typing import Any
 from ..optim import Optimizer
 from ..value.engine import Value
 from ..value.mode import mode
+from ..value.protocols import UserOp
+from . import reads
 from .budget import Budget
 from .keys import Call, NotReplayable, classify, describe, flatten
 
@@ -88,10 +95,13 @@ class CompileWarning(UserWarning):
 
 
 class CompiledValue(Value):
-    """An output of a replay: a Value whose ``backward()`` runs the
-    captured graph backward."""
+    """An output of a replay: one node of the caller's graph whose inputs
+    are the Values the captured graph reads (parameters, Values among the
+    arguments) and whose backward is the replay's backward (as
+    ``torch.autograd.Function`` wraps a region). Used in more arithmetic,
+    summed over a batch, its gradient reaches the parameters as eagerly."""
 
-    __slots__ = ("_program", "_slot", "_buffer", "_call")
+    __slots__ = ("_program", "_slot", "_buffer", "_call", "__weakref__")
     _program: Any
     _slot: int
     _buffer: Any
@@ -112,20 +122,54 @@ class CompiledValue(Value):
         self._program.backward(self._buffer, self._slot, seed, self._call)
         self.grad = seed
         if self._program.budget is not None:
-            self._program.budget.backward(time.perf_counter() - start)
+            self._program.budget.backward(time.perf_counter() - start, self._program.eager_seconds)
+
+
+def _node_backward(v: CompiledValue) -> None:
+    """The chain rule of one compiled output inside a larger graph: the
+    replay's backward, seeded with the output's gradient, adds into the
+    inputs' ``.grad`` (a micrograd ``_backward`` closure's protocol)."""
+    g = v.grad
+    if type(g) is not float:
+        raise TypeError(
+            "backward: a compiled function's output has no Values to differentiate again; "
+            "call the function without chainrule.compile for create_graph=True"
+        )
+    v._program.backward(v._buffer, v._slot, g, v._call)
+
+
+class _NodeBackward:
+    """The closure of a compiled output's node: :func:`_node_backward` of
+    the output, held weakly (no reference cycle keeps a replay's buffer
+    alive until the collector runs)."""
+
+    __slots__ = ("ref",)
+
+    def __init__(self, v: CompiledValue) -> None:
+        self.ref = weakref.ref(v)
+
+    def __call__(self) -> None:
+        v = self.ref()
+        if v is not None:
+            _node_backward(v)
 
 
 def _output(value: float, program: Any, slot: int, buffer: Any, call: Call) -> Value:
     v = object.__new__(CompiledValue)
     v.data = value
     v.grad = 0.0
-    v._prev = v._local = ()  # a leaf
+    if program.arg_leaves:
+        values = call.values
+        v._prev = program.live_inputs + tuple(values[pos] for _, pos in program.arg_leaves)
+    else:
+        v._prev = program.live_inputs
+    v._local = (UserOp("compiled", _NodeBackward(v)),)
     v._program, v._slot, v._buffer, v._call = program, slot, buffer, call
     return v
 
 
 class _Entry:
-    __slots__ = ("program", "rebuild", "outputs", "holds", "eager_seconds")
+    __slots__ = ("program", "rebuild", "outputs", "holds", "eager_seconds", "snapshot")
 
     def __init__(
         self,
@@ -141,6 +185,7 @@ class _Entry:
         self.outputs = outputs
         self.holds = holds  # whether a call's int arguments are ones this trace holds for
         self.eager_seconds = eager_seconds  # the traced run of fn: an eager call's time
+        self.snapshot: list[Any] = []  # the globals, closures and self it read (sources)
 
 
 class Compiled:
@@ -187,9 +232,15 @@ class Compiled:
         self._cache: collections.OrderedDict[Any, list[_Entry]] = collections.OrderedDict()
         self._lock = threading.Lock()  # the cache, the counters and the budget
         self._last_key: Any = None
-        # ints as symbolic.SymInt while tracing; False once a traced run with
-        # them raised where a plain run did not: ints then key by value
-        self.symbolic_ints = True
+        # ints as symbolic.SymInt and floats as reads.TracedFloat while tracing;
+        # False for a function that reads the builtin type (type(x) is float
+        # must hold): they are then keyed by value (escapes.reads_type)
+        self.symbolic_ints: bool | None = None
+        # the first escape of a float argument (escapes.CCalls), for messages
+        self.pinned: str | None = None
+        self._why: list[str] = []  # how the last trace's arguments were used (keys.describe)
+        self._warned = False  # the budget's warning, once
+        self._sources: Any = None  # the globals, closures and self it reads (sources.Sources)
 
     def keys(self) -> list[Any]:
         """The keys of the traces kept, least recently used first."""
@@ -240,15 +291,20 @@ class Compiled:
             train(program, loss._buffer, loss._slot, loss._call, optimizer)
             loss.grad = 1.0
             if program.budget is not None:
-                program.budget.backward(time.perf_counter() - start)
+                program.budget.backward(time.perf_counter() - start, program.eager_seconds)
         else:
+            start = time.perf_counter()
             optimizer.zero_grad()
             loss.backward()
             optimizer.step()
+            with self._lock:  # what a replay's backward and update save
+                self.budget.ran_backward_eagerly(time.perf_counter() - start)
         return loss
 
     def _call(self, args: tuple[Any, ...]) -> Any:
-        if self.eager_reason is not None or not mode.fast:
+        if self.eager_reason is not None or not mode.fast or reads.current() is not None:
+            # (called while this thread traces another compiled function: fn is
+            # part of that trace, as torch.compile inlines a nested one)
             return self.fn(*args)
         try:
             import numpy  # noqa: F401
@@ -258,6 +314,10 @@ class Compiled:
             ) from None
 
         items, rebuild_args, shape = flatten(list(args))
+        if self.symbolic_ints is None:
+            from .escapes import reads_type
+
+            self.symbolic_ints = not reads_type(self.fn)
         try:
             call = classify(items, shape, self.symbolic_ints)
         except NotReplayable as e:
@@ -265,32 +325,45 @@ class Compiled:
         while True:
             with self._lock:
                 entry = self._lookup(call)
+                sample = entry is not None and self.budget.wants_eager_sample()
             if entry is None:
                 break
+            if sample:  # an eager call's true time, against the replays'
+                return self._timed_eager(rebuild_args(items))
             start = time.perf_counter()
-            buffer = entry.program.forward(call)
+            sources = self._sources
+            fresh = sources is None or sources.hold(entry.snapshot)
+            buffer = entry.program.forward(call) if fresh else None
             if buffer is not None:
                 out = _outputs(entry, buffer, call)
                 with self._lock:
                     self.hits += 1
                     self.budget.replayed(time.perf_counter() - start, entry.eager_seconds)
+                    slower = self.budget.replays_lose()
+                if slower is not None:
+                    self._eager(slower, None)
                 return out
-            with self._lock:  # a guard went the other way: this trace no longer holds
+            with self._lock:  # a guard went the other way, or a global changed: retrace
                 self.retraces += 1
+                if not fresh:
+                    self._why = [
+                        "a global, a closure's or self's value that it reads changes between "
+                        "calls (each change is a new trace)"
+                    ]
                 self._drop(call.key, entry)
+        with self._lock:
+            sample = self.budget.needs_sample()
+        if sample:  # a new graph: eagerly, to time an eager call before more traces
+            return self._timed_eager(rebuild_args(items))
         with self._lock:
             refused = self.budget.refuse()
             if refused is None:
                 self.traces += 1
             elif self._last_key is not None:
-                refused += f" ({describe(self._last_key, call.key)})"
+                refused += f" ({describe(self._last_key, call.key, self._why)})"
             self._last_key = call.key
         if refused is not None:
-            return self._eager(
-                f"{refused}; the arguments give a new graph on most calls: pass what changes "
-                "as floats or Values (inputs), or call the function without chainrule.compile",
-                rebuild_args(items),
-            )
+            return self._refused(refused, rebuild_args(items))
         with _collector_paused(not self.gc_while_tracing):
             return self._trace_and_capture(call, items, rebuild_args)
 
@@ -335,6 +408,11 @@ class Compiled:
         from .trace import Unsupported, run_traced, untrace
 
         start = time.perf_counter()
+        if self._sources is None:
+            from .sources import Sources
+
+            self._sources = Sources(self.fn)
+        before = self._sources.take()
         record = Record()
         fed: list[Any] = []
         floats = iter(range(len(call.floats)))
@@ -348,16 +426,25 @@ class Compiled:
                 fed.append(SymInt(call.ints[k], ("int", k), record))
             else:
                 fed.append(x)
-        symbolic = any(part is int for part in call.key[1:])
-        try:
-            out, created, run_seconds = run_traced(self.fn, tuple(rebuild_args(fed)), record)
-        except Exception:
-            if not symbolic:
-                raise  # fn's own error
-            # fn raised with symbolic ints: as plain ints it may not (type(i) is int)
-            result = self.fn(*rebuild_args(items))
-            self.symbolic_ints = False
-            return result
+        # fn's own exception, if it raises, once (its side effects happened once)
+        out, created, run_seconds, escaped = run_traced(
+            self.fn, tuple(rebuild_args(fed)), record, bool(call.floats)
+        )
+        if escaped is not None:
+            # a C function may have read a float argument whole: this trace
+            # holds for these floats only, bit for bit
+            self.pinned = self.pinned or escaped
+            for k, x in enumerate(call.floats):
+                record.guards.append((reads.same, ("arg", k), x, True))
+        snapshot = self._sources.take()
+        if not self._sources.hold(before):
+            record.problems.append(
+                "it changes a global, a closure's or self's value while it runs (a counter, a "
+                "list it appends to): a replay would not"
+            )
+        self._why = [*record.pins]
+        if escaped is not None:
+            self._why.append(f"a float argument is read whole by {escaped}")
         out_items, rebuild, _ = flatten(out)
         arg_values = call.values
         try:
@@ -387,7 +474,9 @@ class Compiled:
                 outputs.append(("as is", x))
         program.node_slot = {}  # the traced graph can be freed
         program.budget = self.budget
+        program.eager_seconds = run_seconds  # the traced run (budget.calibration)
         entry = _Entry(program, rebuild, outputs, int_checker(record.int_guards), run_seconds)
+        entry.snapshot = snapshot
         buffer = program.forward(call)
         if buffer is None or not numpy.array_equal(buffer, program.base, equal_nan=True):
             # a guard that does not hold on the traced values, or a node whose
@@ -408,10 +497,33 @@ class Compiled:
             self.budget.traced(time.perf_counter() - start, run_seconds)
         return result
 
+    def _refused(self, reason: str, args: Any) -> Any:
+        """A call whose graph is new while tracing does not pay: eagerly (the
+        traces kept still replay), with one warning the first time."""
+        if not self._warned:
+            self._warned = True
+            name = getattr(self.fn, "__qualname__", repr(self.fn))
+            warnings.warn(
+                f"chainrule.compile: {name} stops tracing and runs eagerly where its graph is "
+                f"new: {reason}; pass what changes as floats or Values (inputs), or call the "
+                "function without chainrule.compile",
+                CompileWarning,
+                stacklevel=4,
+            )
+        return self._timed_eager(args)
+
+    def _timed_eager(self, args: Any) -> Any:
+        start = time.perf_counter()
+        out = self.fn(*args)
+        with self._lock:
+            self.budget.ran_eagerly(time.perf_counter() - start)
+        return out
+
     def _eager(self, reason: str, args: Any) -> Any:
         """From now on, run ``fn`` as it is (and now, with ``args``)."""
         with self._lock:
-            first = self.eager_reason is None
+            first = self.eager_reason is None and not self._warned
+            self._warned = True
             self.eager_reason = reason
             self._cache.clear()
         if first:

@@ -214,6 +214,7 @@ def _lay_out(
     order: list[Any] = [*live, *arg_slots, *constants]
     slot.update(zip(order, range(len(order))))
     prog.live = live
+    prog.live_inputs = tuple(live)
     prog.live_slots = np.arange(len(live), dtype=np.intp)
     prog.arg_leaves = [(slot[v], arg_leaves[v]) for v in arg_slots]
     members_of: dict[Any, list[Any]] = {k: list(g) for k, g in groups.items() if g}

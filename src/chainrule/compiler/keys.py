@@ -20,6 +20,7 @@ keys are part of the key) and every item is one of:
 
 from __future__ import annotations
 
+import struct
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -62,21 +63,26 @@ class Call:
     values: list[Value] = field(default_factory=list)  # leaf Values among the arguments
     floats: list[float] = field(default_factory=list)  # float inputs, in order
     ints: list[int] = field(default_factory=list)  # ints, in order
-    picks: dict[int, Any] = field(default_factory=dict)  # a replay's gathers, per step
+    # a replay's gathers: id(step) -> (the step, its picks); the step is kept, so
+    # its id is not another's while the call lives (a retrace makes new steps)
+    picks: dict[int, Any] = field(default_factory=dict)
 
 
 def classify(items: list[Any], shape: Any = None, symbolic_ints: bool = True) -> Call:
     """The key of a call whose flattened arguments are ``items``, nested as
     ``shape`` says (see :func:`flatten`); with ``symbolic_ints`` False, ints
-    are keyed by their value."""
+    and floats are keyed by their value (the function sees them as they are)."""
     key: list[Any] = [shape]
     call = Call(())
     numpy = sys.modules.get("numpy")
     for x in items:
         t = type(x)
         if t is float:
-            key.append(float)
-            call.floats.append(x)
+            if symbolic_ints:
+                key.append(float)
+                call.floats.append(x)
+            else:  # by value, bit for bit (-0.0 is not 0.0)
+                key.append((float, struct.pack("<d", x)))
         elif t is int:
             if symbolic_ints:
                 key.append(int)
@@ -94,11 +100,7 @@ def classify(items: list[Any], shape: Any = None, symbolic_ints: bool = True) ->
             key.append(Value)
             call.values.append(x)
         elif numpy is not None and isinstance(x, (numpy.generic, numpy.ndarray)):
-            if t is numpy.float64:
-                key.append(float)
-                call.floats.append(float(x))
-            else:
-                key.append(_numpy_key(x, numpy))
+            key.append(_numpy_key(x, numpy))  # float64 too: NumPy reads it whole
         else:
             key.append((t, Identity(x)))
     call.key = tuple(key)
@@ -138,14 +140,28 @@ def _numpy_key(x: Any, numpy: Any) -> Any:
     return (type(x), x.dtype.str, x.shape, x.tobytes())
 
 
-def describe(a: tuple[Any, ...], b: tuple[Any, ...]) -> str:
-    """What differs between two keys, in words (for the fallback warning)."""
+def describe(a: tuple[Any, ...], b: tuple[Any, ...], why: list[str] | None = None) -> str:
+    """What differs between two keys, in words (for the fallback warning);
+    ``why``: how the last trace used its arguments, when the keys agree."""
     if a[0] != b[0] or len(a) != len(b):
-        return "the arguments' lengths or dict keys change"
+        shapes_a, shapes_b = a[0][1], b[0][1]  # per argument (a list of the arguments)
+        for k, (x, y) in enumerate(zip(shapes_a, shapes_b)):
+            if x != y:
+                return f"argument {k + 1}'s length or dict keys change ({_nest(x)} to {_nest(y)})"
+        return "the number of arguments changes"
     for x, y in zip(a[1:], b[1:]):
         if x != y:
             return f"an argument changes from {_show(x)} to {_show(y)}"
+    if why:
+        return "; ".join(why)
     return "a value read from .data decides the graph (a guard went the other way)"
+
+
+def _nest(shape: Any) -> str:
+    if shape is None:
+        return "a number"
+    kind = getattr(shape[0], "__name__", str(shape[0]))
+    return f"a {kind} of {len(shape[-1])}"
 
 
 def _show(part: Any) -> str:

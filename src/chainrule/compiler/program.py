@@ -490,9 +490,9 @@ class GatherStep:
         """The slots that the call's ints pick (once per call), or Retrace
         where the list would raise IndexError (the trace will raise it)."""
         cache = call.picks
-        found = cache.get(id(self))
-        if found is not None:
-            return found
+        kept = cache.get(id(self))
+        if kept is not None and kept[0] is self:  # (the step kept: its id is not reused)
+            return kept[1]
         recipe_value = self.recipe_value
         n = self.table.shape[1]
         ints = call.ints
@@ -504,7 +504,8 @@ class GatherStep:
             columns.append(i % n)
         picked = np.array(columns, dtype=np.intp).take(self.which)
         picked += self.row_starts  # table[rows, picked], as positions in the flat table
-        found = cache[id(self)] = self.flat_table.take(picked)
+        found = self.flat_table.take(picked)
+        cache[id(self)] = (self, found)
         return found
 
     def run(self, val: np.ndarray, call: Any) -> None:
@@ -536,6 +537,7 @@ class Program:
         self.n = 0
         self.base = np.zeros(0)
         self.live: list[Value] = []  # leaves that existed before the trace
+        self.live_inputs: tuple[Value, ...] = ()  # the same, the inputs of an output node
         self.live_slots = np.zeros(0, dtype=np.intp)
         self.arg_leaves: list[tuple[int, int]] = []  # (slot, position among the args' Values)
         self.steps: list[Step] = []  # in level order
@@ -547,6 +549,7 @@ class Program:
         self.n_terms = 0  # terms of the backward pass, group by group
         self.leaf_incoming = np.zeros((1, 0), dtype=np.intp)  # leaves' terms, slots 0...
         self.budget: Any = None  # the compiled function's account, for replay times
+        self.eager_seconds = 0.0  # its traced run of the function (the budget's estimate)
         self._plan: list[tuple[Any, Any, int, int, bool, int]] | None = None  # see _backward_plan
         self._late = self._late_leaves = False
         self._direct: dict[int, Direct] = {}  # producer's plan position -> see Direct

@@ -25,6 +25,7 @@ from __future__ import annotations
 import ast
 import builtins
 import linecache
+import math
 import operator
 import sys
 import threading
@@ -81,6 +82,7 @@ class Record:
         self.aliases: dict[Any, tuple[int, int]] = {}
         self.pending: list[tuple[list[Any], int, Any]] = []
         self.armed: Any = None  # (frame, its trace function and opcode flag, the global one)
+        self.pins: list[str] = []  # how int arguments were used as numbers, for messages
 
 
 _tracing = threading.local()
@@ -107,6 +109,17 @@ def where(depth: int = 2) -> str:
     return f"{f.f_code.co_filename}:{f.f_lineno}"
 
 
+_COMPILER_DIR = __file__.rsplit("/", 1)[0].rsplit("\\", 1)[0]
+
+
+def user_site() -> str:
+    """``file:line`` of the innermost frame outside compile's own code."""
+    f: FrameType | None = sys._getframe(1)
+    while f is not None and f.f_code.co_filename.startswith(_COMPILER_DIR):
+        f = f.f_back
+    return "?" if f is None else f"{f.f_code.co_filename}:{f.f_lineno}"
+
+
 def _guard(f: Callable[..., Any], a: Any, b: Any, result: Any) -> Any:
     record = current()
     if record is not None and (type(a) is TracedFloat or type(b) is TracedFloat):
@@ -115,8 +128,11 @@ def _guard(f: Callable[..., Any], a: Any, b: Any, result: Any) -> Any:
 
 
 def same(a: float, b: float) -> bool:
-    """Equal, nan included: the guard of a float read whole."""
-    return a == b or (a != a and b != b)
+    """The same float, nan included, ``-0.0`` apart from ``0.0``: the guard
+    of a float read whole (``1 / x`` tells the zeros apart)."""
+    if a == b:
+        return a != 0.0 or math.copysign(1.0, a) == math.copysign(1.0, b)
+    return a != a and b != b
 
 
 def guard_whole(x: TracedFloat) -> float:
@@ -200,6 +216,31 @@ def _whole(f: Callable[[float], Any]) -> Callable[[TracedFloat], Any]:
 
 for _name in ("int", "float", "round", "trunc", "floor", "ceil", "format", "str", "hash"):
     setattr(TracedFloat, f"__{_name}__", _whole(getattr(float, f"__{_name}__")))
+# float's other methods read the number whole: a guard each (``x.is_integer()``)
+for _name in (
+    "is_integer",
+    "as_integer_ratio",
+    "hex",
+    "conjugate",
+    "__divmod__",
+    "__rdivmod__",
+    "__getnewargs__",
+    "__reduce__",
+    "__reduce_ex__",
+    "__sizeof__",
+):
+    setattr(TracedFloat, _name, _whole(getattr(float, _name)))
+
+
+def _array_ufunc(self: TracedFloat, ufunc: Any, method: str, *inputs: Any, **kwargs: Any) -> Any:
+    """A NumPy ufunc (``np.exp(x)``) reads its float operands whole: guards."""
+    plain_inputs = [guard_whole(x) if type(x) is TracedFloat else x for x in inputs]
+    return getattr(ufunc, method)(*plain_inputs, **kwargs)
+
+
+TracedFloat.__array_ufunc__ = _array_ufunc  # type: ignore[attr-defined]
+for _name in ("real", "imag"):
+    setattr(TracedFloat, _name, property(_whole(getattr(float, _name).__get__)))
 
 
 def nonzero(a: float, b: float) -> bool:

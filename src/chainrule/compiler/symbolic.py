@@ -94,6 +94,11 @@ class SymInt(TracedInt):
     def _pin(self) -> int:
         if self.record is reads.current():
             self.record.int_guards.append((operator.eq, self.recipe, self.value, True))
+            if len(self.record.pins) < 3:
+                self.record.pins.append(
+                    f"an int argument is used as the number {self.value} at {reads.user_site()} "
+                    "(range(i), a dict key, float(i), a subscript other than a list of Values)"
+                )
         return self.value
 
     @property  # type: ignore[misc]
@@ -383,6 +388,9 @@ def _index(i: SymInt, frame: FrameType) -> int:
     if not -n <= i.value < n:
         return i._pin()  # the list raises IndexError, as it would eagerly
     k = i.value % n
+    # a replay whose int falls outside the list traces again (and raises
+    # IndexError as eagerly), even where nothing reads the pick
+    record.int_guards.append((in_range, i.recipe, n, True))
     entry = container[k]
     gather = _gather(entry, container, i.recipe)
     if gather is None:
@@ -401,6 +409,11 @@ def _index(i: SymInt, frame: FrameType) -> int:
     record.pending.append((container, k, entry))
     _restore_after(frame, record)
     return k
+
+
+def in_range(i: int, n: int) -> bool:
+    """Whether ``i`` picks an entry of a list of ``n`` (negative from the end)."""
+    return -n <= i < n
 
 
 def _gather(entry: Any, container: list[Any], recipe: Any) -> Gather | None:

@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import itertools
 import operator
+import os
 import sys
 import threading
 import time
@@ -50,7 +51,7 @@ from ..value import (
 )
 from ..value.engine import Value
 from ..value.primitives import Primitive
-from . import reads
+from . import escapes, reads
 from .reads import Record, TracedFloat, traced
 
 _lock = threading.RLock()
@@ -172,7 +173,7 @@ def watching(record: Record, created: list[Value]) -> Iterator[None]:
     as_float = engine._as_float
     saved = {  # None: inherited (from BeyondMicrograd)
         name: Value.__dict__.get(name)
-        for name in ("__lt__", "__le__", "__gt__", "__ge__", "__float__", "__format__")
+        for name in ("__lt__", "__le__", "__gt__", "__ge__", "__format__")
     }
     me = threading.get_ident()
     internal = _INTERNAL
@@ -299,7 +300,6 @@ def watching(record: Record, created: list[Value]) -> Iterator[None]:
     Value.__le__ = compare(operator.le)  # type: ignore[method-assign,assignment]
     Value.__gt__ = compare(operator.gt)  # type: ignore[method-assign,assignment]
     Value.__ge__ = compare(operator.ge)  # type: ignore[method-assign,assignment]
-    Value.__float__ = lambda self: reads.guard_whole(user_read(self))  # type: ignore[method-assign]
     Value.__format__ = lambda self, spec: format(user_read(self), spec)  # type: ignore[method-assign]
     engine._as_float = beyond_micrograd.as_float = protocols.as_float = keep_read
     reads.set_current(record)
@@ -320,14 +320,41 @@ def watching(record: Record, created: list[Value]) -> Iterator[None]:
         Value.grad = grad_slot  # type: ignore[misc]
 
 
+#: Source files whose C calls are compile's own (not the user's reading a float).
+_OURS = _INTERNAL | frozenset(
+    os.path.join(os.path.dirname(__file__), f"{name}.py")
+    for name in [
+        "__init__",
+        "budget",
+        "capture",
+        "escapes",
+        "keys",
+        "program",
+        "reads",
+        "rules",
+        "sources",
+        "step",
+        "symbolic",
+        "trace",
+    ]
+)
+
+
 def run_traced(
-    fn: Callable[..., Any], args: tuple[Any, ...], record: Record
-) -> tuple[Any, list[Value], float]:
-    """``fn(*args)`` under watch: its result, the Values it made and the
-    seconds it ran (without waiting for another thread's trace)."""
+    fn: Callable[..., Any], args: tuple[Any, ...], record: Record, floats: bool = False
+) -> tuple[Any, list[Value], float, str | None]:
+    """``fn(*args)`` under watch: its result, the Values it made, the
+    seconds it ran (without waiting for another thread's trace) and, with
+    ``floats`` (float arguments among ``args``), the first C function that
+    may have read one whole (:mod:`chainrule.compiler.escapes`)."""
     created: list[Value] = []
     with _lock, watching(record, created):
+        calls = escapes.CCalls(_OURS, run_traced.__code__) if floats else None
         start = time.perf_counter()
-        out = fn(*args)
+        if calls is None:
+            out = fn(*args)
+        else:
+            with calls:
+                out = fn(*args)
         seconds = time.perf_counter() - start
-    return out, created, seconds
+    return out, created, seconds, None if calls is None else calls.first

@@ -1,0 +1,190 @@
+"""Where a float argument escapes what a trace can follow.
+
+While tracing, a float argument is a :class:`~chainrule.compiler.reads.TracedFloat`:
+arithmetic on it, and its use as an operand of Values, are recorded, and
+its methods and comparisons are guards. Two things escape that:
+
+* a function written in C that takes the number whole (``math.exp(x)``,
+  ``math.isnan(x)``, ``math.fsum``, ``statistics.fmean``, ``struct.pack``,
+  NumPy): it reads the double inside the float without calling any of its
+  methods. :class:`CCalls` watches the C functions that user code calls
+  while the trace runs (``sys.setprofile``, this thread only); any one that
+  is not known to go through the float's methods (``len``, ``sum``,
+  ``max``, ``list.append`` ...) makes the trace hold for the float
+  arguments' values only (guards, bit for bit), so another value traces
+  again. The first such call is kept to name in messages.
+* ``type(x)``, which no method of ``x`` sees: a function whose code (or
+  the code of the functions it names) reads the builtin ``type`` gets its
+  numbers as they are, each traced value a guard (:func:`reads_type`).
+"""
+
+from __future__ import annotations
+
+import builtins
+import contextlib
+import sys
+from collections.abc import Callable
+from types import CodeType, FunctionType, MethodType, ModuleType
+from typing import Any
+
+#: Builtins that reach a float's value only through its methods.
+_SAFE_BUILTINS = frozenset(
+    [
+        "len",
+        "isinstance",
+        "issubclass",
+        "iter",
+        "next",
+        "sum",
+        "max",
+        "min",
+        "abs",
+        "round",
+        "any",
+        "all",
+        "sorted",
+        "print",
+        "repr",
+        "hash",
+        "id",
+        "callable",
+        "getattr",
+        "setattr",
+        "hasattr",
+        "delattr",
+        "divmod",
+        "pow",
+        "format",
+        "ascii",
+        "vars",
+        "dir",
+        "locals",
+        "globals",
+    ]
+)
+
+_SAFE_MODULES = frozenset(("time", "gc", "sys", "_thread", "threading", "_weakref", "posix", "nt"))
+
+#: Methods of builtin containers (by type and name) that read no number.
+_SAFE_METHODS = frozenset(
+    (t, name)
+    for t, names in (
+        (list, "append extend pop insert index count copy clear remove reverse"),
+        (dict, "get items keys values setdefault update pop copy clear"),
+        (set, "add update discard remove pop copy clear"),
+        (tuple, "index count"),
+        (str, "join format split strip startswith endswith replace lower upper"),
+    )
+    for name in names.split()
+)
+
+
+def _safe(f: Any) -> bool:
+    owner = getattr(f, "__self__", None)
+    name = getattr(f, "__name__", None)
+    if owner is builtins:
+        return name in _SAFE_BUILTINS
+    if isinstance(owner, ModuleType):
+        # clocks, the collector, threads: no number of theirs reaches a graph
+        # (and a gc callback may call them in the middle of any trace)
+        return owner.__name__ in _SAFE_MODULES
+    return (type(owner), name) in _SAFE_METHODS
+
+
+def describe(f: Any) -> str:
+    """``math.exp``, ``list.sort``: a C function's name for messages."""
+    owner = getattr(f, "__self__", None)
+    name = getattr(f, "__qualname__", None) or getattr(f, "__name__", repr(f))
+    if isinstance(owner, ModuleType) and owner is not builtins:
+        return f"{owner.__name__}.{name}"
+    return str(name)
+
+
+class CCalls:
+    """The profile hook that notes the first C function user code calls
+    that may read a float argument whole (see the module)."""
+
+    def __init__(self, internal: frozenset[Any], stop: Any) -> None:
+        self.internal = internal
+        self.stop = stop  # the code of the frame that calls the user's function
+        self.first: str | None = None  # "math.exp (file:line)"
+        self._previous: Any = None
+
+    def hook(self, frame: Any, event: str, arg: Any) -> None:
+        if event != "c_call" or frame.f_code.co_filename in self.internal or _safe(arg):
+            return
+        f = frame.f_back  # called on behalf of compile's or the engine's own code?
+        while f is not None and f.f_code is not self.stop:
+            if f.f_code.co_filename in self.internal:
+                return
+            f = f.f_back
+        self.first = f"{describe(arg)} ({frame.f_code.co_filename}:{frame.f_lineno})"
+        sys.setprofile(None)  # one is enough: the floats are pinned
+
+    def __enter__(self) -> CCalls:
+        self._previous = sys.getprofile()
+        if self._previous is not None:  # a profiler's: left alone, and nothing is seen
+            self.first = "a profiler (sys.setprofile is taken)"
+            return self
+        sys.setprofile(self.hook)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if sys.getprofile() == self.hook:
+            sys.setprofile(self._previous)
+
+
+_scanned: dict[CodeType, bool] = {}
+
+
+def reads_type(fn: Callable[..., Any], depth: int = 3) -> bool:
+    """Whether ``fn``'s code, or that of the functions it names in its
+    globals and closure (``depth`` levels), reads the builtin ``type``."""
+    seen: set[int] = set()
+
+    def visit(f: Any, level: int) -> bool:
+        if isinstance(f, MethodType):
+            f = f.__func__
+        if not isinstance(f, FunctionType) or id(f) in seen:
+            if not isinstance(f, FunctionType) and callable(f) and level == depth:
+                call = call_method(f)
+                return visit(call, level) if isinstance(call, FunctionType) else False
+            return False
+        seen.add(id(f))
+        if code_reads_type(f.__code__):
+            return True
+        if level == 0:
+            return False
+        names: list[Any] = [f.__globals__.get(n) for n in _all_names(f.__code__)]
+        for cell in f.__closure__ or ():
+            with contextlib.suppress(ValueError):
+                names.append(cell.cell_contents)
+        return any(visit(g, level - 1) for g in names)
+
+    return visit(fn, depth)
+
+
+def code_reads_type(code: CodeType) -> bool:
+    found = _scanned.get(code)
+    if found is None:
+        found = "type" in code.co_names or any(
+            isinstance(c, CodeType) and code_reads_type(c) for c in code.co_consts
+        )
+        _scanned[code] = found
+    return found
+
+
+def _all_names(code: CodeType) -> set[str]:
+    names = set(code.co_names)
+    for c in code.co_consts:
+        if isinstance(c, CodeType):
+            names |= _all_names(c)
+    return names
+
+
+def call_method(obj: Any) -> Any:
+    """The ``__call__`` defined by the class of a callable object, if any."""
+    for klass in type(obj).__mro__:
+        if "__call__" in vars(klass):
+            return vars(klass)["__call__"]
+    return None

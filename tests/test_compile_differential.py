@@ -1,0 +1,157 @@
+"""Differential test of ``chainrule.compile`` (issue 32): random programs,
+compiled beside eager on every call.
+
+A program is a list of operations on an accumulator Value: products and
+sums with parameters, floats through ``math`` (``exp``, ``isnan``), branches
+on the float and int arguments, a pick ``P[i]``, a global float changed
+between calls, a parameter replaced in its list between calls, a read of
+``.data``, a division by the float (``-0.0`` and ``0.0`` apart), another
+compiled function called inside (nested) and its output used in more
+arithmetic (composed), an exception, a side effect on a list. Every call
+runs eagerly and compiled: the values bit for bit, the parameters'
+gradients (of the result used in more arithmetic) to 1e-12, the
+exceptions equal, the side effects equal.
+
+The default run checks 5,000 programs (derandomized); ``pytest -m long``
+100,000.
+"""
+
+from __future__ import annotations
+
+import math
+import warnings
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+import chainrule
+from chainrule import Value
+from conftest import close
+
+N_OPS = 14
+special = st.sampled_from([0.0, -0.0, 1.0, -1.5, 2.5, math.nan, math.inf, 1e-300])
+floats = st.one_of(st.floats(-3, 3, allow_nan=False), special)
+op = st.tuples(st.integers(0, N_OPS - 1), st.integers(0, 2))
+call = st.tuples(floats, st.integers(-3, 3), st.sampled_from([1.0, 2.0, -0.5]), st.booleans())
+programs = st.tuples(st.lists(op, min_size=1, max_size=5), st.lists(call, min_size=1, max_size=5))
+
+
+def make(
+    ops: list[tuple[int, int]],
+    P: list[Value],
+    G: dict[str, Any],
+    inner: Callable[[float], Value],
+) -> Callable[[float, int], Value]:
+    """The program as a function of a float and an int."""
+
+    def f(x: float, i: int) -> Value:
+        acc = P[0] * 1.0
+        for code, k in ops:
+            if code == 0:
+                acc = acc * P[k]
+            elif code == 1:
+                acc = acc + x * P[k]
+            elif code == 2:
+                acc = acc * math.exp(max(min(x, 3.0), -3.0))
+            elif code == 3:
+                acc = acc.tanh() if x > 0 else acc * 2.0
+            elif code == 4:
+                acc = acc + P[i]
+            elif code == 5:
+                acc = acc * G["scale"]
+            elif code == 6:
+                acc = acc + inner(x) * 0.5  # nested compile
+            elif code == 7:
+                acc = acc * 0.0 if math.isnan(x) else acc + 1.0
+            elif code == 8:
+                if i == 2:
+                    raise ValueError(f"two at {x!r}")
+            elif code == 9:
+                acc = acc / float(x) if x == x else acc
+            elif code == 10:
+                G["log"].append(x)  # a side effect
+            elif code == 11:
+                acc = acc + acc * min(max(acc.data, -2.0), 2.0)
+            elif code == 12:
+                acc = acc * (2.0 if type(x) is float and x.is_integer() else 3.0)
+            else:
+                acc = (acc - P[k]).relu() + acc
+        return acc
+
+    return f
+
+
+def outcome(f: Callable[[float, int], Value], x: float, i: int, P: list[Value]) -> Any:
+    """The value, the parameters' gradients, or the exception."""
+    for p in P:
+        p.grad = 0.0
+    try:
+        out = f(x, i)
+    except Exception as e:  # the exception is the outcome
+        return ("raised", type(e), str(e))
+    total = out * 0.5 + out  # the result in more arithmetic: one node of this graph
+    total.backward()
+    return ("value", out.data, [p.grad for p in P])
+
+
+def same_bits(a: float, b: float) -> bool:
+    if a != a or b != b:
+        return a != a and b != b
+    return a == b and math.copysign(1.0, a) == math.copysign(1.0, b)
+
+
+def run_program(ops: list[tuple[int, int]], calls: list[tuple[float, int, float, bool]]) -> None:
+    P = [Value(0.5), Value(-1.25), Value(0.75)]
+    G: dict[str, Any] = {"scale": 1.0, "log": []}
+    G_eager: dict[str, Any] = {"scale": 1.0, "log": []}
+    plain_inner = lambda x: P[1] * x + P[2]  # noqa: E731
+    eager = make(ops, P, G_eager, plain_inner)
+    compiled = chainrule.compile(make(ops, P, G, chainrule.compile(plain_inner)))
+    for n, (x, i, scale, replace) in enumerate(calls):
+        G["scale"] = G_eager["scale"] = scale
+        if replace:  # a parameter replaced in its list between calls
+            P[n % 3] = Value(P[n % 3].data + 0.25)
+        expected = outcome(eager, x, i, P)
+        got = outcome(compiled, x, i, P)
+        assert got[0] == expected[0], (n, got, expected)
+        if got[0] == "raised":
+            assert got[1:] == expected[1:]
+        else:
+            assert same_bits(got[1], expected[1]), (n, got, expected)
+            assert all(
+                same_bits(g, e) or close(g, e, rtol=1e-12) for g, e in zip(got[2], expected[2])
+            ), (n, got, expected)
+        assert G["log"] == G_eager["log"] or (
+            [repr(v) for v in G["log"]] == [repr(v) for v in G_eager["log"]]
+        )
+
+
+def check(program: tuple[list[tuple[int, int]], list[tuple[float, int, float, bool]]]) -> None:
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        run_program(*program)
+
+
+_fast = settings(
+    max_examples=5_000,
+    derandomize=True,
+    deadline=None,
+    database=None,
+    suppress_health_check=[HealthCheck.too_slow],
+)
+
+
+@_fast
+@given(programs)
+def test_random_programs_compiled_give_eager_numbers(program: Any) -> None:
+    check(program)
+
+
+@pytest.mark.long
+@settings(_fast, max_examples=100_000)
+@given(programs)
+def test_random_programs_compiled_give_eager_numbers_long(program: Any) -> None:
+    check(program)

@@ -1,0 +1,395 @@
+"""compile returns eager's numbers or runs eagerly (issue 32): each
+reproduction of the issue, compiled beside eager.
+
+A compiled call is one node of the caller's graph; every input a trace
+reads is an input or a guard; the user's objects are left alone; a call
+runs the function once.
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+import warnings
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+import pytest
+
+import chainrule
+from chainrule import Value
+from chainrule.compiler import CompileWarning
+
+
+def bits(x: float) -> tuple[bool, float, float]:
+    """A float as compared bit for bit: nan equal to nan, -0.0 not 0.0."""
+    return (True, 0.0, 0.0) if x != x else (False, math.copysign(1.0, x), abs(x))
+
+
+def data(out: Any) -> Any:
+    return out.data if isinstance(out, Value) else out
+
+
+def eager_and_compiled(f: Callable[..., Any], *calls: tuple[Any, ...]) -> list[tuple[Any, Any]]:
+    """(eager, compiled) results of ``f`` on each argument tuple, in order."""
+    compiled = chainrule.compile(f)
+    return [(data(f(*args)), data(compiled(*args))) for args in calls]
+
+
+# --------------------------------------------------------------------------
+# 1. A compiled call is one node in the caller's graph
+# --------------------------------------------------------------------------
+
+
+def test_a_compiled_result_used_in_more_arithmetic_keeps_its_gradient() -> None:
+    w = Value(2.0)
+
+    def loss(x: float) -> Value:
+        return (w * x - 1.0) ** 2
+
+    fast = chainrule.compile(loss)
+    batch = [0.5, 1.0, 1.5]
+    grads = []
+    for f in (loss, fast, fast):  # eager, the trace, a replay
+        w.grad = 0.0
+        total = sum(f(x) for x in batch) / 3
+        total.backward()
+        grads.append((total.data, w.grad))
+    assert grads[0] == pytest.approx((1.6666666666666667, 2.6666666666666665))
+    assert grads[1] == grads[0] and grads[2] == grads[0]
+
+
+def test_the_output_of_one_call_feeds_another_and_the_gradient_flows_through_both() -> None:
+    w, b = Value(0.5), Value(-1.0)
+    fast = chainrule.compile(lambda x: (w * x + b).tanh())
+    expected = []
+    for f in (lambda x: (w * x + b).tanh(), fast, fast):
+        w.grad = b.grad = 0.0
+        y = f(1.5) * f(-0.5) + f(2.0)
+        y.backward()
+        expected.append((y.data, w.grad, b.grad))
+    assert expected[1] == pytest.approx(expected[0], rel=1e-12)
+    assert expected[2] == pytest.approx(expected[0], rel=1e-12)
+
+
+def test_nested_compiled_functions_give_eager_numbers_and_gradients() -> None:
+    w = Value(1.5)
+    inner = chainrule.compile(lambda x: w * x * x)
+    outer = chainrule.compile(lambda x: inner(x) + w * 3.0)
+    nested_no_floats = chainrule.compile(lambda: inner(2.0) * w)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", CompileWarning)
+        for x in (1.0, 2.0, -3.0):
+            w.grad = 0.0
+            out = outer(x)
+            out.backward()
+            assert (out.data, w.grad) == (1.5 * x * x + 4.5, x * x + 3.0)
+        for _ in range(2):
+            w.grad = 0.0
+            out = nested_no_floats()
+            out.backward()
+            assert (out.data, w.grad) == (1.5 * 4.0 * 1.5, 2 * 1.5 * 4.0)
+
+
+def test_create_graph_through_a_compiled_output_is_a_clear_error() -> None:
+    w = Value(1.5)
+    fast = chainrule.compile(lambda x: w * x)
+    fast(2.0)
+    y = fast(3.0) * 2.0
+    with pytest.raises(TypeError, match="create_graph"):
+        y.backward(create_graph=True)
+
+
+# --------------------------------------------------------------------------
+# 2. Float arguments through Python functions: inputs or guards
+# --------------------------------------------------------------------------
+
+w_shared = Value(1.5)
+
+
+@pytest.mark.parametrize(
+    "f, xs",
+    [
+        (lambda x: w_shared * math.exp(x), [0.0, 2.0]),
+        (lambda x: w_shared * math.sqrt(x), [1.0, 4.0]),
+        (lambda x: w_shared * math.log(x), [1.0, 3.0]),
+        (lambda x: w_shared * math.sin(x), [0.0, 1.0]),
+        (lambda x: w_shared * math.pow(x, 3), [1.0, 2.0]),
+        (lambda x: w_shared * (2.0 if math.isfinite(x) else 3.0), [1.0, math.inf]),
+        (lambda x: w_shared * math.copysign(1.0, x), [1.0, -1.0]),
+        (lambda x: w_shared * math.fsum([x, 1.0]), [1.0, 5.0]),
+        (lambda x: w_shared * statistics.fmean([x, 1.0]), [1.0, 3.0]),
+        (lambda x: w_shared * (2.0 if x.is_integer() else 3.0), [1.0, 1.5]),
+        (lambda x: w_shared * x.as_integer_ratio()[1], [1.0, 1.5]),
+        (lambda x: w_shared * np.exp(x), [0.0, 2.0]),
+        (lambda x: w_shared * np.exp(x), [np.float64(0.0), np.float64(2.0)]),
+        (lambda x: w_shared * 0.0 if math.isnan(x) else w_shared * x, [1.0, math.nan]),
+        (lambda x: w_shared / float(x), [0.0, -0.0, 0.0]),
+        (lambda x: w_shared * 3.0 if type(x) is float else w_shared * 0.0, [1.0, 2.0]),
+    ],
+)
+def test_floats_through_python_functions_give_eager_numbers(f: Any, xs: list[Any]) -> None:
+    for eager, compiled in eager_and_compiled(f, *[(x,) for x in xs]):
+        assert bits(compiled) == bits(eager)
+
+
+def test_math_exp_reproduction_of_the_issue() -> None:
+    w = Value(1.5)
+    f = chainrule.compile(lambda x: w * math.exp(x))
+    assert f(0.0).data == 1.5
+    assert f(2.0).data == 1.5 * math.exp(2.0)  # 11.08, not the traced 1.5
+
+
+def test_floats_used_only_with_values_stay_inputs() -> None:
+    w = Value(1.5)
+    f = chainrule.compile(lambda x: (w * x + x * x).tanh())
+    for x in (0.1, 0.2, 0.3, -0.0, 0.4):
+        assert bits(f(x).data) == bits((w * x + x * x).tanh().data)
+    assert f.traces == 1
+
+
+def test_a_value_converted_to_a_float_raises_inside_compile_as_eagerly() -> None:
+    w = Value(0.75)
+
+    def to_float(x: float) -> float:
+        return float(w * x)
+
+    def through_math(x: float) -> float:
+        return math.sin(w * x)
+
+    for fn in (to_float, through_math):
+        with pytest.raises(TypeError, match="float"):
+            fn(1.0)
+        with pytest.raises(TypeError, match="float"):
+            chainrule.compile(fn)(1.0)
+
+
+# --------------------------------------------------------------------------
+# 4. Guards: -0.0, nan, out-of-range lookups
+# --------------------------------------------------------------------------
+
+
+def test_negative_zero_does_not_pass_the_guard_of_zero() -> None:
+    w = Value(1.0)
+    f = chainrule.compile(lambda x: w / float(x))
+    assert f(0.0).data == math.inf
+    assert f(-0.0).data == -math.inf
+
+
+def test_an_unused_lookup_out_of_range_raises_as_eagerly() -> None:
+    tab = [Value(1.0), Value(2.0), Value(3.0)]
+
+    def f(i: int) -> Value:
+        unused = tab[i + 1]  # noqa: F841
+        return tab[i] * 10.0
+
+    compiled = chainrule.compile(f)
+    assert compiled(0).data == 10.0
+    assert compiled(1).data == 20.0
+    with pytest.raises(IndexError):
+        f(2)
+    with pytest.raises(IndexError):
+        compiled(2)
+
+
+# --------------------------------------------------------------------------
+# 5. No cache keyed by the id of an object that can die
+# --------------------------------------------------------------------------
+
+
+def test_a_gathers_picks_are_never_another_steps() -> None:
+    from chainrule.compiler.keys import Call
+    from chainrule.compiler.program import GatherStep
+
+    step = GatherStep(np.array([5]), np.array([[0, 1, 2]]), [("int", 0)])
+    call = Call((), ints=[2])
+    stranger = object()  # a step that died, whose id the new one took
+    call.picks[id(step)] = (stranger, np.array([0]))
+    assert step.picks(call).tolist() == [2]
+    assert step.picks(call).tolist() == [2]
+
+
+# --------------------------------------------------------------------------
+# 6. One run per call
+# --------------------------------------------------------------------------
+
+
+def test_a_function_that_raises_while_traced_runs_once() -> None:
+    tab = [Value(1.0), Value(2.0), Value(3.0), Value(4.0)]
+    for make in (lambda f: f, chainrule.compile):
+        log: list[int] = []
+
+        def f(i: int, log: list[int] = log) -> Value:
+            log.append(i)
+            if i == 3:
+                raise ValueError("three")
+            return tab[i] * 2.0
+
+        g = make(f)
+        g(1)
+        with pytest.raises(ValueError, match="three"):
+            g(3)
+        assert log == [1, 3]
+
+
+# --------------------------------------------------------------------------
+# 3. Globals, closures, containers, self: guarded, never stale
+# --------------------------------------------------------------------------
+
+scale = 1.5
+W = [Value(1.0), Value(2.0)]
+v_global = Value(1.5)
+
+
+def scaled(x: float) -> Value:
+    return W[1] * x * scale
+
+
+def by_entry() -> Value:
+    return W[0] * 1.0
+
+
+def rebound() -> Value:
+    return v_global * 1.0
+
+
+def test_a_global_float_changed_after_tracing_is_read_afresh() -> None:
+    global scale
+    f = chainrule.compile(scaled)
+    assert f(1.0).data == 3.0
+    scale = 2.25
+    try:
+        assert f(1.0).data == scaled(1.0).data == 4.5
+    finally:
+        scale = 1.5
+
+
+def test_a_list_entry_replaced_after_tracing_is_the_new_one() -> None:
+    f = chainrule.compile(by_entry)
+    assert f().data == 1.0
+    old = W[0]
+    W[0] = Value(7.0)
+    try:
+        out = f()
+        assert out.data == 7.0
+        out.backward()
+        assert W[0].grad == 1.0 and old.grad == 0.0
+    finally:
+        W[0] = old
+
+
+def test_a_rebound_global_value_is_the_new_one() -> None:
+    global v_global
+    f = chainrule.compile(rebound)
+    assert f().data == 1.5
+    old, v_global = v_global, Value(10.0)
+    try:
+        assert f().data == 10.0
+    finally:
+        v_global = old
+
+
+def test_closures_defaults_and_self_are_guarded() -> None:
+    c = [2.0]
+    w = Value(1.0)
+    f = chainrule.compile(lambda x: w * x * c[0])
+    assert f(1.0).data == 2.0
+    c[0] = 3.0
+    assert f(1.0).data == 3.0
+
+    class Model:
+        def __init__(self) -> None:
+            self.k = 2.0
+            self.rows = [[1.0, 2.0]]
+
+        def loss(self, x: float) -> Value:
+            return w * x * self.k + self.rows[0][1]
+
+    m = Model()
+    g = chainrule.compile(m.loss)
+    assert g(1.0).data == 4.0
+    m.k = 5.0
+    assert g(1.0).data == 7.0
+    m.rows[0][1] = -1.0
+    assert g(1.0).data == 4.0
+
+
+def test_a_function_that_changes_what_it_reads_runs_eagerly() -> None:
+    w = Value(1.0)
+    seen: list[float] = []
+
+    def f(x: float) -> Value:
+        seen.append(x)
+        return w * x
+
+    compiled = chainrule.compile(f)
+    with pytest.warns(CompileWarning, match="changes"):
+        compiled(1.0)
+    compiled(2.0)
+    assert seen == [1.0, 2.0]
+
+
+# --------------------------------------------------------------------------
+# 7. The budget in time (its account, on given times: never the clock)
+# --------------------------------------------------------------------------
+
+
+def test_the_budget_refuses_when_tracing_is_two_eager_calls_in_the_red() -> None:
+    from chainrule.compiler.budget import Budget
+
+    b = Budget()
+    assert b.refuse() is None  # the first trace
+    b.traced(1.0, 0.4)  # a traced run of 0.4 s: an eager call of about 0.1 s
+    assert b.needs_sample()  # a new graph runs eagerly once, timed
+    b.ran_eagerly(0.1)
+    assert not b.needs_sample()
+    # 1.0 - 0.1 spent; two eager calls with their backward: 2 * 0.1 * 3
+    assert b.refuse() is not None and "paid back" in str(b.refuse())
+    for _ in range(2):  # replays pay it back: 0.1 - 0.001 forward, 0.2 - 0.001 backward
+        b.replayed(0.001, 0.4)
+        b.backward(0.001, 0.4)
+    assert b.extra == pytest.approx(0.9 - 2 * 0.298)
+    assert b.refuse() is None
+
+
+def test_a_function_that_settles_gets_a_bounded_second_chance() -> None:
+    from chainrule.compiler import budget
+
+    b = budget.Budget()
+    b.traced(1.0, 0.4)
+    b.ran_eagerly(0.1)
+    assert b.refuse() is not None
+    chances = 0
+    for _ in range(10_000):
+        b.ran_eagerly(0.1)
+        if b.refuse() is None:
+            chances += 1
+            b.traced(1.0, 0.4)  # it traced again, and did not pay
+    assert chances == budget.CHANCES
+
+
+def test_replays_slower_than_eager_calls_send_the_function_to_eager() -> None:
+    from chainrule.compiler.budget import Budget
+
+    b = Budget()
+    b.traced(0.01, 0.0004)
+    b.ran_eagerly(0.0001)
+    for _ in range(3):
+        b.replayed(0.0002, 0.0004)
+    assert "too small" in str(b.replays_lose())
+
+
+def test_the_warning_names_an_int_used_as_a_number() -> None:
+    """Issue 32's item 7: an int argument used as a number gives a new trace
+    per value; the one warning says so (not "a value read from .data")."""
+    w = Value(1.5)
+    f = chainrule.compile(lambda i: w * float(i))
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        for i in range(40):
+            assert f(i).data == 1.5 * i
+    messages = [str(c.message) for c in caught if issubclass(c.category, CompileWarning)]
+    assert len(messages) == 1
+    assert "int argument is used as the number" in messages[0]
+    assert f.traces < 10
