@@ -377,9 +377,8 @@ def _loss_calls(draw: Any) -> tuple[str, dict[str, Any], np.ndarray, Any, str]:
     else:
         x = rng.uniform(0.05, 0.95, lead).astype(dtype)
         target = rng.uniform(0.0, 1.0, lead).astype(dtype)
-        if name in ("binary_cross_entropy", "binary_cross_entropy_with_logits"):
-            if draw(st.booleans()):
-                options["weight"] = rng.uniform(0.2, 3.0, lead).astype(dtype)
+        if name.startswith("binary_cross_entropy") and draw(st.booleans()):
+            options["weight"] = rng.uniform(0.2, 3.0, lead).astype(dtype)
         if name == "binary_cross_entropy_with_logits" and draw(st.booleans()):
             options["pos_weight"] = rng.uniform(0.2, 3.0, lead[-1:]).astype(dtype)
     return name, options, x, target, reduction
