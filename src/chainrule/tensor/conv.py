@@ -230,7 +230,10 @@ def input_grad_array(
     _, Cg, kh, kw = w.shape
     G = geo.groups
     OH, OW = g.shape[2:]
-    transposed = _transposed(w, geo)
+    # Not where the kernel holds a nan or an infinity: the transposed
+    # convolution multiplies it by the zeros it pads g with, and 0 * nan is
+    # a nan PyTorch (col2im of g @ w, below) never forms.
+    transposed = _transposed(w, geo) if np.isfinite(w).all() else None
     if transposed is not None:
         return _forward(g, *transposed)[0]
     dcols = _mm(_rows(g, G), _weight_matrix(w, G))  # (G, N * OH * OW, kh * kw * Cg)
