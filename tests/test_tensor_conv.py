@@ -16,6 +16,7 @@ from hypothesis import strategies as st
 
 import chainrule.tensor as ct
 from chainrule.tensor import Tensor, gradients
+from chainrule.tensor.nn import BatchNorm2d
 from tensor_oracle import assert_close, compare
 
 F32 = {"rtol": 2e-4, "atol": 2e-4}
@@ -631,3 +632,107 @@ def test_max_pool2d_window_of_only_minus_inf_and_padding_is_pytorchs(torch: Any)
         lambda a: torch.nn.functional.max_pool2d(a, **kw),
         [x],
     )
+
+
+# ----------------------------------------------------------------------------
+# momentum=None, empty batches, running statistics of the wrong kind
+# ----------------------------------------------------------------------------
+
+
+def test_batch_norm2d_momentum_none_is_pytorchs_cumulative_average(torch: Any) -> None:
+    """``BatchNorm2d(momentum=None)``: the running statistics are the plain
+    average of every training batch's so far, as PyTorch's (it raised a
+    TypeError on the first training forward)."""
+    ours, theirs = BatchNorm2d(3, momentum=None), torch.nn.BatchNorm2d(3, momentum=None)
+    theirs.double()
+    rng = np.random.default_rng(3)
+    for _ in range(4):
+        x = rng.standard_normal((4, 3, 2, 2)) * 2.0 + 1.0
+        y, ty = ours(Tensor(x)), theirs(torch.tensor(x))
+        assert_close(y.data, ty.detach().numpy(), "value")
+    assert_close(ours.running_mean, theirs.running_mean.numpy(), "running mean")
+    assert_close(ours.running_var, theirs.running_var.numpy(), "running variance")
+    assert int(ours.num_batches_tracked) == int(theirs.num_batches_tracked) == 4
+    ours.eval()
+    theirs.eval()
+    x = rng.standard_normal((2, 3, 2, 2))
+    assert_close(ours(Tensor(x)).data, theirs(torch.tensor(x)).detach().numpy(), "evaluation")
+    assert "momentum=None" in repr(ours)
+
+
+@pytest.mark.parametrize(
+    ("call", "error", "message"),
+    [
+        (
+            lambda: ct.batch_norm(np.ones((4, 3)), np.zeros(3), np.ones(3), training=True,
+                                  momentum=None),
+            TypeError,
+            "batch_norm: momentum must be a float in [0, 1], got None (the cumulative average is "
+            "BatchNorm2d(momentum=None)'s, which counts the batches)",
+        ),
+        (
+            lambda: ct.batch_norm(np.ones((4, 3)), None, None, training=True, momentum=1.5),
+            ValueError,
+            "batch_norm: momentum must be a float in [0, 1], got 1.5",
+        ),
+        (
+            lambda: ct.batch_norm(np.ones((4, 3)), np.zeros(3, dtype=int), np.ones(3),
+                                  training=True),
+            TypeError,
+            "batch_norm: running_mean must be a float array, got int64: give it the input's "
+            "dtype (e.g. np.zeros(C))",
+        ),
+        (
+            lambda: ct.batch_norm(np.ones((4, 3)), np.zeros(3), [1.0, 1.0, 1.0], training=True),
+            TypeError,
+            "batch_norm: running_var must be a NumPy float array (it is updated in place), "
+            "got list",
+        ),
+        (
+            lambda: ct.batch_norm(np.ones((4, 3)), [0.0, 0.0, 0.0], np.ones(3)),
+            TypeError,
+            "batch_norm: running_mean must be a NumPy float array (it is updated in place), "
+            "got list",
+        ),
+        (
+            lambda: BatchNorm2d(3, momentum=-0.1),
+            ValueError,
+            "BatchNorm2d: momentum must be a float in [0, 1] or None (the cumulative average), "
+            "got -0.1",
+        ),
+    ],
+)  # fmt: skip
+def test_batch_norm_arguments_are_refused_in_one_line(call: Any, error: type, message: str) -> None:
+    with pytest.raises(error) as raised:
+        call()
+    assert str(raised.value) == message
+
+
+@pytest.mark.parametrize(
+    "kw",
+    [{}, {"stride": 2, "padding": 1}, {"groups": 3, "padding": "same"}, {"dilation": 2}],
+)
+def test_an_empty_batch_gives_an_empty_output_as_pytorch(torch: Any, kw: dict[str, Any]) -> None:
+    """conv2d, conv1d and the poolings of a batch of 0 images: an empty
+    output of PyTorch's shape, and empty (or zero) gradients."""
+    w = np.random.default_rng(0).standard_normal((3, 3 // kw.get("groups", 1), 3, 3))
+    y = compare(
+        torch,
+        lambda a, b: ct.conv2d(a, b, **kw),
+        lambda a, b: torch.nn.functional.conv2d(a, b, **kw),
+        [np.zeros((0, 3, 7, 7)), w],
+    )
+    assert y.shape[0] == 0
+    compare(
+        torch,
+        lambda a, b: ct.conv1d(a, b, **kw),
+        lambda a, b: torch.nn.functional.conv1d(a, b, **kw),
+        [np.zeros((0, 3, 7)), w[..., 0]],
+    )
+    for ours, theirs in (
+        (ct.max_pool2d, torch.nn.functional.max_pool2d),
+        (ct.avg_pool2d, torch.nn.functional.avg_pool2d),
+    ):
+        compare(
+            torch, lambda a, f=ours: f(a, 2), lambda a, f=theirs: f(a, 2), [np.zeros((0, 2, 4, 4))]
+        )

@@ -180,10 +180,11 @@ def im2col(x: np.ndarray, kernel: Pair, geo: Geometry) -> np.ndarray:
     G = geo.groups
     out = geo.output_size(x.shape[2:], kernel)
     view = windows(pad_channels_last(x, geo.padding), kernel, out, geo)
+    row = kernel[0] * kernel[1] * (C // G)  # not -1: an empty batch (N = 0) has no rows
     if G == 1:
-        return view.reshape(1, N * out[0] * out[1], -1)
+        return view.reshape(1, N * out[0] * out[1], row)
     view = view.reshape(*view.shape[:5], G, C // G)
-    return view.transpose(5, 0, 1, 2, 3, 4, 6).reshape(G, N * out[0] * out[1], -1)
+    return view.transpose(5, 0, 1, 2, 3, 4, 6).reshape(G, N * out[0] * out[1], row)
 
 
 def _weight_matrix(w: np.ndarray, G: int) -> np.ndarray:
