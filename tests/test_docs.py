@@ -135,11 +135,13 @@ def test_a_command_whose_module_is_missing_is_shown_as_not_run(tmp_path: Path) -
     )
     assert done.returncode == 0, done.stderr
     text = " ".join((tmp_path / "out" / "index.txt").read_text(encoding="utf-8").split())
-    assert "Note: Not run in this build of the site: 'no-such-program" in text
+    # the commands as literals: typed as shown, no curly quotes or en dashes
+    assert 'Note: Not run in this build of the site: "no-such-program --that-would-' in text
     assert (
         "needs chainrule_no_such_module, which is not installed here "
-        "(pip install -e '.[docs,chainrule_no_such_module]' runs it)."
+        "(\"pip install -e '.[docs,chainrule_no_such_module]'\" runs it)."
     ) in text
+    assert not {"\u2018", "\u2019", "\u2013"} & set(text)
     assert "42" in text
 
 

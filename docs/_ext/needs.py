@@ -39,13 +39,16 @@ class ProgramOutputIfInstalled(ProgramOutputDirective):
         if not absent:
             return list(super().run())
         extras = ",".join(dict.fromkeys(["docs", *(EXTRAS.get(m, m) for m in absent)]))
+        install = f"pip install -e '.[{extras}]'"
+        # literals: the commands as typed (no curly quotes, no en dashes)
+        paragraph = nodes.paragraph()
+        paragraph += nodes.Text("Not run in this build of the site: ")
+        paragraph += nodes.literal(self.arguments[0], self.arguments[0])
+        paragraph += nodes.Text(f" needs {' and '.join(absent)}, which is not installed here (")
+        paragraph += nodes.literal(install, install)
+        paragraph += nodes.Text(" runs it).")
         note = nodes.note()
-        text = (
-            f"Not run in this build of the site: {self.arguments[0]!r} needs "
-            f"{' and '.join(absent)}, which is not installed here "
-            f"(pip install -e '.[{extras}]' runs it)."
-        )
-        note += nodes.paragraph(text, text)
+        note += paragraph
         return [note]
 
 
