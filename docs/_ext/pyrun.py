@@ -59,7 +59,8 @@ class Session:
 
     def run(self, code: str, raises: str | None = None) -> Outcome:
         self.count += 1
-        filename = f"<{self.name}, block {self.count}>"
+        # what a reader sees in a warning or traceback: the cell, as a notebook names it
+        filename = f"<cell {self.count}>"
         linecache.cache[filename] = (len(code), None, code.splitlines(True), filename)
         printed = io.StringIO()
         here = os.getcwd()
@@ -70,7 +71,8 @@ class Session:
         except Exception as e:
             if raises is not None and type(e).__name__ == raises:
                 return Outcome(printed.getvalue() + f"{type(e).__name__}: {e}\n")
-            return Outcome(printed.getvalue(), traceback.format_exc())
+            where = f"{self.name}, cell {self.count}:\n"
+            return Outcome(printed.getvalue(), where + traceback.format_exc())
         finally:
             os.chdir(here)
         if raises is not None:
@@ -89,6 +91,7 @@ def split_options(text: str) -> tuple[dict[str, str], str]:
 
 
 def _directive() -> type:
+    import notebooks  # a tutorial's blocks, with what they printed, go to its notebook
     from docutils import nodes
     from docutils.parsers.rst import directives
     from docutils.statemachine import StringList
@@ -119,6 +122,7 @@ def _directive() -> type:
             code = "\n".join(self.content).strip("\n") + "\n"
             session = self._session()
             outcome = session.run(code, self.options.get("raises"))
+            notebooks.record(self.env, code, outcome.output)
             if outcome.error:
                 logger.warning(
                     "a python-run block failed:\n%s", outcome.error, location=self.get_location()
