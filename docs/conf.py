@@ -19,6 +19,9 @@ sys.path.insert(0, str(HERE / "_ext"))
 sys.path.insert(0, SRC)
 # The commands the pages run (program-output) import this checkout too.
 os.environ["PYTHONPATH"] = os.pathsep.join(filter(None, [SRC, os.environ.get("PYTHONPATH")]))
+# ... and run this environment's commands (chainrule, torchrun): the ones
+# installed beside the Python that builds the site, activated or not.
+os.environ["PATH"] = os.pathsep.join([str(Path(sys.executable).parent), os.environ.get("PATH", "")])
 # Plots drawn by the pages' code go to files, never to a window.
 os.environ["MPLBACKEND"] = "Agg"
 # tutorials/continue-on-torch runs torchrun on this machine: gloo on loopback.
@@ -39,6 +42,7 @@ extensions = [
     "sphinx.ext.viewcode",
     "myst_parser",
     "sphinxcontrib.programoutput",
+    "needs",
     "apiref",
     "doccheck",
     "generated",

@@ -6,12 +6,21 @@ from __future__ import annotations
 import math
 import os
 import shutil
+import signal
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 from hypothesis import HealthCheck, settings
+
+# A shell that starts pytest in the background (`pytest &`, nohup, a script
+# without job control) hands it Ctrl-C ignored, and every command the tests
+# start inherits that: the tests of Ctrl-C would see nothing happen. They
+# get Python's own handler, as in a terminal (a child then starts with the
+# default, which Python turns into KeyboardInterrupt).
+if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+    signal.signal(signal.SIGINT, signal.default_int_handler)
 
 # CI: a fixed, derandomized profile, so a run is repeatable and bounded.
 settings.register_profile(

@@ -1,46 +1,67 @@
-"""What a reader of the built site would see go wrong, found in a real
-browser: every page opened, then a broken image, a link to a page or an
-anchor that is not there, a code block wider than its column with no scroll
-bar, or a drawing shrunk until its text is too small to read.
+"""What a reader of the built site would see go wrong: a link to a page or
+an anchor that is not there (read from the built HTML files themselves),
+and, in a real browser once each page has loaded, a broken image, a code
+block wider than its column with no scroll bar, or a drawing shrunk until
+its text is too small to read.
+
+Links and anchors come from the files, not from the browser: they are what
+Sphinx wrote, the same on every machine, whatever the browser has loaded
+yet. The browser is for what only layout shows, and it measures a page only
+once its address is the page's and its document and images have loaded.
 
 Used by ``tests/test_site.py`` on the built site and on planted pages.
 """
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass, field
 from html.parser import HTMLParser
 from pathlib import Path
 from typing import Any
-from urllib.parse import unquote, urlsplit
+from urllib.parse import unquote, urljoin, urlsplit
 
 #: A drawing shown at less than this fraction of its own size has text
 #: below ~10 px (Graphviz draws 12 pt = 16 px labels).
 MIN_SCALE = 0.65
 
-#: Run in the page: what it shows, measured as laid out.
+#: How long one page may take to load before it is reported as not loading.
+LOAD_SECONDS = 30.0
+
+#: Run in the page once it has loaded: what it shows, measured as laid out.
+#: Asynchronous: it waits for every image to finish loading (or fail) first.
 MEASURE = """
-const out = {images: [], small: [], blocks: [], ids: [], links: []};
-for (const img of document.images) {
-  const src = img.getAttribute('src');
-  if (!img.complete || img.naturalWidth === 0) out.images.push(src);
-  else if (src.endsWith('.svg') && img.clientWidth < arguments[0] * img.naturalWidth)
-    out.small.push(`${src} at ${Math.round(100 * img.clientWidth / img.naturalWidth)}%`);
-}
-for (const el of document.querySelectorAll('[id]')) out.ids.push(el.id);
-for (const el of document.querySelectorAll('a[name]')) out.ids.push(el.name);
-for (const a of document.querySelectorAll('a[href]')) out.links.push(a.href);
-const column = document.querySelector('article, [role=main], main') || document.body;
-const right = column.getBoundingClientRect().right;
-for (const pre of document.querySelectorAll('pre')) {
-  if (pre.offsetParent === null) continue;  // not shown
-  const overflow = getComputedStyle(pre).overflowX;
-  const clipped = pre.scrollWidth > pre.clientWidth + 1 && !['auto', 'scroll'].includes(overflow);
-  const spills = pre.getBoundingClientRect().right > right + 1;
-  if (clipped || spills) out.blocks.push(pre.textContent.trim().split('\\n')[0].slice(0, 60));
-}
-return out;
+const done = arguments[arguments.length - 1];
+const images = Array.from(document.images);
+for (const img of images) img.loading = 'eager';
+Promise.all(images.map(img => img.complete ? null :
+  new Promise(settle => {
+    img.addEventListener('load', settle);
+    img.addEventListener('error', settle);
+  })
+)).then(() => {
+  const out = {url: document.URL, state: document.readyState, images: [], small: [], blocks: []};
+  for (const img of images) {
+    const src = img.getAttribute('src');
+    if (img.naturalWidth === 0) out.images.push(src);
+    else if (src.endsWith('.svg') && img.clientWidth < arguments[0] * img.naturalWidth)
+      out.small.push(`${src} at ${Math.round(100 * img.clientWidth / img.naturalWidth)}%`);
+  }
+  const column = document.querySelector('article, [role=main], main') || document.body;
+  const right = column.getBoundingClientRect().right;
+  for (const pre of document.querySelectorAll('pre')) {
+    if (pre.offsetParent === null) continue;  // not shown
+    const overflow = getComputedStyle(pre).overflowX;
+    const clipped = pre.scrollWidth > pre.clientWidth + 1 && !['auto', 'scroll'].includes(overflow);
+    const spills = pre.getBoundingClientRect().right > right + 1;
+    if (clipped || spills) out.blocks.push(pre.textContent.trim().split('\\n')[0].slice(0, 60));
+  }
+  done(out);
+});
 """
+
+#: Where the browser is and whether its document has finished loading.
+WHERE = "return [document.URL, document.readyState];"
 
 
 @dataclass
@@ -51,23 +72,78 @@ class Report:
     problems: list[str] = field(default_factory=list)
 
 
-def check_site(browser: Any, root: Path) -> Report:
-    """Open every HTML page under ``root`` and report what a reader would
-    find broken (links are checked once every page's anchors are known)."""
+class _Page(HTMLParser):
+    """The anchors a page defines and the links it makes, as written."""
+
+    def __init__(self) -> None:
+        super().__init__(convert_charrefs=True)
+        self.ids: set[str] = set()
+        self.links: list[str] = []
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        named = dict(attrs)
+        if named.get("id"):
+            self.ids.add(str(named["id"]))
+        if tag == "a" and named.get("name"):
+            self.ids.add(str(named["name"]))
+        if tag == "a" and named.get("href") is not None:
+            self.links.append(str(named["href"]))
+
+
+def read_page(page: Path) -> tuple[set[str], list[str]]:
+    """The ids (and ``<a name>``\\ s) of a built page and its links, resolved
+    against the page's own address as a browser resolves them."""
+    parsed = _Page()
+    parsed.feed(page.read_text(encoding="utf-8"))
+    parsed.close()
+    return parsed.ids, [urljoin(page.as_uri(), href) for href in parsed.links]
+
+
+def _same_page(url: str, uri: str) -> bool:
+    return unquote(url.split("#", 1)[0]) == unquote(uri)
+
+
+def _shown(browser: Any, uri: str) -> bool:
+    url, state = browser.execute_script(WHERE)
+    return _same_page(url, uri) and state == "complete"
+
+
+def _open(browser: Any, uri: str) -> None:
+    """Open ``uri`` and return once the browser shows it, loaded; a
+    TimeoutError after ``LOAD_SECONDS``."""
+    browser.get(uri)
+    deadline = time.monotonic() + LOAD_SECONDS
+    while not _shown(browser, uri):
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"{uri} did not load in {LOAD_SECONDS:.0f} s")
+        time.sleep(0.05)
+
+
+def _measure(browser: Any, uri: str) -> dict[str, Any] | None:
+    """Open ``uri`` and measure it once the browser shows it, loaded; None
+    when it never does within ``LOAD_SECONDS``."""
+    browser.get(uri)
+    deadline = time.monotonic() + LOAD_SECONDS
+    while time.monotonic() < deadline:
+        if _shown(browser, uri):
+            found: dict[str, Any] = browser.execute_async_script(MEASURE, MIN_SCALE)
+            if _same_page(found["url"], uri) and found["state"] == "complete":
+                return found
+        time.sleep(0.05)
+    return None
+
+
+def check_links(root: Path) -> Report:
+    """Every HTML page under ``root`` read as a file: links to missing pages
+    and missing anchors."""
     root = root.resolve()
     report = Report()
     ids: dict[Path, set[str]] = {}
     links: list[tuple[Path, str]] = []
     for page in sorted(root.rglob("*.html")):
-        browser.get(page.as_uri())
-        found = browser.execute_script(MEASURE, MIN_SCALE)
+        ids[page], found = read_page(page)
+        links += [(page, href) for href in found]
         report.pages += 1
-        name = page.relative_to(root)
-        report.problems += [f"{name}: broken image {src}" for src in found["images"]]
-        report.problems += [f"{name}: drawing shrunk to {s}" for s in found["small"]]
-        report.problems += [f"{name}: code block cut off: {b!r}" for b in found["blocks"]]
-        ids[page] = set(found["ids"])
-        links += [(page, href) for href in found["links"]]
     for page, href in links:
         url = urlsplit(href)
         if url.scheme != "file":
@@ -80,6 +156,24 @@ def check_site(browser: Any, root: Path) -> Report:
             report.problems.append(f"{name}: link to a missing page {where}")
         elif url.fragment and target in ids and unquote(url.fragment) not in ids[target]:
             report.problems.append(f"{name}: link to a missing anchor {where}#{url.fragment}")
+    return report
+
+
+def check_site(browser: Any, root: Path) -> Report:
+    """Every HTML page under ``root``: its links and anchors from the files
+    (``check_links``), then each page opened in the browser and measured once
+    loaded for what a reader would find broken."""
+    root = root.resolve()
+    report = check_links(root)
+    for page in sorted(root.rglob("*.html")):
+        name = page.relative_to(root)
+        found = _measure(browser, page.as_uri())
+        if found is None:
+            report.problems.append(f"{name}: did not load in {LOAD_SECONDS:.0f} s")
+            continue
+        report.problems += [f"{name}: broken image {src}" for src in found["images"]]
+        report.problems += [f"{name}: drawing shrunk to {s}" for s in found["small"]]
+        report.problems += [f"{name}: code block cut off: {b!r}" for b in found["blocks"]]
     return report
 
 
@@ -147,7 +241,7 @@ def check_fit(browser: Any, root: Path, sizes: tuple[tuple[int, int], ...]) -> R
     for width, height in sizes:
         browser.set_window_size(width, height)
         for page in sorted(root.rglob("*.html")):
-            browser.get(page.as_uri())
+            _open(browser, page.as_uri())
             found = browser.execute_script(FIT)
             report.pages += 1
             where = f"{page.relative_to(root)} at {width}px"
@@ -163,7 +257,7 @@ def check_fit(browser: Any, root: Path, sizes: tuple[tuple[int, int], ...]) -> R
 def wide_tables(browser: Any, page: Path, width: int = 1280, height: int = 900) -> list[str]:
     """The tables on ``page`` that scroll sideways at this window size."""
     browser.set_window_size(width, height)
-    browser.get(page.resolve().as_uri())
+    _open(browser, page.resolve().as_uri())
     return list(
         browser.execute_script(
             "return [...document.querySelectorAll('table')].filter(t => t.offsetParent !== null"

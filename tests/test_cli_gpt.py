@@ -216,9 +216,12 @@ def _set(*keys: str, value: Any) -> Callable[[dict[str, Any]], None]:
         (_set("step", value="4"), "bad or missing step"),
         (_set("data_sha256", value=KeyError), "bad or missing data_sha256"),
         (_set("optimizer", "t", value="a"), "bad or missing optimizer"),
-        (_set("optimizer", "m", "wte.weight", value=[1.0]), "wte.weight: shape (1,)"),
+        (
+            _set("optimizer", "m", "wte.weight", value=[1.0]),
+            "Adam's m of 'wte.weight': shape (1,), the model's (27, 8)",
+        ),
         (_set("optimizer", "v", "lm_head.weight", value=KeyError), "lm_head.weight"),
-        (_set("rng", value=5), "corrupt optimizer or random state"),
+        (_set("rng", value=5), "bad random state (rng = 5, must be a numpy PCG64 state)"),
         (_set(value=[]), "is not a chainrule gpt checkpoint"),
     ],
 )

@@ -102,6 +102,83 @@ def test_a_failing_block_is_reported_with_its_line(tmp_path: Path) -> None:
     assert options == {"image": "a.png", "alt": "A"} and code == "print(1)\n"
 
 
+COMMAND = re.compile(r"^```\{program-output\} ([^\n]*)\n(.*?)^```", re.S | re.M)
+NEEDY = """# A page
+
+```{program-output} no-such-program --that-would-fail
+:needs: json, chainrule_no_such_module
+```
+
+```{program-output} python -c "print(6 * 7)"
+:needs: json
+```
+"""
+
+
+def test_a_command_whose_module_is_missing_is_shown_as_not_run(tmp_path: Path) -> None:
+    """``:needs:`` (docs/_ext/needs.py): a command that needs a module this
+    Python lacks is not run; the page says so and which extra runs it, and
+    ``-W`` passes. One whose modules are there runs as usual."""
+    import subprocess
+
+    (tmp_path / "conf.py").write_text(
+        f"import sys\nsys.path.insert(0, {str(DOCS / '_ext')!r})\n"
+        "extensions = ['myst_parser', 'needs']\n",
+        encoding="utf-8",
+    )
+    (tmp_path / "index.md").write_text(NEEDY, encoding="utf-8")
+    done = subprocess.run(
+        [sys.executable, "-m", "sphinx", "-W", "-q", "-b", "text"]
+        + [str(tmp_path), str(tmp_path / "out")],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    text = " ".join((tmp_path / "out" / "index.txt").read_text(encoding="utf-8").split())
+    # the commands as literals: typed as shown, no curly quotes or en dashes
+    assert 'Note: Not run in this build of the site: "no-such-program --that-would-' in text
+    assert (
+        "needs chainrule_no_such_module, which is not installed here "
+        "(\"pip install -e '.[docs,chainrule_no_such_module]'\" runs it)."
+    ) in text
+    assert not {"\u2018", "\u2019", "\u2013"} & set(text)
+    assert "42" in text
+
+
+def test_the_pages_commands_that_need_pytorch_say_so() -> None:
+    """PyTorch is not in the docs extra: every command of the site that runs
+    it (torchrun) or reads what it wrote is marked ``:needs: torch``."""
+    page = (DOCS / "tutorials" / "continue-on-torch.md").read_text(encoding="utf-8")
+    blocks = COMMAND.findall(page)
+    after_torch = [
+        (command, ":needs: torch" in options)
+        for n, (command, options) in enumerate(blocks)
+        if any(c.startswith("torchrun") for c, _ in blocks[: n + 1])
+    ]
+    assert after_torch and all(marked for _, marked in after_torch), after_torch
+    for doc in DOCS.rglob("*.md"):
+        for command, options in COMMAND.findall(doc.read_text(encoding="utf-8")):
+            if command.startswith("torchrun") or "import torch" in command:
+                assert ":needs: torch" in options, (doc.name, command)
+
+
+def test_the_reference_forgets_pages_of_modules_that_are_gone(tmp_path: Path) -> None:
+    """A checkout that built the site before a module moved keeps its old
+    page under docs/api (ignored by git): the build removes it (autodoc
+    failed on it under -W, in that checkout only)."""
+    import types
+
+    import apiref
+
+    (tmp_path / "api").mkdir()
+    (tmp_path / "api" / "chainrule.gone.rst").write_text("stale\n", encoding="utf-8")
+    apiref.write_pages(types.SimpleNamespace(srcdir=str(tmp_path)))  # type: ignore[arg-type]
+    pages = {p.name for p in (tmp_path / "api").iterdir()}
+    assert "chainrule.gone.rst" not in pages
+    assert {"index.rst", "chainrule.rst"} <= pages
+
+
 def test_every_public_module_is_in_the_reference() -> None:
     import chainrule
 

@@ -6,6 +6,7 @@ derivatives at random points, and the errors for inputs that do not fit."""
 from __future__ import annotations
 
 import warnings
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -15,6 +16,7 @@ from hypothesis import strategies as st
 
 import chainrule.tensor as ct
 from chainrule.tensor import Tensor, gradients
+from chainrule.tensor.nn import BatchNorm2d
 from tensor_oracle import assert_close, compare
 
 F32 = {"rtol": 2e-4, "atol": 2e-4}
@@ -473,3 +475,264 @@ def test_pooling_and_batch_norm_in_float32_match_torch(torch: Any, name: str) ->
     assert y.dtype == np.float32 and X.grad is not None and X.grad.dtype == np.float32
     assert_close(y.data, ty.detach().numpy(), f"{name} value", **F32)
     assert_close(X.grad, tx.grad.numpy(), f"{name} gradient", **F32)
+
+
+# ----------------------------------------------------------------------------
+# non-finite entries: nan and infinities where PyTorch float64 has them
+# ----------------------------------------------------------------------------
+
+
+def _spoil(draw: Any, a: np.ndarray) -> np.ndarray:
+    """``a`` with up to three entries made nan, inf or -inf."""
+    a = a.copy()
+    for _ in range(draw(st.integers(0, 3))):
+        where = draw(st.integers(0, a.size - 1))
+        a.reshape(-1)[where] = draw(st.sampled_from([np.nan, np.inf, -np.inf]))
+    return a
+
+
+def _non_finite(
+    torch: Any,
+    ours: Any,
+    theirs: Any,
+    arrays: list[np.ndarray],
+    spoil: Callable[[np.ndarray], np.ndarray],
+    seed: int,
+) -> None:
+    """Value, first derivatives for an output gradient that may hold nan
+    and infinities too, and second derivatives (of a sum of the first ones
+    times random weights), ours against PyTorch float64's."""
+    rng = np.random.default_rng(seed)
+    xs = [Tensor(a.copy()) for a in arrays]
+    txs = [torch.tensor(a, requires_grad=True) for a in arrays]
+    y, ty = ours(*xs), _torch_quiet(theirs)(*txs)
+    assert_close(y.data, ty.detach().numpy(), "value")
+    u = spoil(rng.standard_normal(y.shape))
+    first = gradients(y, xs, u, create_graph=True)
+    tfirst = torch.autograd.grad(ty, txs, torch.tensor(u), create_graph=True)
+    for i, (g, tg) in enumerate(zip(first, tfirst)):
+        assert_close(g.data, tg.detach().numpy(), f"first derivative, input {i}")
+    vs = [rng.standard_normal(a.shape) for a in arrays]
+    inner = ct.sum(ct.stack([(g * g * v).sum() for g, v in zip(first, vs)]))
+    tinner = sum((g * g * torch.tensor(v)).sum() for g, v in zip(tfirst, vs))
+    second = gradients(inner, xs)
+    tsecond = torch.autograd.grad(tinner, txs, allow_unused=True)
+    for i, (h, th) in enumerate(zip(second, tsecond)):
+        expected = np.zeros(h.shape) if th is None else th.numpy()
+        assert_close(h, expected, f"second derivative, input {i}", 1e-9, 1e-11)
+
+
+@settings(max_examples=100, deadline=None)
+@given(case=conv_cases(), one_d=st.booleans(), seed=st.integers(0, 2**32 - 1), data=st.data())
+def test_conv_with_non_finite_entries_is_pytorchs(
+    torch: Any, case: dict[str, Any], one_d: bool, seed: int, data: Any
+) -> None:
+    """conv2d and conv1d with nan and infinities in the input, the weight
+    or the output gradient: values, first and second derivatives with the
+    nan and infinities where PyTorch float64 has them (no 0 * nan that
+    PyTorch never forms: a zero-padded transposed convolution formed them)."""
+    kw = dict(case["kw"])
+    xs, ws = case["x"], case["w"]
+    if one_d:  # the width of the 2-D case, PyTorch's conv1d arguments
+        xs, ws = (xs[0], xs[1], xs[3]), (ws[0], ws[1], ws[3])
+        kw = {k: v[1] if isinstance(v, tuple) else v for k, v in kw.items()}
+        p = 0 if isinstance(kw["padding"], str) else kw["padding"]
+        assume(kw["padding"] == "same" or xs[2] + 2 * p >= kw["dilation"] * (ws[2] - 1) + 1)
+    else:
+        assume(_fits(case))
+    rng = np.random.default_rng(seed)
+    arrays = [
+        _spoil(data.draw, rng.standard_normal(xs)),
+        _spoil(data.draw, rng.standard_normal(ws)),
+    ]
+    ours = ct.conv1d if one_d else ct.conv2d
+    theirs = torch.nn.functional.conv1d if one_d else torch.nn.functional.conv2d
+    _non_finite(
+        torch,
+        lambda *a: ours(*a, **kw),
+        lambda *a: theirs(*a, **kw),
+        arrays,
+        lambda a: _spoil(data.draw, a),
+        seed,
+    )
+
+
+def test_conv1d_nan_tap_at_stride_1_is_pytorchs(torch: Any) -> None:
+    """The probe's case, one nan kernel tap at stride 1: PyTorch's input
+    gradient is finite where that tap reads nothing; and d/dx of
+    ``sum(dw ** 2)`` with a nan input is finite where PyTorch's is."""
+    x, w = np.array([[[1.0, 2.0, -1.0, 0.5]]]), np.array([[[0.5, np.nan]]])
+    X, W = Tensor(x), Tensor(w)
+    ct.conv1d(X, W).sum().backward()
+    assert_close(X.grad, np.array([[[0.5, np.nan, np.nan, np.nan]]]), "input gradient")
+    _non_finite(torch, ct.conv1d, torch.nn.functional.conv1d, [x, w], lambda a: a, 0)
+    x[0, 0, 3] = np.nan
+    _non_finite(torch, ct.conv1d, torch.nn.functional.conv1d, [x, w], lambda a: a, 1)
+
+
+def _inside(n: int, k: int, s: int, p: int, d: int) -> bool:
+    """Every window along an axis has an entry inside the input (PyTorch
+    reads and writes past the input where one has none)."""
+    outs = (n + 2 * p - d * (k - 1) - 1) // s + 1
+    return outs >= 1 and all(any(0 <= o * s - p + j * d < n for j in range(k)) for o in range(outs))
+
+
+@settings(max_examples=100, deadline=None)
+@given(
+    case=pool_cases(),
+    dilation=st.integers(1, 2),
+    mostly=st.sampled_from([None, -np.inf]),
+    seed=st.integers(0, 2**32 - 1),
+    data=st.data(),
+)
+def test_pooling_with_non_finite_entries_is_pytorchs(
+    torch: Any, case: dict[str, Any], dilation: int, mostly: Any, seed: int, data: Any
+) -> None:
+    """max_pool2d (dilated too) and avg_pool2d with nan and infinities in
+    the input (or mostly -inf: windows of nothing but -inf and padding) and
+    in the output gradient: values, first and second derivatives as PyTorch
+    float64's."""
+    kw = case["kw"]
+    stride = kw["stride"] if kw["stride"] is not None else kw["kernel_size"]
+    stride = np.broadcast_to(stride, 2)
+    for n, k, s, p in zip(case["x"][2:], kw["kernel_size"], stride, kw["padding"]):
+        assume(_inside(n, k, int(s), p, dilation))
+    rng = np.random.default_rng(seed)
+    x = rng.standard_normal(case["x"])
+    if mostly is not None:
+        x[rng.random(x.shape) < 0.7] = mostly
+    x = _spoil(data.draw, x)
+    for ours, theirs, extra in (
+        (ct.max_pool2d, torch.nn.functional.max_pool2d, {"dilation": dilation}),
+        (ct.avg_pool2d, torch.nn.functional.avg_pool2d, {}),
+    ):
+        _non_finite(
+            torch,
+            lambda a, f=ours, e=extra: f(a, **kw, **e),
+            lambda a, f=theirs, e=extra: f(a, **kw, **e),
+            [x],
+            lambda a: _spoil(data.draw, a),
+            seed,
+        )
+
+
+def test_max_pool2d_window_of_only_minus_inf_and_padding_is_pytorchs(torch: Any) -> None:
+    """Windows of a padding row and a -inf entry pick that entry (PyTorch's
+    scan starts at the first entry inside the input), not whatever lies
+    before the padding in memory."""
+    x = np.array([-np.inf, 0.5, -np.inf, -np.inf, -np.inf]).reshape(1, 1, 1, 5)
+    kw = {"kernel_size": (2, 1), "stride": 2, "padding": (1, 0)}
+    X = Tensor(x)
+    ct.max_pool2d(X, **kw).sum().backward()
+    assert X.grad is not None
+    assert X.grad.ravel().tolist() == [1.0, 0.0, 1.0, 0.0, 1.0]
+    compare(
+        torch,
+        lambda a: ct.max_pool2d(a, **kw),
+        lambda a: torch.nn.functional.max_pool2d(a, **kw),
+        [x],
+    )
+
+
+# ----------------------------------------------------------------------------
+# momentum=None, empty batches, running statistics of the wrong kind
+# ----------------------------------------------------------------------------
+
+
+def test_batch_norm2d_momentum_none_is_pytorchs_cumulative_average(torch: Any) -> None:
+    """``BatchNorm2d(momentum=None)``: the running statistics are the plain
+    average of every training batch's so far, as PyTorch's (it raised a
+    TypeError on the first training forward)."""
+    ours, theirs = BatchNorm2d(3, momentum=None), torch.nn.BatchNorm2d(3, momentum=None)
+    theirs.double()
+    rng = np.random.default_rng(3)
+    for _ in range(4):
+        x = rng.standard_normal((4, 3, 2, 2)) * 2.0 + 1.0
+        y, ty = ours(Tensor(x)), theirs(torch.tensor(x))
+        assert_close(y.data, ty.detach().numpy(), "value")
+    assert_close(ours.running_mean, theirs.running_mean.numpy(), "running mean")
+    assert_close(ours.running_var, theirs.running_var.numpy(), "running variance")
+    assert int(ours.num_batches_tracked) == int(theirs.num_batches_tracked) == 4
+    ours.eval()
+    theirs.eval()
+    x = rng.standard_normal((2, 3, 2, 2))
+    assert_close(ours(Tensor(x)).data, theirs(torch.tensor(x)).detach().numpy(), "evaluation")
+    assert "momentum=None" in repr(ours)
+
+
+@pytest.mark.parametrize(
+    ("call", "error", "message"),
+    [
+        (
+            lambda: ct.batch_norm(np.ones((4, 3)), np.zeros(3), np.ones(3), training=True,
+                                  momentum=None),
+            TypeError,
+            "batch_norm: momentum must be a float in [0, 1], got None (the cumulative average is "
+            "BatchNorm2d(momentum=None)'s, which counts the batches)",
+        ),
+        (
+            lambda: ct.batch_norm(np.ones((4, 3)), None, None, training=True, momentum=1.5),
+            ValueError,
+            "batch_norm: momentum must be a float in [0, 1], got 1.5",
+        ),
+        (
+            lambda: ct.batch_norm(np.ones((4, 3)), np.zeros(3, dtype=int), np.ones(3),
+                                  training=True),
+            TypeError,
+            "batch_norm: running_mean must be a float array, got int64: give it the input's "
+            "dtype (e.g. np.zeros(C))",
+        ),
+        (
+            lambda: ct.batch_norm(np.ones((4, 3)), np.zeros(3), [1.0, 1.0, 1.0], training=True),
+            TypeError,
+            "batch_norm: running_var must be a NumPy float array (it is updated in place), "
+            "got list",
+        ),
+        (
+            lambda: ct.batch_norm(np.ones((4, 3)), [0.0, 0.0, 0.0], np.ones(3)),
+            TypeError,
+            "batch_norm: running_mean must be a NumPy float array (it is updated in place), "
+            "got list",
+        ),
+        (
+            lambda: BatchNorm2d(3, momentum=-0.1),
+            ValueError,
+            "BatchNorm2d: momentum must be a float in [0, 1] or None (the cumulative average), "
+            "got -0.1",
+        ),
+    ],
+)  # fmt: skip
+def test_batch_norm_arguments_are_refused_in_one_line(call: Any, error: type, message: str) -> None:
+    with pytest.raises(error) as raised:
+        call()
+    assert str(raised.value) == message
+
+
+@pytest.mark.parametrize(
+    "kw",
+    [{}, {"stride": 2, "padding": 1}, {"groups": 3, "padding": "same"}, {"dilation": 2}],
+)
+def test_an_empty_batch_gives_an_empty_output_as_pytorch(torch: Any, kw: dict[str, Any]) -> None:
+    """conv2d, conv1d and the poolings of a batch of 0 images: an empty
+    output of PyTorch's shape, and empty (or zero) gradients."""
+    w = np.random.default_rng(0).standard_normal((3, 3 // kw.get("groups", 1), 3, 3))
+    y = compare(
+        torch,
+        lambda a, b: ct.conv2d(a, b, **kw),
+        lambda a, b: torch.nn.functional.conv2d(a, b, **kw),
+        [np.zeros((0, 3, 7, 7)), w],
+    )
+    assert y.shape[0] == 0
+    compare(
+        torch,
+        lambda a, b: ct.conv1d(a, b, **kw),
+        lambda a, b: torch.nn.functional.conv1d(a, b, **kw),
+        [np.zeros((0, 3, 7)), w[..., 0]],
+    )
+    for ours, theirs in (
+        (ct.max_pool2d, torch.nn.functional.max_pool2d),
+        (ct.avg_pool2d, torch.nn.functional.avg_pool2d),
+    ):
+        compare(
+            torch, lambda a, f=ours: f(a, 2), lambda a, f=theirs: f(a, 2), [np.zeros((0, 2, 4, 4))]
+        )

@@ -10,6 +10,8 @@ from typing import Any
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import chainrule.tensor as ct
 from chainrule import Tensor, Value, gradcheck, losses
@@ -343,3 +345,72 @@ def test_scalar_only_losses_name_the_tensor_way() -> None:
         TypeError, match=r"example_cross_entropy: .*chainrule\.tensor\.cross_entropy"
     ):
         losses.example_cross_entropy(a, 0)
+
+
+# ----------------------------------------------------------------------------
+# every loss, every option: a 0-d array under "mean" and "sum"
+# ----------------------------------------------------------------------------
+
+
+@st.composite
+def _loss_calls(draw: Any) -> tuple[str, dict[str, Any], np.ndarray, Any, str]:
+    """A loss, its options, an input (float64 or float32) and a target."""
+    name = draw(st.sampled_from(sorted(ct.losses.__all__)))
+    reduction = draw(st.sampled_from(REDUCTIONS))
+    dtype = draw(st.sampled_from([np.float64, np.float32]))
+    rows = draw(st.integers(1, 4))
+    lead = (rows,) if draw(st.booleans()) else (2, rows)
+    seed = draw(st.integers(0, 2**16))
+    rng = _rng(seed)
+    options: dict[str, Any] = {}
+    if name in ("cross_entropy", "nll_loss"):
+        classes = draw(st.integers(2, 4))
+        x = rng.standard_normal((*lead, classes)).astype(dtype)
+        target: Any = rng.integers(0, classes, lead)
+        if draw(st.booleans()):
+            target.reshape(-1)[: draw(st.integers(1, target.size))] = -100
+            options["ignore_index"] = -100
+        if draw(st.booleans()):
+            options["weight"] = rng.uniform(0.2, 3.0, classes).astype(dtype)
+        if name == "cross_entropy":
+            options["label_smoothing"] = draw(st.sampled_from([0.0, 0.1, 1.0]))
+    else:
+        x = rng.uniform(0.05, 0.95, lead).astype(dtype)
+        target = rng.uniform(0.0, 1.0, lead).astype(dtype)
+        if name.startswith("binary_cross_entropy") and draw(st.booleans()):
+            options["weight"] = rng.uniform(0.2, 3.0, lead).astype(dtype)
+        if name == "binary_cross_entropy_with_logits" and draw(st.booleans()):
+            options["pos_weight"] = rng.uniform(0.2, 3.0, lead[-1:]).astype(dtype)
+    return name, options, x, target, reduction
+
+
+@settings(max_examples=200, deadline=None)
+@given(_loss_calls())
+def test_every_loss_is_an_array_under_every_option(
+    torch: Any, call: tuple[str, dict[str, Any], np.ndarray, Any, str]
+) -> None:
+    """``np.asarray(loss)`` is the loss: a 0-d ndarray for ``"mean"`` and
+    ``"sum"`` (it was a ``numpy.float64`` that NumPy refused, with
+    ``ignore_index`` and ``label_smoothing``), the per-element array for
+    ``"none"``, equal to PyTorch's; the input's gradient is an array too."""
+    name, options, x, target, reduction = call
+    a = Tensor(x)
+    loss = getattr(ct, name)(a, target, reduction=reduction, **options)
+    array = np.asarray(loss)
+    assert type(loss.data) is np.ndarray and type(array) is np.ndarray
+    assert array.dtype == x.dtype
+    want = x.shape[:-1] if name in ("cross_entropy", "nll_loss") else x.shape
+    assert array.shape == (want if reduction == "none" else ())
+    loss.sum().backward()
+    assert type(a.grad) is np.ndarray and a.grad.shape == x.shape
+    if x.dtype == np.float64:
+        tx = torch.tensor(x)
+        if name in ("cross_entropy", "nll_loss") and x.ndim == 3:
+            tx = tx.permute(0, 2, 1)  # PyTorch's classes are on dim 1
+        theirs = getattr(torch.nn.functional, name)(
+            tx,
+            torch.tensor(target),
+            reduction=reduction,
+            **{k: torch.tensor(v) if isinstance(v, np.ndarray) else v for k, v in options.items()},
+        )
+        assert_close(array, theirs.numpy(), name, rtol=RTOL, atol=ATOL)

@@ -122,6 +122,11 @@ def write_pages(app: Sphinx) -> None:
     path = out / "index.rst"
     if not path.exists() or path.read_text(encoding="utf-8") != text:
         path.write_text(text, encoding="utf-8")
+    # a page of a module that is gone (renamed, moved) from an earlier build
+    # in this checkout: autodoc would fail on it, a fresh clone has none
+    for page in out.glob("*.rst"):
+        if page.stem not in {*names, "index"}:
+            page.unlink()
 
 
 def check_every_name(app: Sphinx, env: Any) -> None:

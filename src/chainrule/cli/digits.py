@@ -36,6 +36,7 @@ from .training import (
     adam_state,
     add_checkpoint_options,
     check_overwrite,
+    check_resumed,
     positive_float,
     require_tensor,
     restore_adam,
@@ -315,6 +316,7 @@ def train(args: argparse.Namespace, out: Path) -> Result:
     epoch, batch = 0, 0  # epochs done, and batches done of the next one
     accuracy = math.nan  # on the held-out images, after the last whole epoch
     if saved is not None and run_meta is not None:
+        check_resumed(saved, run_meta.get("rng"), model, names, settings.dtype, path)
         state = run_meta["optimizer"]
         try:
             model.load_state_dict(saved["parameters"])

@@ -49,6 +49,7 @@ from .preflight import check_memory, check_output_file, make_out_dir
 from .training import (
     adam_state,
     add_checkpoint_options,
+    check_resumed,
     require_tensor,
     restore_adam,
     save_checkpoint,
@@ -443,6 +444,7 @@ def train(args: argparse.Namespace, out: Path) -> Result:
     step = 0
     if saved is not None:
         assert run_meta is not None
+        check_resumed(saved, run_meta.get("rng"), model, names, settings.dtype, path)
         try:
             model.load_state_dict(saved["parameters"])
         except ValueError as e:

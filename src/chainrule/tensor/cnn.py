@@ -109,7 +109,9 @@ class BatchNorm2d(Module):
     and ``bias`` (zeros) and the running statistics as buffers
     (``running_mean``, ``running_var``, ``num_batches_tracked``, PyTorch's
     names): batch statistics in ``train()`` mode, which update the running
-    ones; the running ones in ``eval()`` mode."""
+    ones; the running ones in ``eval()`` mode. ``momentum=None`` makes the
+    running statistics the cumulative average of every batch's so far
+    (``1 / num_batches_tracked`` as the momentum), as PyTorch's."""
 
     buffer_names = ("running_mean", "running_var", "num_batches_tracked")
 
@@ -117,13 +119,22 @@ class BatchNorm2d(Module):
         self,
         num_features: int,
         eps: float = 1e-5,
-        momentum: float = 0.1,
+        momentum: float | None = 0.1,
         affine: bool = True,
         *,
         dtype: Any = np.float64,
     ) -> None:
         if isinstance(num_features, bool) or not isinstance(num_features, int) or num_features < 1:
             raise ValueError(f"BatchNorm2d: num_features must be an int >= 1, got {num_features!r}")
+        if momentum is not None and (
+            isinstance(momentum, bool)
+            or not isinstance(momentum, (int, float))
+            or not 0.0 <= momentum <= 1.0
+        ):
+            raise ValueError(
+                f"BatchNorm2d: momentum must be a float in [0, 1] or None (the cumulative "
+                f"average), got {momentum!r}"
+            )
         d = _dtype(dtype)
         self.num_features, self.eps, self.momentum, self.affine = (
             num_features,
@@ -157,8 +168,11 @@ class BatchNorm2d(Module):
         x = lift(x, "BatchNorm2d")
         if x.data.ndim != 4:
             raise ValueError(f"BatchNorm2d: expected input (N, C, H, W), got shape {x.data.shape}")
+        momentum = 0.0 if self.momentum is None else self.momentum
         if self.training:
             self.num_batches_tracked = np.asarray(self.num_batches_tracked + 1)
+            if self.momentum is None:  # the cumulative moving average
+                momentum = 1.0 / float(self.num_batches_tracked)
         return batch_norm(
             x,
             self.running_mean,
@@ -166,7 +180,7 @@ class BatchNorm2d(Module):
             self.weight,
             self.bias,
             self.training,
-            self.momentum,
+            momentum,
             self.eps,
         )
 

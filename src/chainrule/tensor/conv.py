@@ -180,10 +180,11 @@ def im2col(x: np.ndarray, kernel: Pair, geo: Geometry) -> np.ndarray:
     G = geo.groups
     out = geo.output_size(x.shape[2:], kernel)
     view = windows(pad_channels_last(x, geo.padding), kernel, out, geo)
+    row = kernel[0] * kernel[1] * (C // G)  # not -1: an empty batch (N = 0) has no rows
     if G == 1:
-        return view.reshape(1, N * out[0] * out[1], -1)
+        return view.reshape(1, N * out[0] * out[1], row)
     view = view.reshape(*view.shape[:5], G, C // G)
-    return view.transpose(5, 0, 1, 2, 3, 4, 6).reshape(G, N * out[0] * out[1], -1)
+    return view.transpose(5, 0, 1, 2, 3, 4, 6).reshape(G, N * out[0] * out[1], row)
 
 
 def _weight_matrix(w: np.ndarray, G: int) -> np.ndarray:
@@ -230,7 +231,10 @@ def input_grad_array(
     _, Cg, kh, kw = w.shape
     G = geo.groups
     OH, OW = g.shape[2:]
-    transposed = _transposed(w, geo)
+    # Not where the kernel holds a nan or an infinity: the transposed
+    # convolution multiplies it by the zeros it pads g with, and 0 * nan is
+    # a nan PyTorch (col2im of g @ w, below) never forms.
+    transposed = _transposed(w, geo) if np.isfinite(w).all() else None
     if transposed is not None:
         return _forward(g, *transposed)[0]
     dcols = _mm(_rows(g, G), _weight_matrix(w, G))  # (G, N * OH * OW, kh * kw * Cg)

@@ -125,11 +125,47 @@ def _batch_norm_vjp(M: Any, g: Any, out: Tensor) -> tuple[Any, ...]:
     return tuple(grads)
 
 
+def _check_running(name: str, value: Any) -> None:
+    """A running statistic is a float NumPy array (updated in place in
+    training), as PyTorch's is a float tensor: not a list, not ints."""
+    if value is None:
+        return
+    if not isinstance(value, np.ndarray):
+        raise TypeError(
+            f"batch_norm: {name} must be a NumPy float array (it is updated in place), "
+            f"got {type(value).__name__}"
+        )
+    if not np.issubdtype(value.dtype, np.floating):
+        raise TypeError(
+            f"batch_norm: {name} must be a float array, got {value.dtype}: "
+            f"give it the input's dtype (e.g. np.zeros(C))"
+        )
+
+
+def _check_momentum(momentum: Any) -> float:
+    """``momentum`` as a float in [0, 1]; None is refused here, as by
+    ``torch.nn.functional.batch_norm`` (a cumulative average needs the
+    count of batches that ``BatchNorm2d(momentum=None)`` keeps)."""
+    if momentum is None:
+        raise TypeError(
+            "batch_norm: momentum must be a float in [0, 1], got None "
+            "(the cumulative average is BatchNorm2d(momentum=None)'s, which counts the batches)"
+        )
+    real = (int, float, np.integer, np.floating)
+    if isinstance(momentum, bool) or not isinstance(momentum, real):
+        raise TypeError(f"batch_norm: momentum must be a float in [0, 1], got {momentum!r}")
+    if not 0.0 <= momentum <= 1.0:
+        raise ValueError(f"batch_norm: momentum must be a float in [0, 1], got {momentum!r}")
+    return float(momentum)
+
+
 def _check(x: np.ndarray, named: dict[str, Any]) -> None:
     if x.ndim < 2:
         raise ValueError(f"batch_norm: expected input (N, C, ...), got shape {x.shape}")
     C = x.shape[1]
     for name, value in named.items():
+        if name.startswith("running_"):
+            _check_running(name, value)
         if value is None:
             continue
         if np.shape(value) != (C,):
@@ -157,10 +193,14 @@ def batch_norm(
 
     ``training``: with the batch's mean and (biased) variance, one node;
     ``running_mean`` and ``running_var`` (arrays, or None) are updated in
-    place. Otherwise with the running statistics, which must be given.
+    place (float NumPy arrays), ``running = (1 - momentum) * running +
+    momentum * batch``. Otherwise with the running statistics, which must
+    be given. ``momentum`` is a float, as PyTorch's functional form takes
+    it: ``BatchNorm2d(momentum=None)`` gives the cumulative average.
     """
     x = lift(input, "batch_norm")
     xd = x.data
+    momentum = _check_momentum(momentum)
     _check(
         xd,
         {"running_mean": running_mean, "running_var": running_var, "weight": weight, "bias": bias},

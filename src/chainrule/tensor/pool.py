@@ -81,6 +81,38 @@ def _origins(shape: tuple[int, ...], out: Pair, geo: Geometry) -> np.ndarray:
     return origin
 
 
+def _first_inside(
+    picked: np.ndarray,
+    origins: np.ndarray,
+    k: np.ndarray,
+    kernel: Pair,
+    out: Pair,
+    geo: Geometry,
+    shape: tuple[int, ...],
+) -> np.ndarray:
+    """``picked``, where a window of nothing but -inf picked its padding,
+    moved to the window's first entry inside the input: PyTorch's pick
+    (its scan starts there, and -inf is never larger than -inf)."""
+    N, C, H, W = shape
+    (t, _), (l, _) = geo.padding
+    (sh, sw), (dh, dw), kw = geo.stride, geo.dilation, kernel[1]
+    top = (np.arange(out[0]) * sh - t).reshape(-1, 1, 1)
+    left = (np.arange(out[1]) * sw - l).reshape(-1, 1)
+    row, col = top + k // kw * dh, left + k % kw * dw
+    outside = (row < 0) | (row >= H) | (col < 0) | (col >= W)
+    if not outside.any():
+        return picked
+    # the first row and column of each window inside the input: whole
+    # dilation steps past the padding
+    first_row = np.where(top < 0, top + -(top // dh) * dh, top)
+    first_col = np.where(left < 0, left + -(left // dw) * dw, left)
+    first = origins + ((first_row - top) * W + (first_col - left)) * C
+    # A dilated window can have no entry inside at all (PyTorch indexes past
+    # the input there): its gradient goes to the nearest entry.
+    np.clip(first, 0, N * H * W * C - 1, out=first)
+    return np.where(outside, first, picked)
+
+
 def max_pool2d(
     input: Any,  # noqa: A002  (PyTorch's name)
     kernel_size: Any,
@@ -125,9 +157,11 @@ def max_pool2d(
             k = np.where(better, np.int16(q), k)
     (dh, dw), C, W = geo.dilation, xd.shape[1], xd.shape[3]
     offsets = np.array([(q // kw * dh * W + q % kw * dw) * C for q in range(kh * kw)])
-    picked = (_origins(xd.shape, out, geo) + offsets[k]).reshape(-1)
-    if geo.padding != ((0, 0), (0, 0)):  # a window of nothing but -inf: no real pick
-        np.clip(picked, 0, xd.size - 1, out=picked)
+    origins = _origins(xd.shape, out, geo)
+    picked = origins + offsets[k]
+    if geo.padding != ((0, 0), (0, 0)):
+        picked = _first_inside(picked, origins, k, kernel, out, geo, xd.shape)
+    picked = picked.reshape(-1)
     (sh, sw) = geo.stride
     disjoint = sh >= dh * (kh - 1) + 1 and sw >= dw * (kw - 1) + 1
     return make(y.transpose(0, 3, 1, 2), (x,), _max_pool_vjp, (picked, disjoint))

@@ -294,7 +294,7 @@ class Tensor(Labelled):
             return
         grads = propagate(order, self, seed, create_graph)
         for v in order:
-            v.grad = grads.get(v)
+            v.grad = _gradient(grads.get(v))
         # Leaves add this pass's gradient to what they held in one step: two
         # passes give exactly twice one pass. Every leaf gets an array of its
         # own: a broadcast view (from sum) is read-only, and one array may
@@ -302,7 +302,7 @@ class Tensor(Labelled):
         # an in-place update of one leaf's gradient must not change another's.
         given = {id(seed)}
         for leaf in leaves:
-            g = grads.get(leaf)
+            g = _gradient(grads.get(leaf))
             if g is None or not leaf.requires_grad:  # a constant input keeps none
                 continue
             before = leaf.grad
@@ -578,7 +578,9 @@ def make(data: np.ndarray, prev: tuple[Tensor, ...], vjp: VJP, ctx: Any = None) 
     """A new tensor holding ``data``, computed from ``prev`` with the
     gradient rule ``vjp``. Under ``no_grad`` it is a leaf with no history."""
     t = _new(Tensor)
-    t.data = data
+    # NumPy gives a scalar (numpy.float64), not a 0-d array, for an ufunc on
+    # 0-d arrays: a Tensor always holds an array (np.asarray(t) needs one).
+    t.data = data if type(data) is np.ndarray else np.asarray(data)
     t.grad = None
     for p in prev:
         if p.requires_grad:
@@ -601,6 +603,14 @@ def make(data: np.ndarray, prev: tuple[Tensor, ...], vjp: VJP, ctx: Any = None) 
     if mode.observer is not None:
         mode.observer.forward(t)
     return t
+
+
+def _gradient(g: Any) -> Any:
+    """A gradient as ``.grad`` holds it: an array (a 0-d one, never a NumPy
+    scalar, for a 0-d tensor), a Tensor under ``create_graph``, or None."""
+    if g is None or type(g) is np.ndarray or isinstance(g, Tensor):
+        return g
+    return np.asarray(g)
 
 
 def _constant_result(t: Tensor) -> Tensor:
@@ -740,7 +750,7 @@ def gradients(
     grads = propagate(order, output, seed, create_graph) if order else {output: seed}
     out = []
     for x in inputs:
-        g = grads.get(x)
+        g = _gradient(grads.get(x))
         if g is None:
             g = np.zeros_like(x.data)
         if create_graph and not isinstance(g, Tensor):
