@@ -12,6 +12,7 @@ from . import (
     nn,
     optim,
 )
+from ._notebook.display import draw_dot
 from ._version import __version__ as __version__
 from .check import AnomalyError, GradcheckError, GradcheckReport, detect_anomaly, gradcheck
 from .compiler import compile  # noqa: A004 - the field's name (jax.jit, torch.compile)
@@ -63,6 +64,7 @@ __all__ = [
     "detect_anomaly",
     "dot",
     "draw",
+    "draw_dot",
     "enable_grad",
     "exp",
     "explain",

@@ -382,11 +382,8 @@ def to_svg(root: Any, *, max_nodes: int = DEFAULT_MAX_NODES, timeout: float = 30
 
 
 def svg_or_none(root: Value) -> str | None:
-    """SVG for Jupyter's display protocol, or None when it cannot be drawn
-    (no ``dot``, or ``dot`` failed), so Jupyter falls back to the repr."""
-    if not graphviz_available():
-        return None
-    try:
-        return to_svg(root, timeout=10.0)
-    except (RuntimeError, OSError):
-        return None
+    """SVG for Jupyter's display protocol: chainrule's own drawing (the
+    stepping page's layout), so nothing needs to be installed."""
+    from ._notebook.display import graph_svg  # the same layer, loaded when first shown
+
+    return graph_svg(root)

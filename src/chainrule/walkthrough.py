@@ -134,6 +134,15 @@ def layout(picture: Picture, geo: Geometry) -> list[tuple[float, float]]:
     for i, ins in enumerate(picture.inputs):  # forward order: inputs come first
         if ins:
             depth[i] = 1 + max(depth[k] for k, _ in ins)
+    # a leaf goes just left of its first consumer (``L = d * f``: f beside
+    # the last ``*``, not with the leaves of the first one)
+    first = [len(depth)] * len(depth)
+    for i, ins in enumerate(picture.inputs):
+        for k, _ in ins:
+            first[k] = min(first[k], depth[i])
+    for i, ins in enumerate(picture.inputs):
+        if not ins and first[i] < len(depth):
+            depth[i] = first[i] - 1
     rows: dict[int, int] = {}
     places = []
     for d in depth:

@@ -142,6 +142,29 @@ class Tensor(Labelled):
         suffix = "" if self.data.dtype == np.float64 else f", dtype={self.data.dtype}"
         return f"Tensor({body}{suffix})"
 
+    def _repr_svg_(self) -> str:
+        """A notebook shows a Tensor as the drawing of its graph (chainrule's
+        own layout: nothing to install)."""
+        from .._notebook.display import graph_svg
+
+        return graph_svg(self)
+
+    def _repr_html_(self) -> str:
+        from .._notebook.display import graph_html
+
+        return graph_html(self)
+
+    def retain_grad(self) -> None:
+        """PyTorch's call to keep an intermediate tensor's ``.grad``: here
+        every tensor of the graph keeps its gradient after ``backward()``
+        already, so there is nothing to do (kept so PyTorch code runs)."""
+
+    @property
+    def retains_grad(self) -> bool:
+        """True: every tensor of a graph keeps its ``.grad`` (PyTorch's
+        attribute, which is False there for an intermediate tensor)."""
+        return True
+
     def item(self) -> float:
         """The value of a one-element tensor as a Python float."""
         if self.data.size != 1:
