@@ -199,10 +199,32 @@ def ninja(seed: int = 42) -> tuple[Tensor, dict[str, Tensor], dict[str, np.ndarr
     return loss, t, g
 
 
-ORDER = (
-    "logprobs probs counts_sum_inv counts_sum counts norm_logits logit_maxes logits h W2 b2 "
-    "hpreact bngain bnbias bnraw bnvar_inv bnvar bndiff2 bndiff bnmeani hprebn embcat W1 b1"
-).split()
+ORDER = [
+    "logprobs",
+    "probs",
+    "counts_sum_inv",
+    "counts_sum",
+    "counts",
+    "norm_logits",
+    "logit_maxes",
+    "logits",
+    "h",
+    "W2",
+    "b2",
+    "hpreact",
+    "bngain",
+    "bnbias",
+    "bnraw",
+    "bnvar_inv",
+    "bnvar",
+    "bndiff2",
+    "bndiff",
+    "bnmeani",
+    "hprebn",
+    "embcat",
+    "W1",
+    "b1",
+]
 
 
 def test_backprop_ninja_correct_gradients_are_exact() -> None:
@@ -251,3 +273,196 @@ def test_compare_grads_refusals() -> None:
 
 def _unused(x: Any) -> Any:
     return x
+
+
+# -- the lecture's notebook: run headless without Graphviz, exported, in Chromium ----
+
+ROOT = Path(__file__).resolve().parent.parent
+NOTEBOOK = ROOT / "examples" / "micrograd-lecture.ipynb"
+
+
+def _no_dot_path() -> str:
+    """PATH without the directories that hold Graphviz's ``dot``."""
+    import os
+
+    dirs = os.environ.get("PATH", "").split(os.pathsep)
+    return os.pathsep.join(d for d in dirs if d and not (Path(d) / "dot").exists())
+
+
+@pytest.fixture(scope="module")
+def exported(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The notebook executed by a Jupyter kernel (nbclient) with no ``dot``
+    on the PATH, then exported to HTML by nbconvert."""
+    import os
+    import shutil
+
+    nbformat = pytest.importorskip("nbformat")
+    nbclient = pytest.importorskip("nbclient")
+    nbconvert = pytest.importorskip("nbconvert")
+    work = tmp_path_factory.mktemp("notebook")
+    saved = {k: os.environ.get(k) for k in ("PATH", "PYTHONPATH")}
+    os.environ["PATH"] = _no_dot_path()
+    os.environ["PYTHONPATH"] = os.pathsep.join(
+        filter(None, [str(ROOT / "src"), saved["PYTHONPATH"]])
+    )
+    try:
+        assert shutil.which("dot") is None
+        nb = nbformat.read(NOTEBOOK, as_version=4)
+        client = nbclient.NotebookClient(
+            nb, timeout=120, kernel_name="python3", resources={"metadata": {"path": str(work)}}
+        )
+        client.execute()
+    finally:
+        for k, v in saved.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+    errors = [o for c in nb.cells for o in c.get("outputs", []) if o.output_type == "error"]
+    assert not errors, errors
+    body, _ = nbconvert.HTMLExporter(template_name="lab").from_notebook_node(nb)
+    page = work / "lecture.html"
+    page.write_text(body, encoding="utf-8")
+    return page
+
+
+GRAPHS = """
+return [...document.querySelectorAll('.jp-OutputArea-output')].flatMap((out) => {
+  if (out.querySelector('.cr-walk')) return [];
+  const svg = out.querySelector('svg.cr-graph');
+  if (svg) return [{records: svg.querySelectorAll('g.node').length,
+    ops: svg.querySelectorAll('g.op').length, width: svg.getBoundingClientRect().width}];
+  const img = out.querySelector('img[src^="data:image/svg+xml"]');
+  if (!img) return [];
+  const text = atob(img.src.split(',')[1]);
+  return [{records: text.split('<g class="node"').length - 1,
+    ops: text.split('<g class="op"').length - 1, width: img.naturalWidth}];
+});
+"""
+
+STATE = """
+const w = arguments[0], P = w.id.slice(0, -4), $ = (id) => document.getElementById(P + id);
+const grads = [...w.querySelectorAll('td.grad')].map((c) => [+c.dataset.node, +c.dataset.grad]);
+const box = (el) => { if (!el) return null; const r = el.getBoundingClientRect();
+  return [r.left, r.top, r.right, r.bottom]; };
+return {step: +$('counter').dataset.step, steps: +$('counter').dataset.steps,
+  text: $('step-text').textContent, grads: grads, svg: [...w.querySelectorAll('tspan.grad')]
+  .map((t) => t.textContent), controls: box(w.querySelector('.cr-controls')),
+  active: box(w.querySelector('g.node.active')), drawing: box($('drawing')),
+  view: [window.innerWidth, window.innerHeight], scroll: window.scrollY};
+"""
+
+
+def _expected(root: Value) -> list[tuple[str, dict[int, float]]]:
+    """Every step's text and grads, from ``explain``'s record of the pass."""
+    from chainrule.explain import backward_walk
+    from chainrule.walkthrough import page_data
+
+    walk = backward_walk(root)
+    texts = page_data(walk)["texts"]
+    grads = dict.fromkeys(range(len(walk.nodes)), 0.0)
+    out = [(texts[0], dict(grads))]
+    grads[walk.root] = walk.seed
+    out.append((texts[1], dict(grads)))
+    for j, u in enumerate(walk.updates):
+        grads[u.child] = u.after
+        out.append((texts[j + 2], dict(grads)))
+    assert out[-1][1] == dict(enumerate(walk.grads))  # explain's grad column
+    return out
+
+
+def _visible(inner: list[float], outer: list[float]) -> bool:
+    return (
+        inner[0] >= outer[0] - 1
+        and inner[1] >= outer[1] - 1
+        and inner[2] <= outer[2] + 1
+        and inner[3] <= outer[3] + 1
+    )
+
+
+def _neuron() -> Value:
+    x1, x2 = Value(2.0, label="x1"), Value(0.0, label="x2")
+    w1, w2 = Value(-3.0, label="w1"), Value(1.0, label="w2")
+    b = Value(6.8813735870195432, label="b")
+    x1w1 = x1 * w1
+    x1w1.label = "x1*w1"
+    x2w2 = x2 * w2
+    x2w2.label = "x2*w2"
+    s = x1w1 + x2w2
+    s.label = "x1*w1 + x2*w2"
+    n = s + b
+    n.label = "n"
+    o = n.tanh()
+    o.label = "o"
+    return o
+
+
+def test_the_lecture_notebook_in_a_browser(browser: Any, exported: Path) -> None:
+    import random
+
+    from selenium.webdriver.common.keys import Keys
+
+    from chainrule.nn import MLP
+    from chainrule.viz import forward_order
+
+    random.seed(1337)
+    out = MLP(3, [4, 4, 1])([2.0, 3.0, -1.0])
+    mlp = forward_order(out)
+    browser.set_window_size(1200, 900)
+    browser.get(exported.as_uri())
+    graphs = browser.execute_script(GRAPHS)
+    # L, draw_dot(L), draw_dot(L) after backward, the MLP's output
+    assert [(g["records"], g["ops"]) for g in graphs] == [(7, 3)] * 3 + [
+        (len(mlp), sum(1 for v in mlp if v._prev))
+    ]
+    assert all(g["width"] > 200 for g in graphs)
+    widgets = browser.find_elements("css selector", ".cr-walk")
+    assert len(widgets) == 2
+    expected = [_expected(lecture_L()), _expected(_neuron())]
+
+    def state(w: Any) -> dict[str, Any]:
+        return browser.execute_script(STATE, w)
+
+    def check(w: Any, k: int, which: int) -> dict[str, Any]:
+        s = state(w)
+        text, grads = expected[which][k]
+        assert s["step"] == k and s["text"] == text
+        assert {int(i): g for i, g in s["grads"]} == grads
+        return s
+
+    # the first: keys only, while it has the focus; the second does not move
+    first, second = widgets
+    browser.execute_script("arguments[0].scrollIntoView(); arguments[0].focus();", first)
+    steps = state(first)["steps"]
+    assert steps == len(expected[0]) - 1
+    for k in range(1, steps + 1):
+        first.send_keys(Keys.ARROW_RIGHT)
+        check(first, k, 0)
+        assert state(second)["step"] == 0
+    first.send_keys(Keys.HOME)
+    check(first, 0, 0)
+    first.send_keys(Keys.END)
+    check(first, steps, 0)
+    # the second: buttons only; the first stays at its end
+    nxt = browser.find_element("id", second.get_attribute("id")[:-4] + "next")
+    for k in range(1, state(second)["steps"] + 1):
+        nxt.click()
+        check(second, k, 1)
+    assert state(first)["step"] == steps
+    assert not nxt.is_enabled()
+
+    # a phone: 420 x 800; every step keeps the controls and the active node in view
+    browser.set_window_size(420, 800)
+    for w, which in ((first, 0), (second, 1)):
+        browser.execute_script("arguments[0].scrollIntoView(); arguments[0].focus();", w)
+        w.send_keys(Keys.HOME)
+        before = state(w)["scroll"]
+        for k in range(1, len(expected[which])):
+            w.send_keys(Keys.ARROW_RIGHT)
+            s = check(w, k, which)
+            view = [0, 0, *s["view"]]
+            assert s["scroll"] == before, "a key scrolled the page"
+            assert _visible(s["controls"], view), (k, s["controls"], view)
+            assert s["active"] is not None
+            assert _visible(s["active"], view) and _visible(s["active"], s["drawing"]), (k, s)
+    browser.set_window_size(1200, 900)
