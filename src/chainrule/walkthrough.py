@@ -535,12 +535,15 @@ _SCRIPT = """
     }
   }
   function follow(els) {  // pan the drawing (never the page) to keep these in view
-    const c = drawing.getBoundingClientRect();
+    const c = drawing.getBoundingClientRect(), w = drawing.clientWidth, h = drawing.clientHeight;
     const boxes = els.filter((e) => e).map((e) => e.getBoundingClientRect());
     if (!boxes.length) return;
-    const l = Math.min(...boxes.map((b) => b.left)), r = Math.max(...boxes.map((b) => b.right));
-    const t = Math.min(...boxes.map((b) => b.top)), b = Math.max(...boxes.map((b) => b.bottom));
-    const w = drawing.clientWidth, h = drawing.clientHeight;
+    const span = (lo, hi, size) => {  // all of them if they fit, else the first (the active)
+      const a = Math.min(...boxes.map(lo)), b = Math.max(...boxes.map(hi));
+      return b - a <= size ? [a, b] : [lo(boxes[0]), hi(boxes[0])];
+    };
+    const [l, r] = span((b) => b.left, (b) => b.right, w);
+    const [t, b] = span((b) => b.top, (b) => b.bottom, h);
     if (l < c.left || r > c.left + w) drawing.scrollLeft += (l + r) / 2 - (c.left + w / 2);
     if (t < c.top || b > c.top + h) drawing.scrollTop += (t + b) / 2 - (c.top + h / 2);
   }
