@@ -44,6 +44,7 @@ extensions = [
     "generated",
     "pyrun",
     "optable",
+    "playground",
 ]
 
 source_suffix = {".rst": "restructuredtext", ".md": "markdown"}
