@@ -137,20 +137,24 @@ def _node(key: Any, by_label: dict[str, list[Any]], in_graph: set[int], nodes: l
 
 def _compare(name: str, theirs: Any, ours: Any, node: Any, rtol: float, atol: float) -> Comparison:
     if isinstance(node, Value):
-        t = float(theirs.data if isinstance(theirs, Value) else theirs)
-        o = 0.0 if ours is None else float(ours)
-        diff = abs(t - o)
-        close = diff <= atol + rtol * abs(o) or (t == o)  # inf == inf
-        return Comparison(name, t == o, close, diff if not math.isnan(diff) else math.inf)
+        return _compare_numbers(name, theirs, ours, rtol, atol)
     import numpy as np
 
-    o = np.zeros_like(node.data) if ours is None else np.asarray(ours)
-    t = np.asarray(getattr(theirs, "data", theirs), dtype=o.dtype)
-    if t.shape != o.shape:
+    mine = np.zeros_like(node.data) if ours is None else np.asarray(ours)
+    given = np.asarray(getattr(theirs, "data", theirs), dtype=mine.dtype)
+    if given.shape != mine.shape:
         raise ValueError(
-            f"compare_grads: the gradient given for {name} has shape {t.shape}, the node {o.shape}"
+            f"compare_grads: the gradient given for {name} has shape {given.shape}, "
+            f"the node {mine.shape}"
         )
-    diff = float(np.abs(t - o).max()) if o.size else 0.0
-    return Comparison(
-        name, bool(np.array_equal(t, o)), bool(np.allclose(t, o, rtol=rtol, atol=atol)), diff
-    )
+    diff = float(np.abs(given - mine).max()) if mine.size else 0.0
+    exact = bool(np.array_equal(given, mine))
+    return Comparison(name, exact, bool(np.allclose(given, mine, rtol=rtol, atol=atol)), diff)
+
+
+def _compare_numbers(name: str, theirs: Any, ours: Any, rtol: float, atol: float) -> Comparison:
+    t = float(theirs.data if isinstance(theirs, Value) else theirs)
+    o = 0.0 if ours is None else float(ours)
+    diff = abs(t - o)
+    close = diff <= atol + rtol * abs(o) or (t == o)  # inf == inf
+    return Comparison(name, t == o, close, diff if not math.isnan(diff) else math.inf)

@@ -51,9 +51,11 @@ def run(source: str) -> dict[str, Any]:
     try:
         with contextlib.redirect_stdout(printed):
             tree = ast.parse(source, "<playground>", "exec")
-            last = tree.body.pop() if tree.body and isinstance(tree.body[-1], ast.Expr) else None
+            last = tree.body[-1] if tree.body else None
+            if isinstance(last, ast.Expr):
+                tree.body.pop()
             exec(compile(tree, "<playground>", "exec"), namespace)
-            if last is not None:
+            if isinstance(last, ast.Expr):
                 expression = ast.Expression(last.value)
                 result = eval(compile(expression, "<playground>", "eval"), namespace)
     except SyntaxError as e:
