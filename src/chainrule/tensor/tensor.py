@@ -161,8 +161,8 @@ class Tensor(Labelled):
 
     @property
     def retains_grad(self) -> bool:
-        """True: every tensor of a graph keeps its ``.grad`` (PyTorch's
-        attribute, which is False there for an intermediate tensor)."""
+        """Always true here, as every tensor of a graph keeps its ``.grad``
+        (PyTorch's attribute, false there for an intermediate tensor)."""
         return True
 
     def item(self) -> float:
