@@ -397,7 +397,8 @@ def _view(walk: Walk, prefix: str, title: str | None, digits: int, standalone: b
     script = json.dumps(data).replace("<", "\\u003c")
     heading = "h1" if standalone else "div"
     return (
-        f'<div class="cr-walk" id="{prefix}walk" tabindex="0" '
+        # JupyterLab's shortcuts leave keys inside data-lm-suppress-shortcuts alone
+        f'<div class="cr-walk" id="{prefix}walk" tabindex="0" data-lm-suppress-shortcuts="true" '
         f'aria-label="{html.escape(title)}: the arrow keys step">'
         + ("" if standalone else f"<style>{_STYLE}</style>")
         + f'<{heading} class="cr-title">{html.escape(title)}</{heading}>'
