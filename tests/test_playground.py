@@ -116,7 +116,9 @@ e
 """
 
 
-def test_the_playground_runs_chainrule_in_the_browser(browser: Any, site: str) -> None:
+def test_the_playground_runs_chainrule_in_the_browser(
+    browser: Any, site: str, capsys: pytest.CaptureFixture[str]
+) -> None:
     from selenium.webdriver.common.keys import Keys
 
     started = time.monotonic()
@@ -129,10 +131,11 @@ def test_the_playground_runs_chainrule_in_the_browser(browser: Any, site: str) -
     )
     status = browser.find_element("id", "status")
     assert state == "ready", status.text
-    print(
-        f"\nplayground: ready {time.monotonic() - started:.1f} s after opening "
-        f"(the page's own count: {status.get_attribute('data-seconds')} s)"
-    )
+    with capsys.disabled():  # on the terminal, not captured: recorded, not asserted
+        print(
+            f"\nplayground: ready {time.monotonic() - started:.1f} s after opening "
+            f"(the page's own count: {status.get_attribute('data-seconds')} s)"
+        )
     code = browser.find_element("id", "code")
     code.clear()
     code.send_keys(CODE)
