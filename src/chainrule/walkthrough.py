@@ -478,16 +478,17 @@ _STYLE = """
   overflow-wrap: anywhere; }
 .cr-walk .cr-drawing { overflow: auto; max-height: 55vh; max-width: 100%;
   border: 1px solid #eee; }
-.cr-walk .cr-graph { display: block; }
+.cr-walk .cr-graph { display: block; max-width: none; }  /* natural size: it pans */
 .cr-walk .node.done rect { fill: #eef5ee; }
 .cr-walk .node.active rect, .cr-walk .op.active ellipse { fill: #fff1c9; stroke: #d49a00;
   stroke-width: 3; }
 .cr-walk .node.target rect { fill: #dde7ff; stroke: #4a6cd4; stroke-width: 3; }
 .cr-walk .edge.flow { stroke: #4a6cd4; stroke-width: 3; }
 .cr-walk table { border-collapse: collapse; margin-top: 1em; }
-.cr-walk th, .cr-walk td { border-bottom: 1px solid #ddd; padding: .3em .7em;
-  text-align: left; }
-.cr-walk td.num { text-align: right; font-family: ui-monospace, Menlo, Consolas, monospace; }
+.cr-walk .cr-table th, .cr-walk .cr-table td { border-bottom: 1px solid #ddd;
+  padding: .3em .7em; text-align: left; }
+.cr-walk .cr-table td.num { text-align: right;
+  font-family: ui-monospace, Menlo, Consolas, monospace; }
 .cr-walk tr.active { background: #fff1c9; } .cr-walk tr.target { background: #dde7ff; }
 .cr-walk td.changed { font-weight: bold; color: #1d3fa8; }
 .cr-walk .meaning { color: #444; font-size: .92em; }

@@ -90,10 +90,13 @@ def graph_svg(root: Any, *, max_nodes: int = DISPLAY_MAX_NODES, prefix: str | No
 
 def graph_html(root: Any, *, max_nodes: int = DISPLAY_MAX_NODES) -> str:
     """The drawing in a box that scrolls when the graph is larger than the
-    notebook's column."""
+    notebook's column. Notebooks shrink a wide drawing to the column; this
+    one shrinks to 60% of its size at the most, then scrolls."""
+    svg = graph_svg(root, max_nodes=max_nodes)
+    width = float(svg.split(' width="', 1)[1].split('"', 1)[0])
+    svg = svg.replace(" viewBox=", f' style="min-width:{0.6 * width:g}px" viewBox=', 1)
     return (
-        '<div class="cr-display" style="overflow:auto;max-width:100%;max-height:640px">'
-        f"{graph_svg(root, max_nodes=max_nodes)}</div>"
+        f'<div class="cr-display" style="overflow:auto;max-width:100%;max-height:640px">{svg}</div>'
     )
 
 
