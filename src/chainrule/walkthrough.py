@@ -151,10 +151,13 @@ def layout(picture: Picture, geo: Geometry) -> list[tuple[float, float]]:
         places.append((d, row))
     height = max(rows.values())
     stride = geo.box_w + geo.gap_x + geo.oval_w + LINK
+    # room above the boxes only for edges that skip a column (they cross there)
+    skips = any(depth[i] - depth[k] > 1 for i, ins in enumerate(picture.inputs) for k, _ in ins)
+    top = TOP if skips else 20
     out: list[tuple[float, float]] = []
     for d, row in places:
         offset = (height - rows[d]) * (geo.box_h + GAP_Y) / 2  # centre short columns
-        out.append((20 + d * stride, TOP + offset + row * (geo.box_h + GAP_Y)))
+        out.append((20 + d * stride, top + offset + row * (geo.box_h + GAP_Y)))
     return out
 
 
