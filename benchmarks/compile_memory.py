@@ -15,7 +15,7 @@ import chainrule
 from chainrule.bench.gpt import CompatOps, GPTStep, compat_adam
 from chainrule.bench.harness import FULL
 from chainrule.bench.moons import _compat
-from chainrule.engine import topological_order
+from chainrule.value.engine import topological_order
 
 
 def measure(name: str, loss: Callable[[], Any]) -> None:

@@ -52,7 +52,7 @@ def test_user_code_builds_microgpts_graph_and_fused_ops_a_smaller_one(
     microgpt's engine, node for node; the fused ops (called by name) a much
     smaller one."""
     from chainrule.bench import microgpt
-    from chainrule.walk import topological_order
+    from chainrule.value.walk import topological_order
 
     literal = gpt.GPT(weights, gpt.CompatOps, value=microgpt.literal_value())
     nodes: set[Any] = set()

@@ -22,7 +22,7 @@ from chainrule import (
     gradcheck,
     gradients,
 )
-from chainrule.graph import mode
+from chainrule.value.mode import mode
 
 # --------------------------------------------------------------------------
 # gradcheck
@@ -328,3 +328,16 @@ def test_watched_backward_masks_as_the_plain_one() -> None:
     with detect_anomaly():
         watched = grads()
     assert plain == watched == [0.0, math.inf, 0.0]
+
+
+def test_the_check_modules_examples_run() -> None:
+    import doctest
+
+    import chainrule.check.anomaly
+    import chainrule.check.report
+    import chainrule.check.scalar
+
+    for module in (chainrule.check.report, chainrule.check.scalar, chainrule.check.anomaly):
+        result = doctest.testmod(module)
+        assert result.failed == 0
+    assert doctest.testmod(chainrule.check.report).attempted >= 1

@@ -13,8 +13,9 @@ from typing import Any
 import pytest
 
 import chainrule.checkpoint
-from chainrule import checkpoint, sealed
+from chainrule import checkpoint
 from chainrule.checkpoint import CheckpointError
+from chainrule.io import sealed
 from chainrule.nn import MLP
 
 

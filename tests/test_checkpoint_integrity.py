@@ -17,10 +17,11 @@ from typing import Any
 import numpy as np
 import pytest
 
-from chainrule import checkpoint, sealed
+from chainrule import checkpoint
 from chainrule.cli import main
+from chainrule.io import sealed
+from chainrule.io.sealed import CheckpointError
 from chainrule.nn import MLP
-from chainrule.sealed import CheckpointError
 from chainrule.tensor import checkpoint as tensor_checkpoint
 from chainrule.tensor.nn import GPT, GPTConfig
 
@@ -136,7 +137,7 @@ def test_chainrule_0_1_gpt_json_is_refused_with_how_to_convert(
 ) -> None:
     """``--resume`` next to an old gpt.json says how to convert it; the
     converted checkpoint resumes to the same parameters as the original."""
-    from chainrule.tensor import convert
+    from chainrule.cli import convert
 
     saved = tensor_checkpoint.read(gpt_run / "gpt.safetensors")
     parameters = {k: v.tolist() for k, v in saved["parameters"].items()}
@@ -156,7 +157,7 @@ def test_chainrule_0_1_gpt_json_is_refused_with_how_to_convert(
     (tmp_path / "gpt.json").write_text(json.dumps(old))
     code, err = _resume(capsys, tmp_path)
     assert code == 1 and err.count("\n") == 1
-    assert f"convert it with: python -m chainrule.tensor.convert {tmp_path / 'gpt.json'}" in err
+    assert f"convert it with: python -m chainrule.cli.convert {tmp_path / 'gpt.json'}" in err
     assert convert.main([str(tmp_path / "gpt.json")]) == 0
     assert "wrote" in capsys.readouterr().out
     converted = tensor_checkpoint.read(tmp_path / "gpt.safetensors")

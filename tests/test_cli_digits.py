@@ -20,7 +20,7 @@ import pytest
 
 from chainrule.cli import main
 from chainrule.cli.digits import confusion_matrix, format_confusion
-from chainrule.images import load_digits, split
+from chainrule.data.images import load_digits, split
 from chainrule.optim import Adam
 from chainrule.tensor import checkpoint
 from chainrule.tensor.cnn import image_classifier

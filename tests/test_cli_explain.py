@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-import chainrule.viz
+import chainrule.explainer.draw
 from chainrule.cli import main
 from tables import cells, grads
 
@@ -208,7 +208,7 @@ def test_dot_file_needs_nothing(capsys: pytest.CaptureFixture[str], tmp_path: Pa
 def test_svg_without_graphviz(
     capsys: pytest.CaptureFixture[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(chainrule.viz.shutil, "which", lambda name: None)
+    monkeypatch.setattr(chainrule.explainer.draw.shutil, "which", lambda name: None)
     code, out, err = run(capsys, "a*b", "a=2", "b=3", "--svg", str(tmp_path / "g.svg"))
     assert code == 1
     assert grads(out)["a"] == "3.0"  # the table is still printed

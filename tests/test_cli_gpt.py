@@ -119,7 +119,7 @@ def test_gpt_resume_continues_exactly(
 ) -> None:
     """A run interrupted after its step-4 checkpoint and resumed ends with
     the same parameters as an uninterrupted run."""
-    from chainrule.progress import ProgressBar
+    from chainrule.cli.progress import ProgressBar
 
     straight, broken = tmp_path / "straight", tmp_path / "broken"
     args = [*[a if a != "6" else "8" for a in TINY], "--checkpoint-every", "4"]

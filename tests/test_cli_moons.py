@@ -12,12 +12,12 @@ from pathlib import Path
 
 import pytest
 
-import chainrule.progress
+import chainrule.cli.progress
 from chainrule import checkpoint
 from chainrule.cli import main
 from chainrule.cli.moons import PLOT_HINT, objective, train
-from chainrule.graph import no_grad
-from chainrule.progress import ProgressBar
+from chainrule.cli.progress import ProgressBar
+from chainrule.value.mode import no_grad
 
 SRC = str(Path(__file__).resolve().parent.parent / "src")
 
@@ -157,5 +157,5 @@ def test_console_entry_point(tmp_path: Path) -> None:
 
 
 def test_progress_docstring_example() -> None:
-    result = doctest.testmod(chainrule.progress)
+    result = doctest.testmod(chainrule.cli.progress)
     assert result.attempted > 0 and result.failed == 0

@@ -31,8 +31,8 @@ from chainrule import Value
 from chainrule.cli import gpt as gpt_cli
 from chainrule.cli import main
 from chainrule.cli.preflight import available_memory, format_bytes
-from chainrule.explain import explain
-from chainrule.expr import evaluate
+from chainrule.explainer.formula import evaluate
+from chainrule.explainer.table import explain
 from chainrule.tensor import charlm
 from chainrule.tensor import checkpoint as gpt_checkpoint
 from chainrule.tensor.nn import GPT, GPTConfig
@@ -879,7 +879,7 @@ sys.meta_path.insert(0, Interrupt())
 
 
 @pytest.mark.parametrize(
-    "module", ["chainrule.engine", "chainrule.cli", "chainrule.cli.explain", "numpy"]
+    "module", ["chainrule.value.engine", "chainrule.cli", "chainrule.cli.explain", "numpy"]
 )
 def test_ctrl_c_while_the_command_starts_is_one_line(tmp_path: Path, module: str) -> None:
     """Ctrl-C in the first tenths of a second, while the package (or a
@@ -900,6 +900,6 @@ def test_a_program_importing_chainrule_keeps_its_own_ctrl_c(tmp_path: Path) -> N
         [sys.executable, "-c", "import chainrule"],
         capture_output=True, text=True, timeout=60,
         env={**os.environ, "PYTHONPATH": f"{tmp_path}{os.pathsep}{SRC}",
-             "INTERRUPT_AT": "chainrule.engine"},
+             "INTERRUPT_AT": "chainrule.value.engine"},
     )  # fmt: skip
     assert done.returncode != 0 and "KeyboardInterrupt" in done.stderr

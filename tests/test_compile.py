@@ -19,8 +19,9 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 import chainrule
-from chainrule import Primitive, Value, add_n, dot, fused, primitives, sums
+from chainrule import Primitive, Value, add_n, dot, fused
 from chainrule.compiler import CompileWarning, rules
+from chainrule.value import primitives, sums
 from conftest import close
 
 
@@ -281,7 +282,7 @@ def check(fn: Any, params: list[Value], compiled: Any) -> None:
 def _magnitudes(root: Value, params: list[Value]) -> list[float]:
     """For each param, the sum over all paths of |product of local
     derivatives|: the size of the terms its gradient is the sum of."""
-    order, _ = chainrule.engine.topological_order(root)
+    order, _ = chainrule.value.walk.topological_order(root)
     size: dict[Value, float] = {root: 1.0}
     for v in order:
         g = size.get(v, 0.0)
@@ -619,7 +620,7 @@ def test_compiled_graph_is_smaller_than_eager() -> None:
     compiled = chainrule.compile(step.loss)
     compiled()
     memory = compiled.memory()
-    nodes = len(chainrule.engine.topological_order(loss)[0])
+    nodes = len(chainrule.value.walk.topological_order(loss)[0])
     assert memory["bytes"] / memory["nodes"] < eager_bytes / nodes
 
 
@@ -913,8 +914,8 @@ def test_edge_values_give_the_eager_gradients_bit_for_bit(program: Any, xs: list
 def test_reciprocal_guard_on_arrays_is_the_engines() -> None:
     """The engine picks a * b**-1 or one true division by the values; the
     replay checks that choice on arrays (program.GUARDS_ON_ARRAYS)."""
-    from chainrule import engine
     from chainrule.compiler import program
+    from chainrule.value import engine
 
     edge = SPECIALS + [2.0**-500, 2.0**500, 2.0**-501, 2.0**501, 1.7e308, 2.0**-1022, 3e-300]
     a = np.array([x for x in edge for _ in edge])

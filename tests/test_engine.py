@@ -19,8 +19,8 @@ except ImportError:  # CPython 3.14 under WebAssembly (the pure run)
 
 import chainrule
 from chainrule import Value, add_n, dense, dot, gradients, no_grad
-from chainrule.engine import Value as EngineValue
-from chainrule.engine import topological_order
+from chainrule.value.engine import Value as EngineValue
+from chainrule.value.engine import topological_order
 
 
 def test_value_is_exported_twice() -> None:
@@ -81,7 +81,7 @@ def test_a_node_is_microgpts_four_slots_and_the_collector_lets_go_of_its_derivat
     c = a * b
     assert Value.__slots__ == ("data", "grad", "_prev", "_local")
     assert not hasattr(c, "__dict__")
-    assert c._local == (3.0, 2.0, "*") and c._fn is chainrule.primitives.MUL
+    assert c._local == (3.0, 2.0, "*") and c._fn is chainrule.value.primitives.MUL
     gc.collect()  # a tuple of floats and a name: untracked, as microgpt's (b, a)
     assert not gc.is_tracked(c._local) and gc.is_tracked(c._prev)
 
@@ -101,7 +101,8 @@ def test_a_label_or_anomaly_number_leaves_the_rule_alone() -> None:
     two = (a * 2.0)._prev[1]
     e.label, two.label = "e", "two"  # no node shares its label with another
     assert (e.label, (a * b).label, two.label, (a * 3.0)._prev[1].label) == ("e", "", "two", "")
-    assert two._fn is chainrule.primitives.NUMBER and e._fn is chainrule.engine.NO_GRAD_RESULT
+    assert two._fn is chainrule.value.primitives.NUMBER
+    assert e._fn is chainrule.value.engine.NO_GRAD_RESULT
 
 
 def test_grad_starts_at_zero() -> None:

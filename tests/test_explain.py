@@ -13,14 +13,14 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from chainrule import Value, explain
-from chainrule.explain import backward_walk, meaning_of, trace
-from chainrule.expr import evaluate
-from chainrule.viz import forward_order
+from chainrule.explainer.formula import evaluate
+from chainrule.explainer.table import backward_walk, meaning_of, trace
+from chainrule.explainer.text import forward_order
 from tables import cells
 from test_properties import inputs, instruction, run
 
 # `chainrule.explain` is the function; the module is reached by its full name.
-explain_module = importlib.import_module("chainrule.explain")
+explain_module = importlib.import_module("chainrule.explainer.table")
 
 # f = relu(a*b + d) at a=2, b=-3, d=10, in named steps: grads a -3, b 2, c d e f 1
 SEED_002 = """\

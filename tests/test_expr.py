@@ -10,9 +10,9 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-import chainrule.expr
+import chainrule.explainer.formula
 from chainrule import Value
-from chainrule.expr import (
+from chainrule.explainer.formula import (
     MAX_DEPTH,
     MAX_LENGTH,
     Binary,
@@ -28,7 +28,7 @@ from chainrule.expr import (
 
 
 def test_docstring_examples() -> None:
-    assert doctest.testmod(chainrule.expr).failed == 0
+    assert doctest.testmod(chainrule.explainer.formula).failed == 0
 
 
 # -- reading --------------------------------------------------------------

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from chainrule import Value
-from chainrule.floatpack import NOT_A_NUMBER, to_array
+from chainrule.tensor.floatpack import NOT_A_NUMBER, to_array
 
 
 def test_to_array_is_numpy_array_bit_for_bit() -> None:

@@ -106,7 +106,7 @@ def test_the_fused_neuron_is_one_node_and_expands_for_display() -> None:
 
     import chainrule.engine
     import chainrule.nn
-    from chainrule.viz import to_dot
+    from chainrule.explainer.draw import to_dot
 
     ours, _, _ = neuron_example(chainrule.engine, chainrule.nn)
     # the default: relu(w . x + b) is one ReLU(dot) node over the 5 inputs

@@ -6,16 +6,7 @@ import threading
 
 import pytest
 
-from chainrule import (
-    Primitive,
-    Value,
-    add_n,
-    dot,
-    enable_grad,
-    gradients,
-    is_grad_enabled,
-    no_grad,
-)
+from chainrule import Primitive, Value, add_n, dot, enable_grad, gradients, is_grad_enabled, no_grad
 
 
 def test_ops_in_no_grad_record_nothing() -> None:

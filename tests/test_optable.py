@@ -13,8 +13,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "docs" / "_ext")
 
 import optable
 
-import chainrule.primitives
 import chainrule.tensor.elementwise
+import chainrule.value.primitives
 
 
 def test_every_rule_has_a_row_and_every_row_a_rule() -> None:
@@ -24,8 +24,9 @@ def test_every_rule_has_a_row_and_every_row_a_rule() -> None:
 
 
 def test_a_new_rule_without_a_row_is_reported(monkeypatch: pytest.MonkeyPatch) -> None:
-    cube = chainrule.primitives.Primitive("cube", lambda x: x**3, lambda M, x, y: (3 * x * x,))
-    monkeypatch.setattr(chainrule.primitives, "CUBE", cube, raising=False)
+    Primitive = chainrule.value.primitives.Primitive
+    cube = Primitive("cube", lambda x: x**3, lambda M, x, y: (3 * x * x,))
+    monkeypatch.setattr(chainrule.value.primitives, "CUBE", cube, raising=False)
 
     def _cube_vjp(M, g, out):  # type: ignore[no-untyped-def]
         return (g,)

@@ -11,7 +11,7 @@ import pytest
 
 from chainrule import Value, detect_anomaly, dot, gradients
 from chainrule.bench import microgpt
-from chainrule.engine import topological_order
+from chainrule.value.engine import topological_order
 
 # --------------------------------------------------------------------------
 # micrograd: Value(data, _children, _op) and a _backward closure
@@ -232,9 +232,9 @@ def test_label_keyword_and_micrograds_fourth_argument() -> None:
 
 
 def test_inlined_locals_equal_the_table() -> None:
-    from chainrule import primitives as P
-    from chainrule import sums as S
-    from chainrule.primitives import FLOAT
+    from chainrule.value import primitives as P
+    from chainrule.value import sums as S
+    from chainrule.value.primitives import FLOAT
 
     rng = random.Random(0)
     for _ in range(200):
@@ -271,8 +271,8 @@ def _bits(x: object) -> str:
 def test_powers_exp_and_log_written_out_equal_the_table(x: float) -> None:
     """``x ** c``, ``exp`` and ``log`` write the table's rule out for the
     common case and take the table's path elsewhere: the same node either way."""
-    from chainrule import primitives as P
-    from chainrule.primitives import FLOAT
+    from chainrule.value import primitives as P
+    from chainrule.value.primitives import FLOAT
 
     exponents = [2, 3, 2.0, -1.0, 0.5, -0.5, 1.5, 0.0, -0.0, 10.0, 400.0, -400.0, 2.75, math.nan]
     for c in exponents:

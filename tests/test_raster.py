@@ -7,7 +7,7 @@ import struct
 import zlib
 from pathlib import Path
 
-from chainrule.raster import (
+from chainrule.explainer.raster import (
     BOUNDARY,
     NEGATIVE_POINT,
     NEGATIVE_REGION,

@@ -10,11 +10,11 @@ from typing import Any
 import numpy as np
 import pytest
 
-import chainrule.tensor_explain
-import chainrule.viz
+import chainrule.explainer.draw
+import chainrule.explainer.tensor_table
 from chainrule import Tensor, explain, to_dot
-from chainrule.tensor_explain import grad_summary, tensor_grads
-from chainrule.viz import forward_order
+from chainrule.explainer.tensor_table import grad_summary, tensor_grads
+from chainrule.explainer.text import forward_order
 from tables import cells
 
 RNG = np.random.default_rng(0)
@@ -36,7 +36,7 @@ def _graphs() -> list[tuple[str, Callable[[], Tensor]]]:
 
 
 def test_docstring_examples() -> None:
-    assert doctest.testmod(chainrule.tensor_explain).failed == 0
+    assert doctest.testmod(chainrule.explainer.tensor_table).failed == 0
 
 
 @pytest.mark.parametrize(("name", "build"), _graphs())
@@ -73,7 +73,8 @@ def test_table_columns_for_a_layer(torch: Any) -> None:
     tx = torch.tensor(x.data, requires_grad=True)
     tw = torch.tensor(w.data, requires_grad=True)
     (tx @ tw).tanh().mean().backward()
-    assert rows[3]["grad"] == "norm " + chainrule.viz.format_number(float(tw.grad.norm()))
+    norm = chainrule.explainer.text.format_number(float(tw.grad.norm()))
+    assert rows[3]["grad"] == "norm " + norm
     markdown = explain(loss, format="markdown").splitlines()
     assert markdown[4] == "| `#2` | `matmul` | (2, 2) | float64 | `x, w` | norm 0.0638894 |"
 

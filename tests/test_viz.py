@@ -13,16 +13,11 @@ from pathlib import Path
 
 import pytest
 
-import chainrule.viz
+import chainrule.explainer.draw
 from chainrule import Value, draw, to_dot
-from chainrule.expr import evaluate
-from chainrule.viz import (
-    GraphvizNotFound,
-    format_number,
-    forward_order,
-    svg_or_none,
-    to_svg,
-)
+from chainrule.explainer.draw import GraphvizNotFound, svg_or_none, to_svg
+from chainrule.explainer.formula import evaluate
+from chainrule.explainer.text import format_number, forward_order
 
 
 def require_dot() -> None:
@@ -35,7 +30,7 @@ def require_dot() -> None:
 
 @pytest.fixture
 def no_dot(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(chainrule.viz.shutil, "which", lambda name: None)
+    monkeypatch.setattr(chainrule.explainer.draw.shutil, "which", lambda name: None)
 
 
 def svg_texts(svg: str) -> list[str]:
@@ -74,7 +69,8 @@ digraph chainrule {
 
 
 def test_docstring_examples() -> None:
-    assert doctest.testmod(chainrule.viz).failed == 0
+    assert doctest.testmod(chainrule.explainer.draw).failed == 0
+    assert doctest.testmod(chainrule.explainer.text).failed == 0
 
 
 def test_forward_order_places_leaves_at_first_use() -> None:
@@ -223,7 +219,7 @@ def test_a_failing_dot_is_reported(monkeypatch: pytest.MonkeyPatch) -> None:
     false = shutil.which("false")
     if false is None:
         pytest.skip("no `false` program to stand in for a failing dot")
-    monkeypatch.setattr(chainrule.viz.shutil, "which", lambda name: false)
+    monkeypatch.setattr(chainrule.explainer.draw.shutil, "which", lambda name: false)
     with pytest.raises(RuntimeError, match="dot failed: exit 1"):
         to_svg(seed_002())
     assert "relu(a*b + d)" in svg_or_none(seed_002())  # type: ignore[operator]  # drawn here
@@ -277,10 +273,11 @@ def test_hostile_labels_are_drawn_literally(label: str, shown: str) -> None:
 
 
 def test_the_unprintable_are_escaped_in_every_name() -> None:
-    assert chainrule.viz.display_name(Value(0.0, label="a\x00b\ud800\tc"), 0) == (
+    assert chainrule.explainer.text.display_name(Value(0.0, label="a\x00b\ud800\tc"), 0) == (
         "a\\x00b\\ud800 c"
     )
-    assert chainrule.viz.printable("caf\u00e9 \u03c0") == "caf\u00e9 \u03c0"  # letters stay
+    printable = chainrule.explainer.text.printable
+    assert printable("caf\u00e9 \u03c0") == "caf\u00e9 \u03c0"  # letters stay
 
 
 def test_jupyter_shows_the_graph() -> None:

@@ -12,12 +12,12 @@ from typing import Any
 
 import pytest
 
-import chainrule.walkthrough
+import chainrule.explainer.walkthrough
 from chainrule import Value
-from chainrule.explain import backward_walk
-from chainrule.expr import evaluate
-from chainrule.viz import forward_order
-from chainrule.walkthrough import page_data, walkthrough_html, write_walkthrough
+from chainrule.explainer.formula import evaluate
+from chainrule.explainer.table import backward_walk
+from chainrule.explainer.text import forward_order
+from chainrule.explainer.walkthrough import page_data, walkthrough_html, write_walkthrough
 
 FORMULAS = [
     ("c = a*b; e = c + d; f = relu(e)", {"a": 2.0, "b": -3.0, "d": 10.0}),
@@ -31,7 +31,7 @@ LONG_NAMES = (
 
 
 def test_docstring_examples() -> None:
-    assert doctest.testmod(chainrule.walkthrough).failed == 0
+    assert doctest.testmod(chainrule.explainer.walkthrough).failed == 0
 
 
 def test_page_is_self_contained() -> None:
@@ -234,7 +234,7 @@ def _check_geometry(drawing: dict[str, Any], walk: Any) -> None:
     heads = [[x - 8.5, y - 4.5, x + 0.5, y + 4.5] for x, y in (e["end"] for e in edges)]
     for j, label in enumerate(labels):
         local = dict(walk.locals_of(label["to"]))[label["from"]]
-        assert label["text"] == chainrule.walkthrough.format_number(local)  # sign included
+        assert label["text"] == chainrule.explainer.text.format_number(local)  # sign included
         for node in nodes:
             assert not _overlap(label["box"], node["rect"]), label
         for other in labels[j + 1 :]:

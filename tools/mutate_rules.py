@@ -102,7 +102,7 @@ def main() -> int:
         skip = shutil.ignore_patterns(".git", "*.egg-info", "__pycache__")
         shutil.copytree(ROOT, copy, ignore=skip)
         for name, find in (("primitives.py", table_mutations), ("engine.py", inline_mutations)):
-            path = copy / "src" / "chainrule" / name
+            path = copy / "src" / "chainrule" / "value" / name
             original = path.read_text()
             lines = original.splitlines(keepends=True)
             for i, mutated in find(lines):

@@ -142,7 +142,7 @@ def _lookup(dotted: str) -> Any:
 def resolve_by_object(app: Sphinx, env: Any, node: Any, contnode: Any) -> Any:
     """A reference Sphinx cannot find under the name written, resolved as
     Python resolves that name where the docstring is (``to_dot`` in
-    ``chainrule.viz``, ``chainrule.Tensor``) and linked to the page that
+    ``chainrule.explainer.draw``, ``chainrule.Tensor``) and linked to the page that
     documents that object. Names that reach nothing documented stay
     unresolved, and so warnings."""
     if node.get("refdomain") != "py" or node.get("reftype") == "mod":
@@ -197,7 +197,7 @@ def anchor_where_defined(app: Sphinx, doctree: Any) -> None:
     it, and tell viewcode that module: viewcode keeps one anchor prefix per
     source file, so a file whose objects are documented under two modules
     (``to_dot`` on ``chainrule``'s page, ``GraphvizNotFound`` on
-    ``chainrule.viz``'s) got "[docs]" links to anchors that did not exist.
+    ``chainrule.explainer.draw``'s) got "[docs]" links to anchors that did not exist.
     Runs before viewcode reads the page."""
     for signode in doctree.findall(addnodes.desc_signature):
         module, fullname = signode.get("module"), signode.get("fullname")

@@ -25,7 +25,7 @@ from sphinx.util import logging
 
 logger = logging.getLogger(__name__)
 
-#: A name with a private part: ``chainrule.graph._GradModeContext``.
+#: A name with a private part: ``chainrule.value.mode._GradModeContext``.
 PRIVATE = r"(.*\.)?_[^.]*(\..*)?"
 #: Libraries whose pages come from intersphinx inventories, when online:
 #: the standard library, NumPy and PyTorch.

@@ -49,7 +49,7 @@ def _chainrule(*args: str) -> str:
 def draw_formula(source: str, values: list[str], path: Path) -> None:
     """``chainrule explain FORMULA NAME=VALUE ... --svg`` drawn top to bottom."""
     from chainrule import draw
-    from chainrule.expr import evaluate
+    from chainrule.explainer.formula import evaluate
 
     root = evaluate(source, {k: float(v) for k, v in (a.split("=") for a in values)})
     root.backward()

@@ -1,7 +1,7 @@
 """The operation tables of both engines, generated from their rule tables.
 
 Rows come from the engines themselves: every ``Primitive`` of the scalar
-engine's table (``chainrule.primitives``, with the library's own in
+engine's table (``chainrule.value.primitives``, with the library's own in
 ``chainrule.fused`` and ``chainrule.losses``) and every vector-Jacobian
 product of the Tensor engine (the ``*_vjp`` rules its ops record on their
 nodes). For a scalar primitive the local-derivative column is its rule
@@ -137,7 +137,12 @@ class ScalarOp:
     note: str = ""  # the derivative in words, for a rule that does not run on symbols
 
 
-SCALAR_MODULES = ("chainrule.primitives", "chainrule.sums", "chainrule.fused", "chainrule.losses")
+SCALAR_MODULES = (
+    "chainrule.value.primitives",
+    "chainrule.value.sums",
+    "chainrule.fused",
+    "chainrule.losses",
+)
 
 #: One entry per primitive: the module-level name of a Primitive, or of a
 #: function that makes one per constant (``pow_const``).
@@ -244,7 +249,7 @@ for _name, _fn in [
 
 def scalar_primitives() -> dict[str, Any]:
     """name -> Primitive (or factory), from the scalar engine's modules."""
-    from chainrule.primitives import Primitive
+    from chainrule.value.primitives import Primitive
 
     found: dict[str, Any] = {}
     for module_name in SCALAR_MODULES:

@@ -26,7 +26,7 @@ PUBLIC_MODULES: tuple[str, ...] = (
     "chainrule.optim",
     "chainrule.losses",
     "chainrule.data",
-    "chainrule.images",
+    "chainrule.data.images",
     "chainrule.checkpoint",
     "chainrule.fused",
     "chainrule.tensor.losses",
@@ -40,9 +40,10 @@ PUBLIC_MODULES: tuple[str, ...] = (
     "chainrule",
     "chainrule.check",
     "chainrule.compiler",
-    "chainrule.explain",
-    "chainrule.viz",
-    "chainrule.walkthrough",
+    "chainrule.explainer.table",
+    "chainrule.explainer.text",
+    "chainrule.explainer.draw",
+    "chainrule.explainer.walkthrough",
 )
 
 #: Modules that may not exist yet on every branch; skipped until they do.

@@ -16,16 +16,28 @@ from ._notebook.display import draw_dot
 from ._version import __version__ as __version__
 from .check import AnomalyError, GradcheckError, GradcheckReport, detect_anomaly, gradcheck
 from .compiler import compile  # noqa: A004 - the field's name (jax.jit, torch.compile)
-from .engine import Primitive, Value
-from .explain import explain
+from .explainer.draw import draw, to_dot
+from .explainer.table import explain
 from .functional import grad, gradients, hessian, hvp, jacobian, jvp, value_and_grad, vjp
-from .functions import cos, exp, log, maximum, minimum, relu, sigmoid, sin, softplus, sqrt, tanh
-from .graph import enable_grad, is_grad_enabled, no_grad
 from .nn import MLP, Layer, Module, Neuron, Sequential
 from .optim import SGD, Adam, LinearDecay
 from .random_state import manual_seed
-from .sums import add_n, dense, dot
-from .viz import draw, to_dot
+from .value.engine import Primitive, Value
+from .value.functions import (
+    cos,
+    exp,
+    log,
+    maximum,
+    minimum,
+    relu,
+    sigmoid,
+    sin,
+    softplus,
+    sqrt,
+    tanh,
+)
+from .value.mode import enable_grad, is_grad_enabled, no_grad
+from .value.sums import add_n, dense, dot
 
 if _TYPE_CHECKING:  # for type checkers: chainrule.Tensor is the class (loaded lazily below)
     from .tensor import Tensor as Tensor

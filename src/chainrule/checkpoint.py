@@ -2,7 +2,7 @@
 
 JSON, never pickle: loading a checkpoint runs no code, and a person can
 read it. The file names its format and version, carries the SHA-256 of its
-own bytes (``chainrule.sealed``: every byte is covered, the metadata and
+own bytes (``chainrule.io.sealed``: every byte is covered, the metadata and
 the whitespace included), describes the architecture (``model.config()``)
 and lists every parameter by name::
 
@@ -51,9 +51,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from .module import BaseModule
-from .nn import MLP
-from .sealed import (
+from .io.sealed import (
     DIGEST_KEY,
     PLACEHOLDER,
     CheckpointError,
@@ -64,6 +62,8 @@ from .sealed import (
     verify,
     write_atomically,
 )
+from .module import BaseModule
+from .nn import MLP
 
 __all__ = ["FORMAT", "VERSION", "CheckpointError", "load", "load_model", "read", "save"]
 

@@ -41,9 +41,9 @@ import threading
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any, Union
 
-from .autograd import gradients as _value_gradients
-from .engine import Primitive, Value
-from .graph import enable_grad
+from .value.autograd import gradients as _value_gradients
+from .value.engine import Primitive, Value
+from .value.mode import enable_grad
 
 ArgNums = Union[int, Sequence[int]]
 

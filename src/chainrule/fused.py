@@ -27,11 +27,11 @@ import math
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-from . import ieee
-from .engine import Primitive, Scalar, Value
 from .losses import LOGSUMEXP, logsumexp
 from .losses import example_cross_entropy as cross_entropy
-from .sums import dense
+from .value import ieee
+from .value.engine import Primitive, Scalar, Value
+from .value.sums import dense
 
 __all__ = [
     "EXP_SUB",

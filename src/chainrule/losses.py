@@ -23,11 +23,11 @@ import math
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from . import ieee
-from .engine import Primitive, Scalar, Value
 from .functional import _loaded_tensor_class
-from .functions import relu
-from .sums import add_n, dot
+from .value import ieee
+from .value.engine import Primitive, Scalar, Value
+from .value.functions import relu
+from .value.sums import add_n, dot
 
 if TYPE_CHECKING:
     from .tensor import Tensor

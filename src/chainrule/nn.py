@@ -29,9 +29,9 @@ import random
 from collections.abc import Iterator, Sequence
 from typing import Any
 
-from .engine import Scalar, Value
 from .module import BaseModule, SequentialBase
-from .sums import dense, dot
+from .value.engine import Scalar, Value
+from .value.sums import dense, dot
 
 #: The activations a neuron can apply to ``w . x + b``, and the repr prefix.
 ACTIVATIONS: dict[str, str] = {"relu": "ReLU", "tanh": "Tanh", "linear": "Linear"}

@@ -31,12 +31,12 @@ class _Flat:
     of all of them instead of a Python loop (when NumPy is installed and
     every parameter is a ``Value``). ``.data`` is read and written back
     and ``.grad`` read at every step (as arrays by
-    :mod:`chainrule.floatpack`), so what the user sees is as the loop
+    :mod:`chainrule.tensor.floatpack`), so what the user sees is as the loop
     leaves it; the elementwise formulas are the loop's,
     operation for operation, so the numbers are the same bit for bit."""
 
     def __init__(self, params: list[Any]) -> None:
-        from . import floatpack  # NumPy is there
+        from .tensor import floatpack  # NumPy is there
 
         self.params = params
         self.n = len(params)
@@ -49,7 +49,7 @@ class _Flat:
                 import numpy  # noqa: F401
             except ImportError:  # the loop, as without NumPy
                 return None
-        from .engine import Value
+        from .value.engine import Value
 
         if not all(type(p) is Value for p in params):
             return None
@@ -59,7 +59,7 @@ class _Flat:
         """Every ``.grad`` as an array, or None when one is not a float or an
         int (a Value, after ``backward(create_graph=True)``; an int too big
         for a float): the loop then. Packing refuses them itself (see
-        :mod:`chainrule.floatpack`), so the floats are read once."""
+        :mod:`chainrule.tensor.floatpack`), so the floats are read once."""
         grads = [p.grad for p in self.params]
         try:
             return self.floatpack.to_array(grads)

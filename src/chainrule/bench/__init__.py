@@ -4,6 +4,9 @@
 >>> [w.name for w in WORKLOADS]  # doctest: +NORMALIZE_WHITESPACE
 ['moons-step', 'backward-only', 'deep-chain', 'gpt-step', 'gpt-name-step', 'gpt-names',
  'memory', 'gpt-sizes', 'cnn-step']
+
+A layer above the engines, the training API, ``compiler`` and ``explainer``,
+which it may import; only ``cli`` imports it.
 """
 
 from __future__ import annotations

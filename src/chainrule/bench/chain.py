@@ -15,7 +15,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
-from .. import Value
+from ..value.engine import Value
 from .harness import Arm, Engine, Sizes, Workload, built
 
 DEFAULT_RECURSION_LIMIT = 1000  # CPython's

@@ -37,9 +37,11 @@ from collections.abc import Callable, Sequence
 from importlib import resources
 from typing import Any
 
-from .. import Value, add_n, compiler, dot, optim
+from .. import compiler, optim
 from .. import fused as F
 from ..transformer import GPTConfig
+from ..value.engine import Value
+from ..value.sums import add_n, dot
 from .harness import Engine, Sizes, Workload, built
 from .microgpt import literal_value
 

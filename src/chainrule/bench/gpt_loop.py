@@ -29,8 +29,9 @@ from collections.abc import Callable
 from importlib import resources
 from typing import Any
 
-from .. import Value, compiler, optim
+from .. import compiler, optim
 from ..transformer import GPTConfig
+from ..value.engine import Value
 from .gpt import BETAS, EPS, GPT, LEARNING_RATE, CompatOps, compat_adam, encode, initial_weights
 from .harness import Arm, Engine, Sizes, Workload
 from .microgpt import literal_value

@@ -16,7 +16,7 @@ import tracemalloc
 from collections.abc import Callable
 from typing import Any
 
-from .. import Value
+from ..value.engine import Value
 from .harness import Arm, Engine, Sizes, Workload, built
 
 

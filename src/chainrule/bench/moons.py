@@ -32,7 +32,9 @@ import random
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from .. import Value, compiler, data, dot, losses, nn, optim
+from .. import compiler, data, losses, nn, optim
+from ..value.engine import Value
+from ..value.sums import dot
 from .harness import Arm, Engine, Sizes, Workload, built
 from .microgpt import literal_value
 from .sgd_step import SGDStep, learning_rate

@@ -11,6 +11,9 @@ traceback instead, for bug reports. A reader that leaves early
 (``chainrule explain ... | head -1``) ends the command quietly, as it ends
 ``yes``: nothing on stderr, exit status 141 (128 + SIGPIPE, what the shell
 shows for a process that SIGPIPE stopped).
+
+The top layer: it may import every layer of the package; nothing in the
+package imports it (its Ctrl-C, progress and preflight helpers live here).
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """``chainrule digits``: a small CNN learns to read handwritten digits.
 
 The data are the UCI handwritten digits that scikit-learn ships (1,797
-images of 8 x 8 pixels, :mod:`chainrule.images`; the ``data`` extra), or a
+images of 8 x 8 pixels, :mod:`chainrule.data.images`; the ``data`` extra), or a
 user's ``--data FILE.npz`` of images and labels. A fixed, seeded fifth of
 the images is held out (the same split for every ``--seed``). The model
 (:func:`chainrule.tensor.cnn.image_classifier`: two convolution, batch norm
@@ -28,10 +28,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ..interrupts import deferred_interrupts
+from ..io.interrupts import deferred_interrupts
 from .gpt import blas_threads
-from .options import INTERRUPTED, CommandError, int_at_least, locked_out_dir, make_out_dir
-from .preflight import check_memory, check_output_file
+from .options import INTERRUPTED, CommandError, int_at_least, locked_out_dir
+from .preflight import check_memory, check_output_file, make_out_dir
 from .training import (
     adam_state,
     add_checkpoint_options,
@@ -144,7 +144,7 @@ def register(subparsers: Any) -> None:
 
 def _load_data(path: Path | None) -> Any:
     from ..data import DatasetError
-    from ..images import MissingExtra, load_digits, load_npz
+    from ..data.images import MissingExtra, load_digits, load_npz
 
     try:
         return load_digits() if path is None else load_npz(path)
@@ -226,7 +226,7 @@ def predict(model: Any, images: Any, batch_size: int = EVAL_BATCH) -> Any:
     """The class the model gives each image (evaluation mode, no graph)."""
     import numpy as np
 
-    from ..graph import no_grad
+    from ..value.mode import no_grad
 
     was_training = model.training
     model.eval()
@@ -264,12 +264,12 @@ def format_confusion(matrix: Any) -> str:
 def train(args: argparse.Namespace, out: Path) -> Result:
     import numpy as np
 
-    from ..images import split
+    from ..data.images import split
     from ..optim import Adam, LinearDecay
-    from ..progress import ProgressBar
     from ..tensor import checkpoint, cross_entropy
     from ..tensor.cnn import image_classifier
     from ..tensor.memory import keep_freed_memory
+    from .progress import ProgressBar
 
     keep_freed_memory()
     started = time.perf_counter()
@@ -453,7 +453,7 @@ def run(args: argparse.Namespace) -> int:
     png = out / PICTURE
     shown = result.wrong[: args.show]
     if len(shown):
-        from ..gallery import labelled_grid
+        from ..explainer.gallery import labelled_grid
 
         try:
             labelled_grid(

@@ -3,10 +3,10 @@
     chainrule explain "relu(a*b + d)" a=2 b=-3 d=10 --svg graph.svg
     chainrule explain "c = a*b; d = c + a; e = d**2" a=2 b=3 --trace --html page.html
 
-The formula is read by :mod:`chainrule.expr` (never ``eval``), its graph is
+The formula is read by :mod:`chainrule.explainer.formula` (never ``eval``), its graph is
 built and backpropagated, and the table of :func:`chainrule.explain` is
 printed; ``--trace`` prints every ``+=`` update in order, and ``--html``
-writes the interactive page of :mod:`chainrule.walkthrough`. A mistake in
+writes the interactive page of :mod:`chainrule.explainer.walkthrough`. A mistake in
 the formula is reported with a caret under it. Files are written
 atomically: a full disk leaves no empty or half-written page.
 """
@@ -19,12 +19,12 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from ..engine import Value
-from ..explain import explain, trace
-from ..expr import ExprError, evaluate
-from ..sealed import replace_file
-from ..viz import DEFAULT_MAX_NODES, GraphTooLarge, GraphvizNotFound, draw, to_dot
-from ..walkthrough import write_walkthrough
+from ..explainer.draw import DEFAULT_MAX_NODES, GraphTooLarge, GraphvizNotFound, draw, to_dot
+from ..explainer.formula import ExprError, evaluate
+from ..explainer.table import explain, trace
+from ..explainer.walkthrough import write_walkthrough
+from ..io.sealed import replace_file
+from ..value.engine import Value
 from .options import CommandError, int_at_least
 from .preflight import output_file_problem
 

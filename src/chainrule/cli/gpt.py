@@ -43,9 +43,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ..interrupts import deferred_interrupts
-from .options import INTERRUPTED, CommandError, int_at_least, locked_out_dir, make_out_dir
-from .preflight import check_memory, check_output_file
+from ..io.interrupts import deferred_interrupts
+from .options import INTERRUPTED, CommandError, int_at_least, locked_out_dir
+from .preflight import check_memory, check_output_file, make_out_dir
 from .training import (
     adam_state,
     add_checkpoint_options,
@@ -349,8 +349,8 @@ def memory_estimate(
 
 def evaluate(model: Any, seqs: list[Any], bos: int, batch_size: int = EVAL_BATCH) -> float:
     """Mean cross-entropy per predicted token over ``seqs``, in nats."""
-    from ..graph import no_grad
     from ..tensor import charlm, cross_entropy
+    from ..value.mode import no_grad
 
     total, count = 0.0, 0
     with no_grad():
@@ -376,10 +376,10 @@ def train(args: argparse.Namespace, out: Path) -> Result:
     import numpy as np
 
     from ..optim import Adam, LinearDecay
-    from ..progress import ProgressBar
     from ..tensor import charlm, checkpoint
     from ..tensor.memory import keep_freed_memory
     from ..tensor.nn import GPT, GPTConfig
+    from .progress import ProgressBar
 
     keep_freed_memory()
     started = time.perf_counter()
@@ -390,7 +390,7 @@ def train(args: argparse.Namespace, out: Path) -> Result:
         if not path.exists() and legacy.exists():
             raise CommandError(
                 f"--resume: {legacy} is a checkpoint of chainrule 0.1, whose run state had no "
-                f"checksum; convert it with: python -m chainrule.tensor.convert {legacy}"
+                f"checksum; convert it with: python -m chainrule.cli.convert {legacy}"
             )
         try:
             saved = checkpoint.read(path)

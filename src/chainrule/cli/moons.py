@@ -17,16 +17,16 @@ from typing import Any
 
 from .. import checkpoint
 from ..data import make_moons
-from ..engine import Value
-from ..graph import no_grad
+from ..explainer.raster import decision_boundary_png
 from ..losses import hinge_loss
 from ..nn import MLP
 from ..optim import SGD, LinearDecay
-from ..progress import ProgressBar
-from ..raster import decision_boundary_png
-from ..sums import dot
-from .options import CommandError, int_at_least, locked_out_dir, make_out_dir
-from .preflight import output_file_problem, would_load
+from ..value.engine import Value
+from ..value.mode import no_grad
+from ..value.sums import dot
+from .options import CommandError, int_at_least, locked_out_dir
+from .preflight import make_out_dir, output_file_problem, would_load
+from .progress import ProgressBar
 
 DEFAULT_SEED = 1337  # micrograd's demo seed
 DEFAULT_STEPS = 100
@@ -121,7 +121,7 @@ def plot_decision_boundary(
 def plot_decision_boundary_basic(
     model: MLP, X: list[list[float]], labels: list[int], path: Path
 ) -> None:
-    """The same picture without matplotlib (see :mod:`chainrule.raster`)."""
+    """The same picture without matplotlib (see :mod:`chainrule.explainer.raster`)."""
 
     def score(a: float, b: float) -> float:
         return model([a, b]).data

@@ -37,21 +37,6 @@ def int_at_least(least: int) -> Callable[[str], int]:
     return parse
 
 
-def make_out_dir(out: Path) -> str | None:
-    """Create ``out`` (and its parents) and make sure files can be written
-    in it; a one-line reason if not."""
-    try:
-        out.mkdir(parents=True, exist_ok=True)
-    except FileExistsError:
-        return f"--out {out}: exists and is not a directory"
-    except (OSError, ValueError) as e:
-        return f"--out {out}: cannot create directory ({getattr(e, 'strerror', None) or e})"
-    from .preflight import unwritable_dir
-
-    problem = unwritable_dir(out)
-    return f"--out {out}: {problem}" if problem else None
-
-
 @contextlib.contextmanager
 def locked_out_dir(out: Path) -> Iterator[None]:
     """Hold ``out`` for this run: a second run given the same ``--out``
@@ -67,7 +52,7 @@ def locked_out_dir(out: Path) -> Iterator[None]:
         return
     try:
         fd = os.open(out, os.O_RDONLY)
-    except OSError:  # make_out_dir checked it: a race; let the writes say what is wrong
+    except OSError:  # preflight.make_out_dir checked it: a race; let the writes say what is wrong
         yield
         return
     try:

@@ -156,3 +156,16 @@ def check_memory(needed: float, what: str, hint: str, available: int | None = No
             f"{what} would need about {format_bytes(needed)} of memory, "
             f"{format_bytes(available)} is available; {hint}"
         )
+
+
+def make_out_dir(out: Path) -> str | None:
+    """Create ``out`` (and its parents) and make sure files can be written
+    in it; a one-line reason if not."""
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+    except FileExistsError:
+        return f"--out {out}: exists and is not a directory"
+    except (OSError, ValueError) as e:
+        return f"--out {out}: cannot create directory ({getattr(e, 'strerror', None) or e})"
+    problem = unwritable_dir(out)
+    return f"--out {out}: {problem}" if problem else None

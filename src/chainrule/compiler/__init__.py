@@ -56,6 +56,10 @@ eager walk would meet the nodes in another order than the trace's: see
 Tracing swaps attributes of ``Value`` while ``fn`` runs (one thread at a
 time, under a lock; only that thread's operations are recorded); the
 cache is under a lock, and replays touch nothing else shared.
+
+The layer above the engines and the training API (``optim`` for the
+compiled step), which it may import; the engines never import it.
+
 """
 
 from __future__ import annotations
@@ -70,9 +74,9 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
-from ..engine import Value
-from ..graph import mode
 from ..optim import Optimizer
+from ..value.engine import Value
+from ..value.mode import mode
 from .budget import Budget
 from .keys import Call, NotReplayable, classify, describe, flatten
 
@@ -101,7 +105,7 @@ class CompiledValue(Value):
                 "backward: a compiled graph has no Values to differentiate again; "
                 "call the function without chainrule.compile for create_graph=True"
             )
-        from ..engine import _as_float
+        from ..value.engine import _as_float
 
         seed = _as_float(gradient, "backward")
         start = time.perf_counter()

@@ -1,6 +1,6 @@
 """Capturing a traced graph as a :class:`~chainrule.compiler.program.Program`.
 
-One walk (:func:`chainrule.walk.topological_order`, the order of the
+One walk (:func:`chainrule.value.walk.topological_order`, the order of the
 backward pass) from the outputs and from the nodes that guards and
 recipes read lists everything the program needs. Read floats that became
 leaves (:mod:`chainrule.compiler.reads`) and the aliases of gathers
@@ -30,9 +30,9 @@ from typing import Any
 
 import numpy as np
 
-from ..engine import Value
-from ..primitives import ADD, MUL, Primitive
-from ..walk import topological_order
+from ..value.engine import Value
+from ..value.primitives import ADD, MUL, Primitive
+from ..value.walk import topological_order
 from . import reads, rules
 from .program import (
     GUARDS_ON_ARRAYS,

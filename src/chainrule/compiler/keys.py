@@ -25,7 +25,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..engine import Value
+from ..value.engine import Value
 
 #: NumPy arrays up to this many bytes are keyed by their contents; larger
 #: ones by identity.

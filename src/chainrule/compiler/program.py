@@ -38,10 +38,10 @@ from typing import Any
 
 import numpy as np
 
-from .. import intake as E
-from ..engine import Value
-from ..floatpack import NOT_A_NUMBER, to_array
-from ..primitives import DEAD_UNIT, ZERO_EXPONENT, ZERO_MASKS, Primitive
+from ..tensor.floatpack import NOT_A_NUMBER, to_array
+from ..value import intake as E
+from ..value.engine import Value
+from ..value.primitives import DEAD_UNIT, ZERO_EXPONENT, ZERO_MASKS, Primitive
 
 _KINDS = ("node", "arg", "int", "op", "reduce")
 _get_data = operator.attrgetter("data")
@@ -127,7 +127,7 @@ class Group:
 
 
 def _reciprocal_is_exact(a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    """:func:`chainrule.intake.reciprocal_is_exact` on arrays (``b ** -1.0``
+    """:func:`chainrule.value.intake.reciprocal_is_exact` on arrays (``b ** -1.0``
     is C's ``pow``, as for floats; ``tests/test_compile.py`` checks the two
     agree on special values)."""
     ab = np.abs(b)
@@ -138,7 +138,7 @@ def _reciprocal_is_exact(a: np.ndarray, b: np.ndarray) -> np.ndarray:
 
 
 def _guards_on_arrays() -> dict[Any, Callable[[np.ndarray, np.ndarray], np.ndarray]]:
-    from .. import engine
+    from ..value import engine
 
     return {engine._reciprocal_is_exact: _reciprocal_is_exact}
 

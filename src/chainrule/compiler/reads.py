@@ -356,3 +356,17 @@ def recipe_nodes(r: Any, into: list[Any]) -> list[Any]:
             for x in r[2]:
                 recipe_nodes(x, into)
     return into
+
+
+def restore(record: Record) -> None:
+    """Put back the entries that aliases stood in for, and the trace
+    functions as they were."""
+    armed, record.armed = record.armed, None
+    while record.pending:
+        container, k, entry = record.pending.pop()
+        container[k] = entry
+    if armed is not None:
+        frame, local, opcodes, previous = armed
+        frame.f_trace = local
+        frame.f_trace_opcodes = opcodes
+        sys.settrace(previous)

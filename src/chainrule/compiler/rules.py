@@ -28,10 +28,10 @@ from typing import Any
 
 import numpy as np
 
-from .. import primitives as P
-from .. import sums as S
-from ..floatpack import to_array
-from ..primitives import Primitive
+from ..tensor.floatpack import to_array
+from ..value import primitives as P
+from ..value import sums as S
+from ..value.primitives import Primitive
 from .program import sum_rows
 
 Array = np.ndarray

@@ -24,7 +24,7 @@ from typing import Any
 
 import numpy as np
 
-from ..floatpack import to_array
+from ..tensor.floatpack import to_array
 from .program import Program
 
 

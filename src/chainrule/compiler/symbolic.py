@@ -46,9 +46,9 @@ from dataclasses import dataclass, field
 from types import CodeType, FrameType
 from typing import Any
 
-from ..engine import Value
+from ..value.engine import Value
 from . import reads
-from .reads import Record, TracedFloat, TracedInt, instruction_source, traced
+from .reads import Record, TracedFloat, TracedInt, instruction_source, restore, traced
 
 _SUBSCRIPT = frozenset(op for op in ("BINARY_SUBSCR",) if op in dis.opmap)
 _BINARY_OP = dis.opmap.get("BINARY_OP")
@@ -456,20 +456,6 @@ def _restore_after(frame: FrameType, record: Record) -> None:
 def _no_calls(frame: FrameType, event: str, arg: Any) -> None:
     """The global trace function while an alias waits: traces no calls."""
     return None
-
-
-def restore(record: Record) -> None:
-    """Put back the entries that aliases stood in for, and the trace
-    functions as they were."""
-    armed, record.armed = record.armed, None
-    while record.pending:
-        container, k, entry = record.pending.pop()
-        container[k] = entry
-    if armed is not None:
-        frame, local, opcodes, previous = armed
-        frame.f_trace = local
-        frame.f_trace_opcodes = opcodes
-        sys.settrace(previous)
 
 
 def recipe_value(r: Any, ints: list[int]) -> Any:

@@ -16,7 +16,8 @@ hot path is untouched at every other time):
 * the comparisons and ``float()`` of Value go through the read floats;
 * ``/`` records a guard for the engine's own choice between micrograd's
   ``a * b**-1`` and one true division, which depends on the values;
-* ``engine._as_float`` lets a read float through as an operation's
+* the engine's number intake (``as_float`` in engine, beyond_micrograd and
+  protocols) lets a read float through as an operation's
   constant, so the node keeps the recipe.
 
 Only one thread traces at a time (a lock); another thread's Values see
@@ -34,9 +35,9 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
-from .. import engine
-from ..engine import Value
-from ..primitives import Primitive
+from ..value import beyond_micrograd, engine, protocols
+from ..value.engine import Value
+from ..value.primitives import Primitive
 from . import reads
 from .reads import Record, TracedFloat, traced
 
@@ -47,16 +48,16 @@ _INTERNAL = frozenset(
     sys.modules[name].__file__
     for name in (
         "chainrule.engine",
-        "chainrule.intake",
-        "chainrule.beyond_micrograd",
-        "chainrule.functions",
-        "chainrule.edges",
-        "chainrule.primitives",
-        "chainrule.ieee",
-        "chainrule.graph",
-        "chainrule.walk",
-        "chainrule.protocols",
-        "chainrule.sums",
+        "chainrule.value.intake",
+        "chainrule.value.beyond_micrograd",
+        "chainrule.value.functions",
+        "chainrule.value.edges",
+        "chainrule.value.primitives",
+        "chainrule.value.ieee",
+        "chainrule.value.mode",
+        "chainrule.value.walk",
+        "chainrule.value.protocols",
+        "chainrule.value.sums",
     )
     if name in sys.modules
 )
@@ -95,7 +96,7 @@ def untrace(roots: list[Any], record: Record) -> None:
     trace that cannot be captured (its result is then the call's): the
     picks of gathers in place of their aliases, read floats as the leaves
     and plain floats they are."""
-    from ..walk import topological_order
+    from ..value.walk import topological_order
 
     picks = {}
     for alias, (g, j) in record.aliases.items():
@@ -300,17 +301,15 @@ def watching(record: Record, created: list[Value]) -> Iterator[None]:
     Value.__ge__ = compare(operator.ge)  # type: ignore[method-assign,assignment]
     Value.__float__ = lambda self: reads.guard_whole(user_read(self))  # type: ignore[method-assign]
     Value.__format__ = lambda self, spec: format(user_read(self), spec)  # type: ignore[method-assign]
-    engine._as_float = keep_read
+    engine._as_float = beyond_micrograd.as_float = protocols.as_float = keep_read
     reads.set_current(record)
     try:
         yield
     finally:
         if record.armed is not None or record.pending:
-            from .symbolic import restore
-
-            restore(record)
+            reads.restore(record)
         reads.set_current(None)
-        engine._as_float = as_float
+        engine._as_float = beyond_micrograd.as_float = protocols.as_float = as_float
         for name, attr in saved.items():
             if attr is None:
                 delattr(Value, name)

@@ -28,6 +28,9 @@ Arrays themselves need nothing from here: ``torch.from_dlpack(t)``,
 (:class:`chainrule.Tensor` speaks DLPack and NumPy's array protocol).
 
 Needs torch (``pip install torch``), imported on first use only.
+
+A layer above the engines and the training API, which it may import;
+only ``bench``, ``cli`` and the package's own names import it.
 """
 
 from __future__ import annotations

@@ -4,6 +4,11 @@
 same topological order and the same backward loop, with each op supplying a
 vector-Jacobian product instead of a local derivative. Needs NumPy
 (``pip install numpy``; in a checkout, ``pip install -e '.[tensor]'``).
+
+The array engine's layer: above the scalar engine (``value``: its
+recording mode and node labels) and the pieces both engines' models share
+(``module``, ``random_state``, ``transformer``), and ``io``; it imports
+nothing above (not the training API, ``compiler``, ``explainer``, ``cli``).
 """
 
 try:
@@ -15,7 +20,12 @@ except ImportError as e:  # pragma: no cover - exercised without numpy only
     ) from e
 
 # abs, pow, max, min and sum shadow the builtins on purpose, as NumPy's do.
+from . import elementwise as _elementwise
+from . import linalg as _linalg
 from . import namespaces as _namespaces
+from . import nn_ops as _nn_ops
+from . import reduce as _reduce
+from . import shape as _shape
 from .conv import conv1d, conv2d
 from .elementwise import (
     abs,  # noqa: A004
@@ -76,7 +86,11 @@ from .shape import (
     transpose,
     unsqueeze,
 )
-from .tensor import Tensor, gradients, unbroadcast  # first: the ops modules build on it
+from .tensor import Tensor, gradients, ops, unbroadcast
+
+# Tensor's methods reach the ops modules through tensor.ops (the modules
+# import tensor.py, so tensor.py cannot import them).
+ops.__dict__.update(ew=_elementwise, la=_linalg, nn=_nn_ops, rd=_reduce, sh=_shape, ns=_namespaces)
 
 _namespaces.bind_array_functions()
 

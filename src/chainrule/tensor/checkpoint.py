@@ -12,7 +12,7 @@ the model's torch twin as it is::
 The safetensors header's metadata (strings) holds the format, the
 architecture (``model.config()``, JSON), the caller's metadata (JSON: step,
 settings, random state ...) and the SHA-256 of the file's own bytes
-(``chainrule.sealed``), checked before anything is parsed. An optimizer's
+(``chainrule.io.sealed``), checked before anything is parsed. An optimizer's
 state goes to a sidecar, ``gpt.optim.safetensors`` beside it (its moments
 as tensors, the rest as JSON), sealed the same way; the model file records
 the sidecar's digest, so a sidecar from another save is refused too. The
@@ -41,8 +41,8 @@ from typing import Any
 
 import numpy as np
 
-from .. import sealed
-from ..sealed import CheckpointError
+from ..io import sealed
+from ..io.sealed import CheckpointError
 
 __all__ = [
     "FORMAT",

@@ -31,7 +31,7 @@ import numpy as np
 
 from ..random_state import tensor_generator
 from .conv import as_pair, convolve, geometry
-from .nn import Linear, Module, ReLU, Sequential, _dtype
+from .layers import Linear, Module, ReLU, Sequential, _dtype
 from .norm import batch_norm
 from .pool import max_pool2d
 from .shape import flatten

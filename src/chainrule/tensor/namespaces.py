@@ -4,7 +4,7 @@ A VJP is written once, as ``rule(M, g, out)``: ordinary operators (``+ -
 * / @``, indexing) and the methods arrays and Tensors share (``.reshape``,
 ``.transpose``, ``.swapaxes``, ``.T``, ``.sum``, ``.mean``), plus the
 functions of ``M``. The scalar engine's derivative rules work the same way
-(``chainrule.primitives.FLOAT`` / ``GRAPH``).
+(``chainrule.value.primitives.FLOAT`` / ``GRAPH``).
 
 * ``ARRAY``: ``g`` and the values are NumPy arrays; the ordinary backward
   pass, as fast as hand-written NumPy.

@@ -29,11 +29,54 @@ from __future__ import annotations
 import numbers
 from collections.abc import Callable, Sequence
 from contextlib import nullcontext
+from operator import attrgetter
+from types import SimpleNamespace
 from typing import Any, Union
 
 import numpy as np
 
-from ..graph import Labelled, enable_grad, mode, next_id, observing, reverse_topological_order
+from ..value.mode import Labelled, enable_grad, mode, next_id, observing
+
+_by_creation = attrgetter("_id")
+
+
+def creation_order(root: Any) -> tuple[list[Any], list[Any]]:
+    """The Tensor engine's topological order: the nodes ``root`` depends on,
+    split in two lists.
+
+    The first holds the interior nodes, ``root`` first, each one before
+    every node it was computed from: the order of the backward pass. The
+    second holds the leaves, which only receive gradient.
+
+    Iterative (no recursion, so depth is bounded by memory only) and linear
+    apart from one sort of the interior nodes by creation number.
+    """
+    if not root._prev:
+        return [], [root]
+    seen = {root}
+    stack = [root]
+    nodes = []
+    leaves = []
+    mark = seen.add
+    while stack:
+        node = stack.pop()
+        nodes.append(node)
+        for child in node._prev:
+            if child not in seen:
+                mark(child)
+                if child._prev:
+                    stack.append(child)
+                else:
+                    leaves.append(child)
+    nodes.sort(key=_by_creation, reverse=True)
+    return nodes, leaves
+
+
+#: The ops modules the methods call (``ops.ew.add``: :mod:`.elementwise`;
+#: ``la`` linalg, ``nn`` nn_ops, ``rd`` reduce, ``sh`` shape, ``ns`` the
+#: namespaces). They build on this module, so it does not import them:
+#: ``chainrule.tensor``'s ``__init__`` fills this in once they are loaded.
+ops = SimpleNamespace()
 
 #: A gradient rule: (math namespace, gradient of the output, the output
 #: node) -> one gradient per input (None where an input gets nothing).
@@ -268,7 +311,7 @@ class Tensor(Labelled):
                 "computed under no_grad(), or only from tensors with requires_grad=False"
             )
         seed = _seed(self, gradient, create_graph)
-        order, leaves = reverse_topological_order(self)
+        order, leaves = creation_order(self)
         if not order:
             self.grad = seed if self.grad is None else self.grad + seed
             return
@@ -299,52 +342,52 @@ class Tensor(Labelled):
     # -- arithmetic (the rules live in elementwise.py and friends) ------------
 
     def __add__(self, other: Operand) -> Tensor:
-        return _ew.add(self, other)
+        return ops.ew.add(self, other)
 
     def __radd__(self, other: Operand) -> Tensor:
-        return _ew.add(self, other)
+        return ops.ew.add(self, other)
 
     def __sub__(self, other: Operand) -> Tensor:
-        return _ew.sub(self, other)
+        return ops.ew.sub(self, other)
 
     def __rsub__(self, other: Operand) -> Tensor:
-        return _ew.sub(other, self)
+        return ops.ew.sub(other, self)
 
     def __mul__(self, other: Operand) -> Tensor:
-        return _ew.mul(self, other)
+        return ops.ew.mul(self, other)
 
     def __rmul__(self, other: Operand) -> Tensor:
-        return _ew.mul(self, other)
+        return ops.ew.mul(self, other)
 
     def __truediv__(self, other: Operand) -> Tensor:
-        return _ew.div(self, other)
+        return ops.ew.div(self, other)
 
     def __rtruediv__(self, other: Operand) -> Tensor:
-        return _ew.div(other, self)
+        return ops.ew.div(other, self)
 
     def __pow__(self, other: Operand) -> Tensor:
-        return _ew.pow(self, other)
+        return ops.ew.pow(self, other)
 
     def __rpow__(self, other: Operand) -> Tensor:
-        return _ew.pow(other, self)
+        return ops.ew.pow(other, self)
 
     def __neg__(self) -> Tensor:
-        return _ew.neg(self)
+        return ops.ew.neg(self)
 
     def __pos__(self) -> Tensor:
         return self
 
     def __abs__(self) -> Tensor:
-        return _ew.abs(self)
+        return ops.ew.abs(self)
 
     def __matmul__(self, other: Operand) -> Tensor:
-        return _la.matmul(self, other)
+        return ops.la.matmul(self, other)
 
     def __rmatmul__(self, other: Operand) -> Tensor:
-        return _la.matmul(other, self)
+        return ops.la.matmul(other, self)
 
     def __getitem__(self, index: Any) -> Tensor:
-        return _sh.getitem(self, index)
+        return ops.sh.getitem(self, index)
 
     # Comparisons give plain boolean arrays (no gradient), as in NumPy.
     def __lt__(self, other: Operand) -> np.ndarray:
@@ -366,65 +409,65 @@ class Tensor(Labelled):
 
     def exp(self) -> Tensor:
         """``e ** x`` elementwise; see :func:`chainrule.tensor.exp`."""
-        return _ew.exp(self)
+        return ops.ew.exp(self)
 
     def log(self) -> Tensor:
         """The natural logarithm elementwise (``log(0) = -inf``); see ``tensor.log``."""
-        return _ew.log(self)
+        return ops.ew.log(self)
 
     def sqrt(self) -> Tensor:
         """The square root elementwise; see :func:`chainrule.tensor.sqrt`."""
-        return _ew.sqrt(self)
+        return ops.ew.sqrt(self)
 
     def tanh(self) -> Tensor:
         """The hyperbolic tangent elementwise; see :func:`chainrule.tensor.tanh`."""
-        return _ew.tanh(self)
+        return ops.ew.tanh(self)
 
     def sigmoid(self) -> Tensor:
         """``1 / (1 + e ** -x)`` elementwise; see :func:`chainrule.tensor.sigmoid`."""
-        return _ew.sigmoid(self)
+        return ops.ew.sigmoid(self)
 
     def relu(self) -> Tensor:
         """``max(x, 0)`` elementwise; see :func:`chainrule.tensor.relu`."""
-        return _ew.relu(self)
+        return ops.ew.relu(self)
 
     def abs(self) -> Tensor:
         """The absolute value elementwise; see :func:`chainrule.tensor.abs`."""
-        return _ew.abs(self)
+        return ops.ew.abs(self)
 
     def sum(self, axis: Axis = None, keepdims: bool = False) -> Tensor:
         """The sum over ``axis`` (all axes when None); see :func:`chainrule.tensor.sum`."""
-        return _rd.sum(self, axis, keepdims)
+        return ops.rd.sum(self, axis, keepdims)
 
     def mean(self, axis: Axis = None, keepdims: bool = False) -> Tensor:
         """The mean over ``axis`` (all axes when None); see :func:`chainrule.tensor.mean`."""
-        return _rd.mean(self, axis, keepdims)
+        return ops.rd.mean(self, axis, keepdims)
 
     def max(self, axis: Axis = None, keepdims: bool = False) -> Tensor:
         """The maximum over ``axis`` (all axes when None); see :func:`chainrule.tensor.max`."""
-        return _rd.max(self, axis, keepdims)
+        return ops.rd.max(self, axis, keepdims)
 
     def min(self, axis: Axis = None, keepdims: bool = False) -> Tensor:
         """The minimum over ``axis`` (all axes when None); see ``tensor.min``."""
-        return _rd.min(self, axis, keepdims)
+        return ops.rd.min(self, axis, keepdims)
 
     def var(self, axis: Axis = None, correction: float = 1, keepdims: bool = False) -> Tensor:
         """The variance over ``axis``, divided by ``n - correction`` (PyTorch's default 1)."""
-        return _rd.var(self, axis, correction, keepdims)
+        return ops.rd.var(self, axis, correction, keepdims)
 
     def std(self, axis: Axis = None, correction: float = 1, keepdims: bool = False) -> Tensor:
         """The standard deviation: the square root of ``var`` with the same arguments."""
-        return _rd.std(self, axis, correction, keepdims)
+        return ops.rd.std(self, axis, correction, keepdims)
 
     def clamp(self, min: Any = None, max: Any = None) -> Tensor:  # noqa: A002
         """Each element limited to ``[min, max]`` (either may be None); ``clip`` is the same."""
-        return _ew.clamp(self, min, max)
+        return ops.ew.clamp(self, min, max)
 
     clip = clamp
 
     def gelu(self, approximate: str = "none") -> Tensor:
         """GELU elementwise, exact (``"none"``) or ``"tanh"``-approximated, as PyTorch's."""
-        return _ew.gelu(self, approximate)
+        return ops.ew.gelu(self, approximate)
 
     def view(self, *shape: Any) -> Tensor:
         """``reshape`` under PyTorch's name (the data may be copied)."""
@@ -432,44 +475,44 @@ class Tensor(Labelled):
 
     def unsqueeze(self, axis: int) -> Tensor:
         """A new axis of length 1 at ``axis``."""
-        return _sh.unsqueeze(self, axis)
+        return ops.sh.unsqueeze(self, axis)
 
     def squeeze(self, axis: Any = None) -> Tensor:
         """The axes of length 1 removed (only ``axis`` when it is given)."""
-        return _sh.squeeze(self, axis)
+        return ops.sh.squeeze(self, axis)
 
     def flatten(self, start: int = 0, end: int = -1) -> Tensor:
         """Axes ``start`` to ``end`` (inclusive) merged into one."""
-        return _sh.flatten(self, start, end)
+        return ops.sh.flatten(self, start, end)
 
     def reshape(self, *shape: Any) -> Tensor:
         """The same elements in a new shape, given as ``reshape(2, 3)`` or ``reshape((2, 3))``."""
         if len(shape) == 1 and not isinstance(shape[0], (int, np.integer)):
             shape = tuple(shape[0])
-        return _sh.reshape(self, shape)
+        return ops.sh.reshape(self, shape)
 
     def transpose(self, *axes: Any) -> Tensor:
         """The axes permuted (reversed when none are given), as ``numpy.transpose``."""
         if len(axes) == 1 and not isinstance(axes[0], (int, np.integer)):
             axes = tuple(axes[0])
-        return _sh.transpose(self, axes or None)
+        return ops.sh.transpose(self, axes or None)
 
     def swapaxes(self, axis1: int, axis2: int) -> Tensor:
         """The two axes exchanged, as ``numpy.swapaxes``."""
-        return _sh.swapaxes(self, axis1, axis2)
+        return ops.sh.swapaxes(self, axis1, axis2)
 
     @property
     def T(self) -> Tensor:
         """The axes reversed, as ``x.transpose()`` reverses them."""
-        return _sh.transpose(self, None)
+        return ops.sh.transpose(self, None)
 
     def softmax(self, axis: int = -1) -> Tensor:
         """``exp(x) / sum(exp(x))`` along ``axis``, computed stably; see ``tensor.softmax``."""
-        return _nn.softmax(self, axis)
+        return ops.nn.softmax(self, axis)
 
     def log_softmax(self, axis: int = -1) -> Tensor:
         """``x - logsumexp(x)`` along ``axis``, computed stably; see ``tensor.log_softmax``."""
-        return _nn.log_softmax(self, axis)
+        return ops.nn.log_softmax(self, axis)
 
 
 Axis = Union[int, Sequence[int], None]
@@ -645,7 +688,7 @@ def propagate(
 ) -> dict[Tensor, Any]:
     """The backward walk, the one loop both passes share: the gradient of
     ``root`` for every node in ``order`` (reverse topological, from
-    :func:`~chainrule.graph.reverse_topological_order`) and every leaf it
+    :func:`~chainrule.value.mode.creation_order`) and every leaf it
     reaches, in a dict; no ``.grad`` is touched.
 
     Plain pass: the VJPs run on arrays (``ARRAY``). ``create_graph``: on
@@ -655,12 +698,12 @@ def propagate(
     """
     observer = mode.observer
     if not create_graph:
-        return _walk(order, root, seed, _ns.ARRAY, observer)
+        return _walk(order, root, seed, ops.ns.ARRAY, observer)
     # The gradient graph is recorded even under no_grad. detect_anomaly
     # judges its nodes as contributions of the op being differentiated,
     # not as forward ops of their own.
     with enable_grad(), observing(_BackwardOnly(observer)) if observer else nullcontext():
-        return _walk(order, root, seed, _ns.GRAPH, observer)
+        return _walk(order, root, seed, ops.ns.GRAPH, observer)
 
 
 class _BackwardOnly:
@@ -716,7 +759,7 @@ def gradients(
         if not isinstance(x, Tensor):
             raise TypeError(f"gradients: input {i} must be a Tensor, got {type(x).__name__}")
     seed = _seed(output, gradient, create_graph, "gradients")
-    order = reverse_topological_order(output)[0]
+    order = creation_order(output)[0]
     grads = propagate(order, output, seed, create_graph) if order else {output: seed}
     out = []
     for x in inputs:
@@ -729,12 +772,3 @@ def gradients(
             g = g.copy()
         out.append(g)
     return out
-
-
-# The ops modules import this one; bound here, after Tensor exists.
-from . import elementwise as _ew  # noqa: E402
-from . import linalg as _la  # noqa: E402
-from . import namespaces as _ns  # noqa: E402
-from . import nn_ops as _nn  # noqa: E402
-from . import reduce as _rd  # noqa: E402
-from . import shape as _sh  # noqa: E402

@@ -16,25 +16,19 @@ a number (one element) or a norm (an array).
 
 from __future__ import annotations
 
-import math
 import os
-import re
 import shutil
 import subprocess
 from pathlib import Path
 from typing import Any
 
-from .engine import Value
-from .graph import reverse_topological_order
-from .primitives import NUMBER
-from .sealed import replace_file
-from .sums import ADD_N, AFFINE, AFFINE_RELU, DOT
-from .walk import topological_order
+from ..io.sealed import replace_file
+from ..value.engine import Value
+from ..value.sums import ADD_N, AFFINE, AFFINE_RELU, DOT
+from .text import display_name, format_number, forward_order, printable
 
 #: Graphs with more Values than this are drawn as a one-node summary.
 DEFAULT_MAX_NODES = 200
-#: Labels longer than this are shortened with "..." in pictures and tables.
-LABEL_WIDTH = 40
 #: Output formats ``draw`` accepts, by file extension.
 FORMATS = ("svg", "png", "pdf")
 
@@ -64,78 +58,6 @@ class GraphTooLarge(ValueError):
 # --------------------------------------------------------------------------
 # Shared with explain: the nodes in order, their names, their numbers
 # --------------------------------------------------------------------------
-
-
-def forward_order(root: Any) -> list[Any]:
-    """Every node ``root`` depends on, each after the nodes it was computed
-    from; a leaf comes just before its first use. Iterative.
-
-    >>> from chainrule import Value
-    >>> a, b = Value(2.0, label="a"), Value(3.0, label="b")
-    >>> [v.label for v in forward_order((a + b) * a)]
-    ['a', 'b', '', '']
-    """
-    if isinstance(root, Value):  # the scalar engine's own order, as backward() walks it
-        interior, _ = topological_order(root)
-    else:  # a Tensor: the order its engine's backward() walks
-        interior, _ = reverse_topological_order(root)
-    if not interior:
-        return [root]
-    order: list[Any] = []
-    placed: set[Any] = set()
-    for node in reversed(interior):  # oldest first: inputs before outputs
-        for child in node._prev:
-            if child not in placed and not child._prev:
-                placed.add(child)
-                order.append(child)
-        order.append(node)
-    return order
-
-
-#: Characters no drawing can show: controls (a NUL ends Graphviz's input)
-#: and lone surrogates (not encodable, so not writable, in UTF-8).
-_UNPRINTABLE = re.compile("[\x00-\x1f\x7f\ud800-\udfff]")
-
-
-def printable(text: str) -> str:
-    """``text`` with its whitespace runs as one space and every character no
-    drawing can show as a visible escape (``\\x00``, ``\\ud800``)."""
-    text = " ".join(text.split())
-    return _UNPRINTABLE.sub(
-        lambda m: f"\\x{ord(m[0]):02x}" if ord(m[0]) < 0x80 else f"\\u{ord(m[0]):04x}", text
-    )
-
-
-def display_name(node: Any, index: int) -> str:
-    """The node's label, shortened to ``LABEL_WIDTH``, or ``#index``
-    when it has none (the same number in the drawing and in the table), a
-    leaf made from a number operand (``x * 2``) as that number; characters
-    no drawing can show are escaped (:func:`printable`)."""
-    label = printable(node.label)
-    if not label:
-        return format_number(node.data) if getattr(node, "_fn", None) is NUMBER else f"#{index}"
-    if len(label) > LABEL_WIDTH:
-        return label[: LABEL_WIDTH - 3] + "..."
-    return label
-
-
-def format_number(x: Any, digits: int = 6) -> str:
-    """A float as Python would print it when short (``-3.0``, ``0.25``),
-    else rounded to ``digits`` significant digits (``0.333333``).
-
-    >>> format_number(64), format_number(1 / 3), format_number(float("nan"))
-    ('64.0', '0.333333', 'nan')
-    """
-    if isinstance(x, Value):  # a grad from backward(create_graph=True)
-        x = x.data
-    x = float(x)
-    text = repr(x)
-    if len(text) <= digits + 3 or not math.isfinite(x):
-        return text
-    text = f"{x:.{digits}g}"
-    if text.lstrip("-").isdigit():
-        text += ".0"
-    return text
 
 
 # --------------------------------------------------------------------------
@@ -172,7 +94,7 @@ def _record_line(key: str, fields: tuple[str, ...], root: bool = False) -> str:
 
 def _record(node: Any, index: int, root: bool) -> str:
     if _is_tensor(node):  # NumPy is there: the node is an array
-        from .tensor_explain import grad_summary, shape_text
+        from .tensor_table import grad_summary, shape_text
 
         described = (
             f"{shape_text(node.data.shape)} {node.data.dtype}",

@@ -3,7 +3,7 @@
 ``chainrule digits`` draws the held-out images its model got wrong: each
 one enlarged, dark ink on white, with ``true>predicted`` written under it in
 a 3 x 5 pixel font (the true class in black, the prediction in red). The
-pixels are encoded by :func:`chainrule.raster.encode_png`.
+pixels are encoded by :func:`chainrule.explainer.raster.encode_png`.
 """
 
 from __future__ import annotations

@@ -23,10 +23,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from .engine import Value
-from .explain import Walk, backward_walk, formula, grad_of, meaning_of, running_totals
-from .sealed import replace_file
-from .viz import DEFAULT_MAX_NODES, GraphTooLarge, format_number
+from ..io.sealed import replace_file
+from ..value.engine import Value
+from .draw import DEFAULT_MAX_NODES, GraphTooLarge
+from .table import Walk, backward_walk, formula, grad_of, meaning_of, running_totals
+from .text import format_number
 
 # Sizes in pixels. Text is monospace, so its width is known from its length:
 # at most CHAR_W[size] per character (0.6 em in DejaVu Sans Mono, Menlo,
@@ -430,7 +431,7 @@ def walkthrough_html(
 ) -> str:
     """The page for ``root`` as HTML text. Read-only: no ``.grad`` changes.
 
-    >>> from chainrule.expr import evaluate
+    >>> from chainrule.explainer.formula import evaluate
     >>> page = walkthrough_html(evaluate("c = a*b; d = c + a; e = d**2", {"a": 2, "b": 3}))
     >>> page.startswith("<!DOCTYPE html>") and "<script src" not in page
     True

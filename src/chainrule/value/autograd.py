@@ -1,5 +1,5 @@
 """``gradients()``: the backward pass as a function, ``torch.autograd.grad``
-for Values. It runs the one walk of :mod:`chainrule.walk` and puts every
+for Values. It runs the one walk of :mod:`chainrule.value.walk` and puts every
 ``.grad`` it used back as it was."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from .engine import Scalar, Value, _as_float, _lift
-from .graph import mode
+from .mode import mode
 from .walk import EdgeHook, backpropagate, topological_order
 
 __all__ = ["gradients"]

@@ -67,10 +67,11 @@ class Primitive:
         self.masked = masked
         self.const = const
 
-    def __call__(self, *inputs: Any) -> Any:
-        from .functions import apply  # the engine is built on this table
+    #: A call's work: :func:`~chainrule.value.functions.apply`, set there (it builds on this table).
+    apply: Callable[[Primitive, Sequence[Any]], Any]
 
-        return apply(self, inputs)
+    def __call__(self, *inputs: Any) -> Any:
+        return Primitive.apply(self, inputs)
 
     def __repr__(self) -> str:
         return f"Primitive({self.name!r})"

@@ -13,8 +13,7 @@ from typing import Any
 
 import numpy as np
 
-from .explain import table
-from .viz import display_name, format_number, forward_order
+from .text import display_name, format_number, forward_order, table
 
 HEADER = ("node", "op", "shape", "dtype", "inputs", "grad")
 
@@ -27,7 +26,7 @@ def tensor_grads(root: Any) -> tuple[list[Any], dict[Any, np.ndarray]]:
             f"explain: the root has shape {root.data.shape}; explain a scalar, "
             "such as a loss (or its .sum())"
         )
-    from .tensor.tensor import propagate
+    from ..tensor.tensor import propagate
 
     nodes = forward_order(root)
     # Reversed, the forward order processes interior tensors newest first,

@@ -1,18 +1,20 @@
 """The methods of ``Value`` that micrograd's engine does not have.
 
 PyTorch's names for more functions of one or two scalars (each one node,
-its rule in :mod:`chainrule.primitives`), comparisons by value, and the
+its rule in :mod:`chainrule.value.primitives`), comparisons by value, and the
 guard against ``float(v)``, which would drop the graph. A base class of
-:class:`chainrule.engine.Value`, so that ``engine.py`` shows micrograd's
+:class:`chainrule.value.engine.Value`, so that ``engine.py`` shows micrograd's
 operators alone.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Union
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, Union
 
-from . import engine as E  # the nodes are made there (a cycle only at import)
-from .primitives import ABS, COS, MAXIMUM, MINIMUM, POW, SIGMOID, SIN, SOFTPLUS, SQRT
+from . import display
+from .intake import as_float
+from .primitives import ABS, COS, MAXIMUM, MINIMUM, POW, SIGMOID, SIN, SOFTPLUS, SQRT, Primitive
 
 if TYPE_CHECKING:
     from .engine import Value
@@ -26,47 +28,52 @@ class BeyondMicrograd:
     __slots__ = ()
 
     data: float
+    # Set by engine.py, which builds Value on this class (so this module
+    # cannot import it): a node from a primitive, a number as a leaf, a new leaf.
+    _apply: Callable[[Primitive, tuple[Any, ...]], Value]
+    _lift: Callable[[object, str], Value]
+    _new_leaf: Callable[[float], Value]
 
     def __rpow__(self, other: Scalar) -> Value:
-        return E._apply(POW, (E._leaf(other, "**"), self))  # type: ignore[arg-type]
+        return self._apply(POW, (self._lift(other, "**"), self))
 
     def __pos__(self) -> Value:
         return self  # type: ignore[return-value]
 
     def __abs__(self) -> Value:
-        return E._apply(ABS, (self,))  # type: ignore[arg-type]
+        return self._apply(ABS, (self,))
 
     def abs(self) -> Value:
         """The absolute value; its gradient at 0 is 0, as PyTorch's."""
-        return E._apply(ABS, (self,))  # type: ignore[arg-type]
+        return self._apply(ABS, (self,))
 
     def sqrt(self) -> Value:
         """The square root (``nan`` below 0, as PyTorch)."""
-        return E._apply(SQRT, (self,))  # type: ignore[arg-type]
+        return self._apply(SQRT, (self,))
 
     def sigmoid(self) -> Value:
         """``1 / (1 + e ** -self)``, computed without overflow."""
-        return E._apply(SIGMOID, (self,))  # type: ignore[arg-type]
+        return self._apply(SIGMOID, (self,))
 
     def softplus(self) -> Value:
         """``log(1 + e ** self)``, exact and without overflow."""
-        return E._apply(SOFTPLUS, (self,))  # type: ignore[arg-type]
+        return self._apply(SOFTPLUS, (self,))
 
     def sin(self) -> Value:
         """The sine."""
-        return E._apply(SIN, (self,))  # type: ignore[arg-type]
+        return self._apply(SIN, (self,))
 
     def cos(self) -> Value:
         """The cosine."""
-        return E._apply(COS, (self,))  # type: ignore[arg-type]
+        return self._apply(COS, (self,))
 
     def max(self, other: Scalar) -> Value:
         """The larger of ``self`` and ``other`` (a tie splits the gradient)."""
-        return E._apply(MAXIMUM, (self, E._lift(other, "max")))  # type: ignore[arg-type]
+        return self._apply(MAXIMUM, (self, self._lift(other, "max")))
 
     def min(self, other: Scalar) -> Value:
         """The smaller of ``self`` and ``other`` (a tie splits the gradient)."""
-        return E._apply(MINIMUM, (self, E._lift(other, "min")))  # type: ignore[arg-type]
+        return self._apply(MINIMUM, (self, self._lift(other, "min")))
 
     def __lt__(self, other: Scalar) -> bool:
         return self.data < _data(other, "<")
@@ -99,15 +106,14 @@ class BeyondMicrograd:
 
     def detach(self) -> Value:
         """A new leaf with the same data, cut off from this graph."""
-        return E.Value(self.data)
+        return self._new_leaf(self.data)
 
     def _repr_svg_(self) -> str | None:
-        """Jupyter shows a Value as the drawing of its graph when Graphviz's
-        ``dot`` is installed; None falls back to the repr."""
-        from .viz import svg_or_none  # lazily: drawing is not the engine's job
-
-        return svg_or_none(self)  # type: ignore[arg-type]
+        """Jupyter shows a Value as the drawing of its graph, drawn by the
+        layer that registered with :mod:`~chainrule.value.display`; None
+        falls back to the repr."""
+        return display.render("svg", self)
 
 
 def _data(x: object, op: str) -> float:
-    return x.data if isinstance(x, E.Value) else E._as_float(x, op)
+    return x.data if isinstance(x, BeyondMicrograd) else as_float(x, op)

@@ -13,7 +13,7 @@ recursion-free:
   depth-first search, no recursion, no depth limit.
 * Leaves (no inputs) never need to be visited: they only receive gradient.
 
-The ``Value`` engine orders its graph itself (:mod:`chainrule.walk`): an
+The ``Value`` engine orders its graph itself (:mod:`chainrule.value.walk`): an
 iterative depth-first search in micrograd's and microgpt's order, so its
 gradients are theirs bit for bit, with no counter to keep per node.
 """
@@ -26,7 +26,6 @@ import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar, Token
-from operator import attrgetter
 from typing import Any, Protocol, TypeVar
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -173,37 +172,3 @@ class Labelled:
     @label.setter
     def label(self, label: str) -> None:
         self._label = str(label)  # type: ignore[misc]
-
-
-_by_creation = attrgetter("_id")
-
-
-def reverse_topological_order(root: Any) -> tuple[list[Any], list[Any]]:
-    """The nodes ``root`` depends on, split in two lists.
-
-    The first holds the interior nodes, ``root`` first, each one before
-    every node it was computed from: the order of the backward pass. The
-    second holds the leaves, which only receive gradient.
-
-    Iterative (no recursion, so depth is bounded by memory only) and linear
-    apart from one sort of the interior nodes by creation number.
-    """
-    if not root._prev:
-        return [], [root]
-    seen = {root}
-    stack = [root]
-    nodes = []
-    leaves = []
-    mark = seen.add
-    while stack:
-        node = stack.pop()
-        nodes.append(node)
-        for child in node._prev:
-            if child not in seen:
-                mark(child)
-                if child._prev:
-                    stack.append(child)
-                else:
-                    leaves.append(child)
-    nodes.sort(key=_by_creation, reverse=True)
-    return nodes, leaves

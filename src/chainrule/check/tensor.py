@@ -22,10 +22,10 @@ from typing import Any
 
 import numpy as np
 
-from ..check import GradcheckReport, Mismatch, _agree
-from ..graph import enable_grad, no_grad, reverse_topological_order
-from .namespaces import ARRAY, GRAPH
-from .tensor import Tensor, as_array, gradients, make
+from ..tensor.namespaces import ARRAY, GRAPH
+from ..tensor.tensor import Tensor, as_array, creation_order, gradients, make
+from ..value.mode import enable_grad, no_grad
+from .report import GradcheckReport, Mismatch, _agree
 
 
 def gradcheck_tensors(
@@ -119,7 +119,7 @@ class _Weighted:
 
     def nodes(self, points: list[np.ndarray]) -> list[Tensor]:
         """The op nodes of one run, in creation order."""
-        return reverse_topological_order(self.graph([Tensor(p) for p in points]))[0][::-1]
+        return creation_order(self.graph([Tensor(p) for p in points]))[0][::-1]
 
 
 def _central(g: Callable[[list[np.ndarray]], Any], points: list[np.ndarray], eps: float) -> Any:

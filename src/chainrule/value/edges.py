@@ -1,6 +1,6 @@
 """One node's chain rule, term by term: ``(child, local * g)``.
 
-The backward walk (:mod:`chainrule.walk`) multiplies stored floats in its
+The backward walk (:mod:`chainrule.value.walk`) multiplies stored floats in its
 loop; it comes here when it needs the terms one at a time: for an edge hook
 (``explain``, anomaly detection), for ``create_graph`` (the rule evaluated
 again on Values) and where an inf or nan gradient meets an op whose
@@ -13,6 +13,7 @@ from __future__ import annotations
 from collections.abc import Iterator, Sequence
 from typing import Any
 
+from .higher_order import rule
 from .primitives import DEAD_UNIT, ZERO_EXPONENT
 
 
@@ -25,12 +26,7 @@ def contributions(v: Any, g: Any, create_graph: bool = False) -> Iterator[tuple[
             "protocol), which only backward() without create_graph can run; define the "
             "operation as a chainrule.Primitive to use it here"
         )
-    if create_graph:
-        from .higher_order import rule  # rules on Values need the Value engine
-
-        local = rule(v)
-    else:
-        local = v._local
+    local = rule(v) if create_graph else v._local
     if type(g) is float and g - g != 0.0 and v._fn.masked:
         yield from _masked(v, local, g)
     else:

@@ -105,3 +105,6 @@ def apply(fn: Primitive, inputs: Sequence[Any]) -> Value:
             f"{fn.name}: derivative gave {len(local)} local gradients for {len(xs)} inputs"
         )
     return E._node(y, xs, (*local, fn))
+
+
+Primitive.apply = apply  # calling a primitive applies it (see Primitive.apply)

@@ -2,12 +2,12 @@
 and the trace of every ``+=`` update in the order the pass applies them.
 
 :func:`backward_walk` runs the engine's own backward walk
-(``chainrule.walk.backpropagate``) with a hook that watches every
+(``chainrule.value.walk.backpropagate``) with a hook that watches every
 term, so it neither needs nor changes ``.grad``. It records the
 topological order, the seed, and every update
 ``child.grad += local * node.grad`` (the local derivative read from the
 node's ``_local_grads``) with the child's running total. The table (:func:`explain`), the trace
-(:func:`trace`) and the interactive page (:mod:`chainrule.walkthrough`) are
+(:func:`trace`) and the interactive page (:mod:`chainrule.explainer.walkthrough`) are
 all drawn from that one record, and their gradients are what
 ``root.backward()`` gives on fresh gradients (seed 1.0).
 
@@ -15,7 +15,7 @@ Rows come in reverse topological order, the root first: the order in which
 the backward pass visits the nodes. A node used by several consumers
 receives one contribution from each, and its row shows the sum:
 ``16.0 + 48.0 = 64.0``. Tensor graphs have a table too, with shapes, dtypes
-and gradient norms (``chainrule.tensor_explain``).
+and gradient norms (``chainrule.explainer.tensor_table``).
 """
 
 from __future__ import annotations
@@ -25,10 +25,10 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from .autograd import walk_aside
-from .engine import Value
-from .viz import display_name, format_number, forward_order
-from .walk import topological_order
+from ..value.autograd import walk_aside
+from ..value.engine import Value
+from ..value.walk import topological_order
+from .text import code, display_name, format_number, forward_order, table
 
 #: A node with more contributions than this shows their count, not each one.
 MAX_TERMS = 6
@@ -84,7 +84,7 @@ def backward_walk(root: Value) -> Walk:
     """Run the backward pass of ``root`` on the side (seed 1.0, as
     ``backward()``) and record every update. No ``.grad`` is changed.
 
-    >>> from chainrule.expr import evaluate
+    >>> from chainrule.explainer.formula import evaluate
     >>> walk = backward_walk(evaluate("c = a*b; d = c + a; e = d**2", {"a": 2, "b": 3}))
     >>> [(walk.names[u.child], u.contribution) for u in walk.updates]
     [('d', 16.0), ('c', 16.0), ('a', 16.0), ('a', 48.0), ('b', 32.0)]
@@ -172,7 +172,7 @@ def explain(root: Any, format: str = "text", *, digits: int = 6) -> str:  # noqa
     check_digits(digits, "explain")
     if not isinstance(root, Value):
         if hasattr(root, "_vjp"):  # a Tensor: NumPy is there
-            from .tensor_explain import explain_tensor
+            from .tensor_table import explain_tensor
 
             return explain_tensor(root, format, digits=digits)
         raise TypeError(f"explain: expected a Value or a Tensor, got {type(root).__name__}")
@@ -239,41 +239,6 @@ def _joined(terms: list[str]) -> str:
     return text
 
 
-def table(
-    header: tuple[str, ...],
-    rows: list[tuple[str, ...]],
-    format: str = "text",  # noqa: A002
-    *,
-    right_aligned: tuple[int, ...] = (),
-    code_columns: tuple[int, ...] = (0, 1),
-) -> str:
-    """Rows of cells as aligned text (the columns in ``right_aligned``
-    line up on their last digit) or as a Markdown table, the cells of
-    ``code_columns`` as inline code."""
-    if format == "markdown":
-        align = "|" + "|".join("--:" if k in right_aligned else "---" for k in range(len(header)))
-        lines = ["| " + " | ".join(header) + " |", align + "|"]
-        for r in rows:
-            cells = [code(c) if k in code_columns else c for k, c in enumerate(r)]
-            lines.append(("| " + " | ".join(cells) + " |").replace("|  |", "| |"))
-        return "\n".join(lines)
-    widths = [max(len(c[k]) for c in [header, *rows]) for k in range(len(header))]
-    rule = tuple("-" * w for w in widths)
-    lines = []
-    for row in (header, rule, *rows):
-        parts = [
-            cell.rjust(w) if k in right_aligned and row is not header else cell.ljust(w)
-            for k, (cell, w) in enumerate(zip(row, widths))
-        ]
-        lines.append("  ".join(parts).rstrip())
-    return "\n".join(lines)
-
-
-def code(text: str) -> str:
-    """``text`` as inline code in a Markdown table cell ('' stays empty)."""
-    return "`" + text.replace("`", "'").replace("|", "\\|") + "`" if text else ""
-
-
 # --------------------------------------------------------------------------
 # The trace
 # --------------------------------------------------------------------------
@@ -285,7 +250,7 @@ def trace(root: Value, *, digits: int = 6) -> str:
     reverse order every ``child.grad += local * node.grad`` with the numbers
     and the child's running total.
 
-    >>> from chainrule.expr import evaluate
+    >>> from chainrule.explainer.formula import evaluate
     >>> print(trace(evaluate("c = a*b; d = c + a; e = d**2", {"a": 2, "b": 3})))
     topological order: a, b, c, d, e
     seed: e.grad = 1.0

@@ -1,7 +1,7 @@
 """Convert a ``chainrule gpt`` checkpoint of chainrule 0.1 (``gpt.json``) to
 the safetensors checkpoint ``chainrule gpt --resume`` reads::
 
-    python -m chainrule.tensor.convert out/gpt.json
+    python -m chainrule.cli.convert out/gpt.json
 
 writes ``out/gpt.safetensors`` and ``out/gpt.optim.safetensors``. The old
 file's digest covered its architecture and parameters only, so its run
@@ -19,8 +19,8 @@ from typing import Any
 import numpy as np
 
 from .. import checkpoint as json_checkpoint
-from ..sealed import CheckpointError, loads_json, read_regular_file
-from . import checkpoint
+from ..io.sealed import CheckpointError, loads_json, read_regular_file
+from ..tensor import checkpoint
 
 __all__ = ["convert", "main"]
 
@@ -46,7 +46,7 @@ def convert(path: str | Path) -> Path:
     except (TypeError, ValueError) as e:
         raise CheckpointError(f"{p}: bad parameters ({e})") from None
     config = checkpoint.gpt_config(ckpt["architecture"], parameters, p)
-    from .nn import GPT
+    from ..tensor.nn import GPT
 
     model = GPT(config, dtype=settings["dtype"], rng=np.random.default_rng(0))
     try:
@@ -69,7 +69,7 @@ def convert(path: str | Path) -> Path:
 def main(argv: list[str] | None = None) -> int:
     args = sys.argv[1:] if argv is None else argv
     if len(args) != 1:
-        print("usage: python -m chainrule.tensor.convert OLD/gpt.json", file=sys.stderr)
+        print("usage: python -m chainrule.cli.convert OLD/gpt.json", file=sys.stderr)
         return 2
     try:
         target = convert(args[0])

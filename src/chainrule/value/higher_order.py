@@ -15,13 +15,12 @@ from types import SimpleNamespace
 from typing import Any
 
 from . import ieee
-from .engine import Value
-from .functions import cos, exp, log, sigmoid, sin, sqrt
 from .primitives import where
+from .protocols import NodeProtocols as Node  # a base of every Value
 
 
 def _data(x: Any) -> float:
-    return x.data if isinstance(x, Value) else x
+    return x.data if isinstance(x, Node) else x
 
 
 def _sign(x: Any) -> float:
@@ -36,9 +35,20 @@ def _on_values(
     (a constant's rule, ``1 / c`` with ``c = 0``, gives inf)."""
 
     def f(a: Any, b: Any) -> Any:
-        if isinstance(a, Value) or isinstance(b, Value):
+        if isinstance(a, Node) or isinstance(b, Node):
             return on_values(a, b)
         return on_floats(a, b)
+
+    return f
+
+
+def _unary(name: str) -> Callable[[Any], Any]:
+    """A function for the rules on Values: the Value's method (``x.exp()``),
+    the IEEE float function on a number (a constant's rule)."""
+    on_floats = getattr(ieee, name)
+
+    def f(x: Any) -> Any:
+        return getattr(x, name)() if isinstance(x, Node) else on_floats(x)
 
     return f
 
@@ -48,19 +58,19 @@ GRAPH = SimpleNamespace(
     div=_on_values(ieee.div, operator.truediv),
     pow=_on_values(ieee.pow, operator.pow),
     pow_scalar=_on_values(ieee.pow_scalar, operator.pow),
-    exp=exp,
-    log=log,
-    sqrt=sqrt,
-    sin=sin,
-    cos=cos,
-    sigmoid=sigmoid,
+    exp=_unary("exp"),
+    log=_unary("log"),
+    sqrt=_unary("sqrt"),
+    sin=_unary("sin"),
+    cos=_unary("cos"),
+    sigmoid=_unary("sigmoid"),
     sign=_sign,
     data=_data,
     where=where,
 )
 
 
-def rule(v: Value) -> Sequence[Any]:
+def rule(v: Any) -> Sequence[Any]:
     """``v``'s local derivatives from its primitive's rule evaluated on
     Values, so that they are differentiable in turn."""
     fn = v._fn

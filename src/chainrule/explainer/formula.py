@@ -40,8 +40,8 @@ from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass
 from typing import Union
 
-from .engine import Value
-from .functions import maximum, minimum
+from ..value.engine import Value
+from ..value.functions import maximum, minimum
 
 #: Longest formula accepted, in characters: bounds the size of any graph.
 MAX_LENGTH = 10_000

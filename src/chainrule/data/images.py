@@ -24,7 +24,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .data import DatasetError, read_bytes
+from . import DatasetError, read_bytes
 
 #: The install line printed when scikit-learn is missing.
 DATA_HINT = "pip install 'chainrule[data]' (scikit-learn, which ships the digits)"

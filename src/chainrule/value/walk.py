@@ -1,12 +1,9 @@
-"""The backward pass: one topological order and one walk over it.
-
-:func:`topological_order` is micrograd's ``build_topo``, reversed (with a
-stack where recursion would go too deep); :func:`backpropagate` seeds the
-root's gradient and walks that order, adding ``local * node.grad`` into
-every input. ``Value.backward()``, ``gradients()``, ``explain``,
-``--trace``, anomaly detection (``on_edge``) and compile's capture use
-both. A node needs ``_prev``, ``_local`` (the local derivatives, then the
-primitive, ``_fn``, which ``zip`` with ``_prev`` leaves out); no engine is imported.
+"""The backward pass: :func:`topological_order` is micrograd's ``build_topo``,
+reversed (a stack where recursion would go too deep); :func:`backpropagate`
+seeds the root and walks that order, adding ``local * node.grad`` into every
+input. ``backward()``, ``gradients()``, ``explain``, anomaly detection
+(``on_edge``) and compile's capture use both. A node needs ``_prev`` and
+``_local`` (the local derivatives, then the primitive, which ``zip`` leaves out).
 """
 
 from __future__ import annotations

@@ -12,6 +12,9 @@ int class labels. ``seed`` is an int (the same int, the same data), a
 (100, [0, 1])
 >>> make_moons(100, noise=0.1, seed=0) == (X, y)
 True
+
+Part of the training API: it imports the standard library only (NumPy
+and scikit-learn where a dataset needs them), no other layer.
 """
 
 from __future__ import annotations

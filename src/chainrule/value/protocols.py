@@ -23,6 +23,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from typing import Any
 
+from .intake import as_float
 from .primitives import BY_NAME, LEAF, Primitive
 
 
@@ -48,17 +49,15 @@ def _no_backward() -> None:
 def made_by_user(v: Any, children: Iterable[Any], op: Any) -> None:
     """Fill node ``v`` from micrograd's ``(children, op name)`` or
     microgpt's ``(children, local_grads)``."""
-    from .engine import Value, _as_float
-
     kids = tuple(children)
     for child in kids:
-        if not isinstance(child, Value):
+        if not isinstance(child, NodeProtocols):  # a base of every Value
             raise TypeError(f"Value: children must be Values, got {type(child).__name__} {child!r}")
     v._prev = kids
     if isinstance(op, str):  # micrograd: an op name; the closure comes later
         v._local = (UserOp(op, _no_backward if kids else None),)
         return
-    local = tuple(_as_float(d, "Value") for d in op)  # microgpt: local gradients
+    local = tuple(as_float(d, "Value") for d in op)  # microgpt: local gradients
     if len(local) != len(kids):
         raise ValueError(
             f"Value: {len(kids)} children but {len(local)} local gradients; give one per child"
@@ -104,6 +103,7 @@ class NodeProtocols:
 
     __slots__ = ()
 
+    data: float
     _prev: tuple[Any, ...]
     _local: tuple[Any, ...]
     grad: Any
@@ -114,7 +114,7 @@ class NodeProtocols:
     @property
     def _fn(self) -> Primitive:
         """The primitive that made this node: last in ``_local``, or its
-        name there (a leaf's may be empty: :data:`~chainrule.primitives.LEAF`)."""
+        name there (a leaf's may be empty: :data:`~chainrule.value.primitives.LEAF`)."""
         local = self._local
         if not local:
             return LEAF
