@@ -15,18 +15,17 @@ import numpy as np
 import pytest
 
 import chainrule
-import chainrule._notebook.display
-import chainrule._notebook.manual
-from chainrule import Tensor, Value
-from chainrule._notebook.display import (
+import chainrule.explainer.compare
+import chainrule.explainer.notebook
+from chainrule import Tensor, Value, compare_grads
+from chainrule.explainer.draw import GraphvizNotFound
+from chainrule.explainer.notebook import (
     DISPLAY_MAX_NODES,
     draw_dot,
     graph_html,
     graph_svg,
     walkthrough,
 )
-from chainrule._notebook.manual import compare_grads
-from chainrule.viz import GraphvizNotFound
 
 
 def lecture_L() -> Value:
@@ -45,8 +44,8 @@ def lecture_L() -> Value:
 
 
 def test_docstring_examples() -> None:
-    assert doctest.testmod(chainrule._notebook.display).failed == 0
-    assert doctest.testmod(chainrule._notebook.manual).failed == 0
+    assert doctest.testmod(chainrule.explainer.notebook).failed == 0
+    assert doctest.testmod(chainrule.explainer.compare).failed == 0
 
 
 def records_and_ops(svg: str) -> tuple[int, int]:
@@ -108,7 +107,7 @@ def test_draw_dot_as_the_lecture_calls_it(tmp_path: Path, monkeypatch: pytest.Mo
         draw_dot(L, rankdir="XY")
     with pytest.raises(TypeError, match="draw_dot: expected a Value or a Tensor, got float"):
         draw_dot(3.0)
-    assert chainrule.draw_dot is draw_dot
+    assert chainrule.draw_dot is draw_dot and chainrule.walkthrough is walkthrough
 
 
 def test_the_stepping_view_has_ids_of_its_own() -> None:
@@ -355,8 +354,8 @@ return {step: +$('counter').dataset.step, steps: +$('counter').dataset.steps,
 
 def _expected(root: Value) -> list[tuple[str, dict[int, float]]]:
     """Every step's text and grads, from ``explain``'s record of the pass."""
-    from chainrule.explain import backward_walk
-    from chainrule.walkthrough import page_data
+    from chainrule.explainer.table import backward_walk
+    from chainrule.explainer.walkthrough import page_data
 
     walk = backward_walk(root)
     texts = page_data(walk)["texts"]
@@ -402,8 +401,8 @@ def test_the_lecture_notebook_in_a_browser(browser: Any, exported: Path) -> None
 
     from selenium.webdriver.common.keys import Keys
 
+    from chainrule.explainer.text import forward_order
     from chainrule.nn import MLP
-    from chainrule.viz import forward_order
 
     random.seed(1337)
     out = MLP(3, [4, 4, 1])([2.0, 3.0, -1.0])

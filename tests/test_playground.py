@@ -19,10 +19,10 @@ from typing import Any, ClassVar
 import pytest
 
 from chainrule import explain
-from chainrule._notebook.playground import EXAMPLE, run
-from chainrule.explain import backward_walk
-from chainrule.expr import evaluate
-from chainrule.walkthrough import page_data
+from chainrule.explainer.formula import evaluate
+from chainrule.explainer.playground import EXAMPLE, run
+from chainrule.explainer.table import backward_walk
+from chainrule.explainer.walkthrough import page_data
 
 ROOT = Path(__file__).resolve().parent.parent
 VERSION = "314.0.7"  # as ../shared/py314, which installs it (npm) into its cache

@@ -41,7 +41,7 @@ def pure_wheel(dest: Path) -> Path:
 
 def write_playground(dest: Path, pyodide_base: str) -> Path:
     """``dest/index.html`` and the wheel it installs; returns the page."""
-    from chainrule._notebook.playground import playground_html
+    from chainrule.explainer.playground import playground_html
 
     wheel = pure_wheel(dest)
     page = dest / "index.html"
@@ -57,7 +57,7 @@ def generate(app: Sphinx) -> None:
 
 
 def setup(app: Sphinx) -> dict[str, Any]:
-    from chainrule._notebook.playground import PYODIDE_CDN
+    from chainrule.explainer.playground import PYODIDE_CDN
 
     app.add_config_value("playground_pyodide_base", PYODIDE_CDN, "html")
     app.connect("builder-inited", generate)

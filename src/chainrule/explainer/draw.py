@@ -301,11 +301,3 @@ def draw(
 def to_svg(root: Any, *, max_nodes: int = DEFAULT_MAX_NODES, timeout: float = 30.0) -> str:
     """The drawing of ``root``'s graph as SVG text (needs ``dot``)."""
     return _render(to_dot(root, max_nodes=max_nodes), "svg", timeout).decode("utf-8")
-
-
-def svg_or_none(root: Value) -> str | None:
-    """SVG for Jupyter's display protocol: chainrule's own drawing (the
-    stepping page's layout), so nothing needs to be installed."""
-    from ._notebook.display import graph_svg  # the same layer, loaded when first shown
-
-    return graph_svg(root)

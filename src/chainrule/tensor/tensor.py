@@ -35,6 +35,7 @@ from typing import Any, Union
 
 import numpy as np
 
+from ..value import display
 from ..value.mode import Labelled, enable_grad, mode, next_id, observing
 
 _by_creation = attrgetter("_id")
@@ -185,17 +186,13 @@ class Tensor(Labelled):
         suffix = "" if self.data.dtype == np.float64 else f", dtype={self.data.dtype}"
         return f"Tensor({body}{suffix})"
 
-    def _repr_svg_(self) -> str:
-        """A notebook shows a Tensor as the drawing of its graph (chainrule's
-        own layout: nothing to install)."""
-        from .._notebook.display import graph_svg
+    def _repr_svg_(self) -> str | None:
+        """A notebook shows a Tensor as the drawing of its graph, drawn by
+        the layer that registered with :mod:`chainrule.value.display`."""
+        return display.render("svg", self)
 
-        return graph_svg(self)
-
-    def _repr_html_(self) -> str:
-        from .._notebook.display import graph_html
-
-        return graph_html(self)
+    def _repr_html_(self) -> str | None:
+        return display.render("html", self)
 
     def retain_grad(self) -> None:
         """PyTorch's call to keep an intermediate tensor's ``.grad``: here

@@ -2,7 +2,7 @@
 
 One record per node (label | data | grad, a Tensor's shape and dtype and
 its gradient or its norm), one oval per operation, laid out and drawn by
-the stepping page's own code (:mod:`chainrule.walkthrough`), so no
+the stepping page's own code (:mod:`chainrule.explainer.walkthrough`), so no
 Graphviz, no network and no script: the SVG reads the same in JupyterLab,
 the classic Notebook, VS Code and an nbconvert HTML export. A graph of more
 than ``max_nodes`` values shows a summary that says how to draw it all.
@@ -19,20 +19,12 @@ import secrets
 from pathlib import Path
 from typing import Any
 
-from ..engine import Value
-from ..explain import check_digits, explain
-from ..sealed import replace_file
-from ..viz import (
-    INSTALL_HINT,
-    GraphvizNotFound,
-    _is_tensor,
-    _render,
-    display_name,
-    format_number,
-    forward_order,
-    to_dot,
-)
-from ..walkthrough import (
+from ..io.sealed import replace_file
+from ..value.engine import Value
+from .draw import INSTALL_HINT, GraphvizNotFound, _is_tensor, _render, to_dot
+from .table import check_digits, explain
+from .text import display_name, format_number, forward_order
+from .walkthrough import (
     DEFAULT_MAX_NODES,
     FONT,
     Picture,
@@ -57,7 +49,7 @@ def picture(root: Any, digits: int = 6) -> Picture:
     nodes = forward_order(root)
     index = {node: i for i, node in enumerate(nodes)}
     if _is_tensor(root):  # NumPy is there: the nodes are arrays
-        from ..tensor_explain import grad_summary, shape_text
+        from .tensor_table import grad_summary, shape_text
 
         data = [f"{shape_text(v.data.shape)} {v.data.dtype}" for v in nodes]
         grads = [grad_summary(v.grad, digits) for v in nodes]
@@ -123,12 +115,6 @@ def _summary(root: Any, nodes: list[Any], max_nodes: int, prefix: str) -> str:
         f'<rect x="1" y="1" width="{width - 2:g}" height="{height - 2:g}" rx="6" fill="#fffbe8" '
         f'stroke="#d49a00"/>{texts}</svg>'
     )
-
-
-def svg_or_none(root: Any) -> str | None:
-    """The drawing for Jupyter's display protocol (never None now: nothing
-    needs to be installed; kept for the display hook's contract)."""
-    return graph_svg(root)
 
 
 # --------------------------------------------------------------------------
@@ -277,7 +263,7 @@ def walkthrough(
     and the table filling in, with buttons and the arrow keys (Home, End)
     while it has the focus. Read-only: no ``.grad`` changes.
 
-    >>> from chainrule.expr import evaluate
+    >>> from chainrule.explainer.formula import evaluate
     >>> view = walkthrough(evaluate("c = a*b; d = c + a; e = d**2", {"a": 2, "b": 3}))
     >>> print(str(view).splitlines()[2][:40].rstrip())
     e     **2  64.0  d: 16.0

@@ -18,10 +18,10 @@ import json
 import traceback
 from typing import Any
 
-from ..engine import Value
-from ..explain import explain
-from ..viz import _is_tensor
-from .display import graph_html, walkthrough
+from ..value.engine import Value
+from .draw import _is_tensor
+from .notebook import graph_html, walkthrough
+from .table import explain
 
 #: What the page shows first: micrograd's lecture, its first expression.
 EXAMPLE = """\
@@ -45,7 +45,7 @@ def run(source: str) -> dict[str, Any]:
     else, or the table), ``printed`` (what it printed) and ``error`` (the
     error as Python prints it, without this function's frame)."""
     namespace: dict[str, Any] = {"__name__": "__main__"}
-    exec("from chainrule import *\nfrom chainrule import Value, draw_dot", namespace)
+    exec("from chainrule import *", namespace)
     printed = io.StringIO()
     result: Any = None
     try:

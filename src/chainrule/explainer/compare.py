@@ -17,9 +17,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import IO, Any
 
-from ..engine import Value
-from ..explain import backward_walk
-from ..viz import _is_tensor, display_name, forward_order
+from ..value.engine import Value
+from .draw import _is_tensor
+from .table import backward_walk
+from .text import display_name, forward_order
 
 
 @dataclass(frozen=True)
@@ -49,6 +50,7 @@ class GradComparison:
 
     @property
     def all_exact(self) -> bool:
+        """Every gradient given equals chainrule's bit for bit."""
         return all(r.exact for r in self.rows)
 
     @property
@@ -103,7 +105,7 @@ def compare_grads(
         walk = backward_walk(root)
         ours: dict[int, Any] = {id(v): g for v, g in zip(walk.nodes, walk.grads)}
     else:
-        from ..tensor_explain import tensor_grads
+        from .tensor_table import tensor_grads
 
         ours = {id(v): g for v, g in tensor_grads(root)[1].items()}
     by_label: dict[str, list[Any]] = {}
