@@ -44,6 +44,7 @@ extensions = [
     "generated",
     "pyrun",
     "optable",
+    "notebooks",
     "playground",
 ]
 
@@ -73,6 +74,7 @@ html_theme = "furo"
 html_title = f"chainrule {release}"
 html_static_path = ["_static"]
 html_css_files = ["chainrule.css"]
+html_favicon = "_static/favicon.svg"
 # Pages made at build time (the walkthrough), copied to the site's root; the
 # directory must exist before Sphinx checks this setting.
 (HERE / "_generated" / "site").mkdir(parents=True, exist_ok=True)

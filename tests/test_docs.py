@@ -93,7 +93,8 @@ def test_a_failing_block_is_reported_with_its_line(tmp_path: Path) -> None:
     assert session.run("x = 2\nprint(x * 3)\n") == pyrun.Outcome("6\n")
     failed = session.run("y = x + 1\nz = 1 / (x - 2)\n")
     assert failed.error is not None and "ZeroDivisionError" in failed.error
-    assert "<page.md, block 2>" in failed.error and "z = 1 / (x - 2)" in failed.error
+    assert failed.error.startswith("page.md, cell 2:\n")
+    assert '"<cell 2>", line 2' in failed.error and "z = 1 / (x - 2)" in failed.error
     shown = session.run("float(y) + None\n", raises="TypeError")
     assert shown.error is None and shown.output.startswith("TypeError: unsupported operand")
     assert session.run("pass\n", raises="TypeError").error == (

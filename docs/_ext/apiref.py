@@ -34,7 +34,35 @@ def _directive(module: str, name: str) -> str:
     return f".. autodata:: {module}.{name}\n   :no-value:\n"
 
 
+def one_line(text: str) -> str:
+    """A docstring's summary: its first sentence, on one line (a ". "
+    inside inline markup does not end it; a closing colon becomes a
+    full stop)."""
+    text = " ".join(text.split("\n\n")[0].split())
+    end = text.find(". ")
+    while end >= 0 and _inside_markup(text[:end]):
+        end = text.find(". ", end + 2)
+    first = text if end < 0 else text[: end + 1]
+    return first.rstrip(":") + "." if first.endswith(":") else first
+
+
+def _inside_markup(before: str) -> bool:
+    """Whether text that starts with ``before`` is inside a literal or a role."""
+    return before.count("``") % 2 == 1 or before.replace("``", "").count("`") % 2 == 1
+
+
+def _table(module: str, rows: list[tuple[str, str, str]]) -> list[str]:
+    """``name | summary`` rows, each name a link to where it is documented."""
+    lines = [".. list-table::", "   :class: api-summary", "   :widths: 1 3", ""]
+    for name, home, text in rows:
+        lines += [f"   * - :py:obj:`{name} <{home}.{name}>`", f"     - {text}"]
+    return [*lines, ""]
+
+
 def _page(module: Any, homes: dict[tuple[str, str], str]) -> str:
+    """A module's page: its docstring, a table of its public names with
+    their one-line summaries, then each object documented here under a
+    heading of its own (an anchor, and an entry in the page's contents)."""
     title = f"``{module.__name__}``"
     lines = [title, "=" * len(title), "", f".. automodule:: {module.__name__}", "   :no-members:"]
     parent, _, last = module.__name__.rpartition(".")
@@ -45,16 +73,16 @@ def _page(module: Any, homes: dict[tuple[str, str], str]) -> str:
     here, elsewhere = [], []
     for name in public_api.public_names(module):
         home = homes[(module.__name__, name)]
-        (here if home == module.__name__ else elsewhere).append((name, home))
-    if here:  # a table of contents
-        lines += [", ".join(f":py:obj:`~{module.__name__}.{name}`" for name, _ in here), ""]
-    for name, _ in here:
-        lines.append(_directive(module.__name__, name))
+        text = one_line(public_api.docstring(module, name))
+        (here if home == module.__name__ else elsewhere).append((name, home, text))
+    if here:
+        lines += _table(module.__name__, here)
     if elsewhere:
-        lines += ["Also exported here", "-" * 18, ""]
-        for name, home in elsewhere:
-            lines.append(f"- ``{module.__name__}.{name}``: :py:obj:`{home}.{name}`")
-        lines.append("")
+        lines += ["Also exported here, documented with their own modules:", ""]
+        lines += _table(module.__name__, elsewhere)
+    for name, _, _ in here:
+        heading = f"``{name}``"
+        lines += [heading, "-" * len(heading), "", _directive(module.__name__, name)]
     return "\n".join(lines)
 
 
@@ -68,7 +96,9 @@ def summary(module: Any) -> str:
 def _index(names: list[str]) -> str:
     """The reference's front page: every public module with its summary."""
     lines = ["API reference", "=============", ""]
-    lines += ["Every public module, with the first line of its docstring.", ""]
+    lines += ["Every public module, with the first line of its docstring; each module's page"]
+    lines += ["lists its public names with theirs. The :ref:`genindex` lists every name,"]
+    lines += ["the :ref:`modindex` every module.", ""]
     lines += [".. list-table::", "   :widths: 1 3", ""]
     for name in names:
         lines += [f"   * - :doc:`{name}`", f"     - {summary(sys.modules[name])}"]

@@ -9,6 +9,7 @@ graph drawings (``draw``, top to bottom), the interactive page,
 from __future__ import annotations
 
 import json
+import re
 import shutil
 import subprocess
 import sys
@@ -81,6 +82,40 @@ def bench_table(results_json: Path) -> str:
     return head + "\n\n" + table(WORKLOADS, results) + "\n"
 
 
+def as_markdown(printed: str) -> str:
+    """``chainrule bench``'s table as printed (its header line, a blank line,
+    then columns under a rule of dashes) as a paragraph and a Markdown
+    table, so that the page shows a table that wraps and scrolls in its
+    frame rather than a line of text wider than the column."""
+    head, _, body = printed.partition("\n\n")
+    lines = body.rstrip("\n").splitlines()
+    starts = [m.start() for m in re.finditer(r"-+", lines[1])]
+    spans = list(zip(starts, [*starts[1:], None]))
+
+    def cells(line: str) -> list[str]:
+        return [line[a:b].strip().replace("|", "\\|") for a, b in spans]
+
+    table = ["| " + " | ".join(cells(lines[0])) + " |", "|" + "---|" * len(spans)]
+    table += ["| " + " | ".join(cells(line)) + " |" for line in lines[2:]]
+    return f"{head}\n\n" + "\n".join(table) + "\n"
+
+
+#: Added to the stepping pages the site shows: the site's icon, and on a
+#: phone their table scrolls inside a frame instead of widening the page.
+#: (The page's own stylesheet, in chainrule's explain code, is where the
+#: second belongs once that code settles.)
+SITE_HEAD = (
+    '<link rel="icon" href="_static/favicon.svg">'
+    "<style>@media (max-width: 40em) { table { display: block; overflow-x: auto;"
+    " border: 1px solid #bbb; } }</style>"
+)
+
+
+def _for_the_site(page: Path) -> None:
+    text = page.read_text(encoding="utf-8")
+    page.write_text(text.replace("</head>", SITE_HEAD + "</head>", 1), encoding="utf-8")
+
+
 def generate(app: Sphinx) -> None:
     out = Path(app.srcdir) / OUT
     run = out / "run"  # where the pages' commands run: empty, so no run finds an old one
@@ -96,6 +131,7 @@ def generate(app: Sphinx) -> None:
             (out / name).write_text(_chainrule("explain", *args), encoding="utf-8")
         else:
             _chainrule("explain", *args, str(out / name))
+            _for_the_site(out / name)
     for name, (source, *values) in DRAWINGS.items():
         draw_formula(source, values, out / name)
     benchmarks = Path(app.srcdir).parent / "benchmarks"
@@ -109,6 +145,7 @@ def generate(app: Sphinx) -> None:
     for run in (*runs, "cnn-step-1-thread"):
         table = bench_table(benchmarks / f"{run}.json")
         (out / f"bench-{run}.txt").write_text(table, encoding="utf-8")
+        (out / f"bench-{run}.md").write_text(as_markdown(table), encoding="utf-8")
 
 
 def setup(app: Sphinx) -> dict[str, Any]:

@@ -20,6 +20,7 @@ from __future__ import annotations
 import importlib
 import inspect
 import pkgutil
+import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from types import SimpleNamespace
@@ -691,21 +692,64 @@ def markdown(header: list[str], rows: list[list[str]]) -> str:
     return "\n".join(lines) + "\n"
 
 
-def value_table() -> str:
-    header = [
-        "primitive",
-        "written",
-        "computes",
-        "PyTorch",
-        "local derivative (y: the output)",
-        "create_graph",
+def list_table(header: list[str], rows: list[list[list[str]]], widths: list[int]) -> str:
+    """A MyST ``list-table`` (class ``ops-table``): each cell a list of
+    lines, shown one under the other, so that a row's cells wrap inside
+    their column instead of widening the table past the page."""
+    lines = [
+        "```{list-table}",
+        ":header-rows: 1",
+        ":class: ops-table",
+        f":widths: {' '.join(map(str, widths))}",
+        "",
     ]
-    return markdown(header, scalar_rows())
+    for row in [[[h] for h in header], *rows]:
+        for i, cell in enumerate(row):
+            first, *rest = cell or [""]
+            lines.append(f"{'* -' if i == 0 else '  -'} {first}")
+            for more in rest:
+                lines += ["", f"    {more}"]
+    return "\n".join([*lines, "```"]) + "\n"
+
+
+#: One input's local derivative in a scalar row: ```a`: `b``.
+_PER_INPUT = re.compile(r", (?=`\w+`: )")
+
+
+def _table(
+    header: list[str], cells: list[list[list[str]]], widths: list[int], second: list[str]
+) -> str:
+    """The table, with a create_graph column unless every row says yes
+    (then a sentence above it says so)."""
+    if all(s == "yes" for s in second):
+        return (
+            "Every operation was differentiated twice while this table was made: "
+            "each can be differentiated again under `create_graph=True`.\n\n"
+            + list_table(header, cells, widths)
+        )
+    widths = [*(w * 9 // 10 for w in widths), 10]
+    rows = [[*row, [s]] for row, s in zip(cells, second)]
+    return list_table([*header, "create_graph"], rows, widths)
+
+
+def value_table() -> str:
+    rows = scalar_rows()
+    cells = [
+        [[written, f"primitive {label}"], [computes, f"PyTorch: {torch}"], _PER_INPUT.split(d)]
+        for label, written, computes, torch, d, _ in rows
+    ]
+    header = ["written", "computes", "local derivative (`y`: the output)"]
+    return _table(header, cells, [26, 30, 44], [r[5] for r in rows])
 
 
 def tensor_table() -> str:
-    header = ["written", "computes", "PyTorch", "VJP (g: the output's gradient)", "create_graph"]
-    return markdown(header, tensor_rows())
+    rows = tensor_rows()
+    cells = [
+        [[written], [computes, f"PyTorch: {torch}"], [vjp]]
+        for written, computes, torch, vjp, _ in rows
+    ]
+    header = ["written", "computes", "VJP (`g`: the output's gradient)"]
+    return _table(header, cells, [30, 32, 38], [r[4] for r in rows])
 
 
 def write_tables(app: Any) -> None:

@@ -65,7 +65,8 @@ class Session:
 
     def run(self, code: str, raises: str | None = None, display: bool = False) -> Outcome:
         self.count += 1
-        filename = f"<{self.name}, block {self.count}>"
+        # what a reader sees in a warning or traceback: the cell, as a notebook names it
+        filename = f"<cell {self.count}>"
         linecache.cache[filename] = (len(code), None, code.splitlines(True), filename)
         printed = io.StringIO()
         here = os.getcwd()
@@ -86,7 +87,8 @@ class Session:
         except Exception as e:
             if raises is not None and type(e).__name__ == raises:
                 return Outcome(printed.getvalue() + f"{type(e).__name__}: {e}\n")
-            return Outcome(printed.getvalue(), traceback.format_exc())
+            where = f"{self.name}, cell {self.count}:\n"
+            return Outcome(printed.getvalue(), where + traceback.format_exc())
         finally:
             os.chdir(here)
         if raises is not None:
@@ -107,6 +109,7 @@ def split_options(text: str) -> tuple[dict[str, str], str]:
 
 
 def _directive() -> type:
+    import notebooks  # a tutorial's blocks, with what they printed, go to its notebook
     from docutils import nodes
     from docutils.parsers.rst import directives
     from docutils.statemachine import StringList
@@ -138,6 +141,7 @@ def _directive() -> type:
             session = self._session()
             display = self.options.get("output") == "display"
             outcome = session.run(code, self.options.get("raises"), display)
+            notebooks.record(self.env, code, outcome.output)
             if outcome.error:
                 logger.warning(
                     "a python-run block failed:\n%s", outcome.error, location=self.get_location()

@@ -35,7 +35,19 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
-from ..value import beyond_micrograd, engine, protocols
+from ..value import (
+    beyond_micrograd,
+    edges,
+    engine,
+    functions,
+    ieee,
+    intake,
+    mode,
+    primitives,
+    protocols,
+    sums,
+    walk,
+)
 from ..value.engine import Value
 from ..value.primitives import Primitive
 from . import reads
@@ -45,21 +57,9 @@ _lock = threading.RLock()
 
 #: Source files whose reads of ``.data`` are the engine's own bookkeeping.
 _INTERNAL = frozenset(
-    sys.modules[name].__file__
-    for name in (
-        "chainrule.engine",
-        "chainrule.value.intake",
-        "chainrule.value.beyond_micrograd",
-        "chainrule.value.functions",
-        "chainrule.value.edges",
-        "chainrule.value.primitives",
-        "chainrule.value.ieee",
-        "chainrule.value.mode",
-        "chainrule.value.walk",
-        "chainrule.value.protocols",
-        "chainrule.value.sums",
-    )
-    if name in sys.modules
+    module.__file__
+    for module in (engine, intake, beyond_micrograd, functions, edges, primitives, ieee, mode)
+    + (walk, protocols, sums)
 )
 
 

@@ -86,11 +86,12 @@ from .shape import (
     transpose,
     unsqueeze,
 )
-from .tensor import Tensor, gradients, ops, unbroadcast
+from .tensor import Tensor, gradients, unbroadcast
+from .tensor import ops as _ops
 
 # Tensor's methods reach the ops modules through tensor.ops (the modules
 # import tensor.py, so tensor.py cannot import them).
-ops.__dict__.update(ew=_elementwise, la=_linalg, nn=_nn_ops, rd=_reduce, sh=_shape, ns=_namespaces)
+_ops.__dict__.update(ew=_elementwise, la=_linalg, nn=_nn_ops, rd=_reduce, sh=_shape, ns=_namespaces)
 
 _namespaces.bind_array_functions()
 

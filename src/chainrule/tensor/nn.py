@@ -38,6 +38,23 @@ from .layers import (
 from .nn_ops import attention, cross_entropy
 from .tensor import Tensor
 
+# Where users import them from, and where errors and the reference name them.
+_LAYERS = (
+    GELU,
+    Dropout,
+    Embedding,
+    LayerNorm,
+    Linear,
+    Module,
+    ReLU,
+    RMSNorm,
+    Sequential,
+    Sigmoid,
+    Tanh,
+)
+for _layer in (*_LAYERS, Sigmoid, Tanh):
+    _layer.__module__ = __name__
+
 __all__ = [
     "GELU",
     "GPT",
