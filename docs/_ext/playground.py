@@ -45,7 +45,10 @@ def write_playground(dest: Path, pyodide_base: str) -> Path:
 
     wheel = pure_wheel(dest)
     page = dest / "index.html"
-    page.write_text(playground_html(pyodide_base=pyodide_base, wheel=wheel.name), encoding="utf-8")
+    text = playground_html(pyodide_base=pyodide_base, wheel=wheel.name)
+    # the site's icon, one directory up (the page is playground/index.html)
+    text = text.replace("</head>", '<link rel="icon" href="../_static/favicon.svg"></head>', 1)
+    page.write_text(text, encoding="utf-8")
     return page
 
 
