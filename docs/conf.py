@@ -49,6 +49,7 @@ extensions = [
     "pyrun",
     "optable",
     "notebooks",
+    "playground",
 ]
 
 source_suffix = {".rst": "restructuredtext", ".md": "markdown"}

@@ -80,8 +80,10 @@ def test_docs_page_runs_top_to_bottom(page: Path, tmp_path: Path) -> None:
     images they show are files they wrote."""
     session = pyrun.Session(tmp_path, page.name)
     for options, code in SESSIONS[page]:
-        outcome = session.run(code, options.get("raises"))
+        display = options.get("output") == "display"
+        outcome = session.run(code, options.get("raises"), display)
         assert outcome.error is None, f"{page.name}, block {session.count}:\n{outcome.error}"
+        assert not display or (outcome.html and "<svg" in outcome.html)
         if "image" in options:
             assert (tmp_path / options["image"]).stat().st_size > 1000
 

@@ -15,7 +15,7 @@ import pytest
 
 import chainrule.explainer.draw
 from chainrule import Value, draw, to_dot
-from chainrule.explainer.draw import GraphvizNotFound, svg_or_none, to_svg
+from chainrule.explainer.draw import GraphvizNotFound, to_svg
 from chainrule.explainer.formula import evaluate
 from chainrule.explainer.text import format_number, forward_order
 
@@ -208,10 +208,13 @@ def test_draw_without_dot_says_how_to_install_it(tmp_path: Path, no_dot: None) -
     assert not (tmp_path / "graph.svg").exists()
 
 
-def test_jupyter_falls_back_to_the_repr_without_dot(no_dot: None) -> None:
-    f = seed_002()
-    assert svg_or_none(f) is None
-    assert f._repr_svg_() is None
+def test_jupyter_draws_the_graph_without_dot(no_dot: None) -> None:
+    f = seed_002()  # relu(a*b + d): a, b, a*b, d, a*b + d and the root; three computed
+    svg = f._repr_svg_()
+    assert svg is not None and svg.count('class="node"') == 6 and svg.count('class="op"') == 3
+    assert svg_texts(svg)[:2] == ["a", "data 2.0"] and '-svg-grad-0">-3.0</tspan>' in svg
+    html = f._repr_html_()  # what JupyterLab, VS Code and nbconvert show first
+    assert html is not None and html.count('class="node"') == 6 and "<script" not in html
 
 
 def test_a_failing_dot_is_reported(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -221,7 +224,7 @@ def test_a_failing_dot_is_reported(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(chainrule.explainer.draw.shutil, "which", lambda name: false)
     with pytest.raises(RuntimeError, match="dot failed: exit 1"):
         to_svg(seed_002())
-    assert svg_or_none(seed_002()) is None
+    assert "relu(a*b + d)" in seed_002()._repr_svg_()  # type: ignore[operator]  # drawn here
 
 
 def test_draw_writes_the_svg_of_seed_002(tmp_path: Path) -> None:

@@ -279,3 +279,68 @@ def test_the_drawing_fits_its_boxes_and_keeps_labels_clear(
     _check_geometry(browser.execute_script(GEOMETRY), walk)
     browser.find_element("id", "last").click()
     _check_geometry(browser.execute_script(GEOMETRY), walk)
+
+
+# -- any screen: keys step without scrolling, the address follows the step -----
+
+
+def test_keys_step_without_scrolling_and_the_address_follows(browser: Any, tmp_path: Path) -> None:
+    from selenium.webdriver.common.keys import Keys
+
+    e = evaluate(*FORMULAS[2])
+    browser.set_window_size(1000, 500)  # the page is taller than the window
+    try:
+        _open(browser, e, tmp_path / "keys.html")
+        counter = browser.find_element("id", "counter")
+        steps = int(counter.get_attribute("data-steps"))
+        body = browser.find_element("tag name", "body")
+        for key, step in ((Keys.ARROW_RIGHT, 1), (Keys.ARROW_RIGHT, 2), (Keys.END, steps)):
+            body.send_keys(key)
+            assert counter.get_attribute("data-step") == str(step)
+            assert browser.execute_script("return window.scrollY") == 0
+            assert browser.execute_script("return location.hash") == f"#step={step}"
+        body.send_keys(Keys.ARROW_LEFT)
+        assert browser.execute_script("return location.hash") == f"#step={steps - 1}"
+        browser.execute_script("location.hash = '#step=3'")  # a shared address moves it
+        browser.execute_script("return new Promise((r) => setTimeout(r, 50))")
+        assert counter.get_attribute("data-step") == "3"
+        body.send_keys(Keys.HOME)
+        assert counter.get_attribute("data-step") == "0"
+        assert browser.execute_script("return window.scrollY") == 0
+    finally:
+        browser.set_window_size(1200, 900)
+
+
+PHONE = """
+const w = window.innerWidth, box = (el) => el.getBoundingClientRect();
+const active = document.querySelector('g.node.active');
+const drawing = document.getElementById('drawing');
+return {scrollWidth: document.documentElement.scrollWidth, width: w,
+  cells: [...document.querySelectorAll('td')].filter((c) => c.offsetParent)
+    .map((c) => [box(c).left, box(c).right]),
+  drawing: [box(drawing).left, box(drawing).right],
+  active: active ? [box(active).left, box(active).right] : null};
+"""
+
+
+def test_at_phone_width_the_table_reflows_and_the_drawing_follows(
+    browser: Any, tmp_path: Path
+) -> None:
+    e = evaluate(*FORMULAS[2])
+    browser.set_window_size(420, 800)
+    try:
+        _open(browser, e, tmp_path / "phone.html")
+        last = browser.find_element("id", "last")
+        last.click()
+        s = browser.execute_script(PHONE)
+        assert s["scrollWidth"] <= s["width"]  # nothing wider than the screen
+        assert all(left >= 0 and right <= s["width"] for left, right in s["cells"])
+        steps = int(browser.find_element("id", "counter").get_attribute("data-steps"))
+        browser.find_element("id", "first").click()
+        for _ in range(steps):
+            browser.find_element("id", "next").click()
+            s = browser.execute_script(PHONE)
+            (l0, r0), (l1, r1) = s["drawing"], s["active"]
+            assert l0 - 1 <= l1 and r1 <= r0 + 1, s  # the active node in the drawing's view
+    finally:
+        browser.set_window_size(1200, 900)

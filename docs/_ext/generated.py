@@ -100,15 +100,9 @@ def as_markdown(printed: str) -> str:
     return f"{head}\n\n" + "\n".join(table) + "\n"
 
 
-#: Added to the stepping pages the site shows: the site's icon, and on a
-#: phone their table scrolls inside a frame instead of widening the page.
-#: (The page's own stylesheet, in chainrule's explain code, is where the
-#: second belongs once that code settles.)
-SITE_HEAD = (
-    '<link rel="icon" href="_static/favicon.svg">'
-    "<style>@media (max-width: 40em) { table { display: block; overflow-x: auto;"
-    " border: 1px solid #bbb; } }</style>"
-)
+#: Added to the stepping pages the site shows: the site's icon. (On a phone
+#: the page's own stylesheet reflows its table.)
+SITE_HEAD = '<link rel="icon" href="_static/favicon.svg">'
 
 
 def _for_the_site(page: Path) -> None:

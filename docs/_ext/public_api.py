@@ -44,6 +44,8 @@ PUBLIC_MODULES: tuple[str, ...] = (
     "chainrule.explainer.text",
     "chainrule.explainer.draw",
     "chainrule.explainer.walkthrough",
+    "chainrule.explainer.notebook",
+    "chainrule.explainer.compare",
 )
 
 #: Modules that may not exist yet on every branch; skipped until they do.

@@ -17,12 +17,17 @@ traceback. Options:
 ``:output: markdown``
     what the block printed is Markdown (``explain(f, format="markdown")``):
     show it rendered, a table as a table that fits its column.
+``:output: display``
+    as a notebook cell: the block's last line is an expression, and its
+    value is shown as a notebook shows it (its ``_repr_html_`` or ``_repr_svg_``: a Value's
+    drawn graph, ``walkthrough(f)``'s stepping view), live in the page.
 
 ``tests/test_docs.py`` runs the same blocks through the same ``Session``.
 """
 
 from __future__ import annotations
 
+import ast
 import contextlib
 import io
 import linecache
@@ -46,6 +51,7 @@ class Outcome:
 
     output: str
     error: str | None = None
+    html: str | None = None  # the last line's value, as a notebook shows it
 
 
 class Session:
@@ -57,7 +63,7 @@ class Session:
         self.namespace: dict[str, Any] = {"__name__": "__docs__"}
         self.count = 0
 
-    def run(self, code: str, raises: str | None = None) -> Outcome:
+    def run(self, code: str, raises: str | None = None, display: bool = False) -> Outcome:
         self.count += 1
         # what a reader sees in a warning or traceback: the cell, as a notebook names it
         filename = f"<cell {self.count}>"
@@ -65,9 +71,19 @@ class Session:
         printed = io.StringIO()
         here = os.getcwd()
         os.chdir(self.cwd)
+        shown: Any = None
         try:
             with contextlib.redirect_stdout(printed):
-                exec(compile(code, filename, "exec"), self.namespace)
+                tree = ast.parse(code, filename)
+                last = tree.body.pop() if display and isinstance(tree.body[-1], ast.Expr) else None
+                exec(compile(tree, filename, "exec"), self.namespace)
+                if last is not None:
+                    value = eval(
+                        compile(ast.Expression(last.value), filename, "eval"), self.namespace
+                    )
+                    for method in ("_repr_html_", "_repr_svg_"):  # the notebook's order
+                        if shown is None and hasattr(value, method):
+                            shown = getattr(value, method)()
         except Exception as e:
             if raises is not None and type(e).__name__ == raises:
                 return Outcome(printed.getvalue() + f"{type(e).__name__}: {e}\n")
@@ -77,7 +93,9 @@ class Session:
             os.chdir(here)
         if raises is not None:
             return Outcome(printed.getvalue(), f"expected {raises}, and nothing was raised")
-        return Outcome(printed.getvalue())
+        if display and shown is None:
+            return Outcome(printed.getvalue(), "display: the last line shows no HTML")
+        return Outcome(printed.getvalue(), html=shown)
 
 
 def split_options(text: str) -> tuple[dict[str, str], str]:
@@ -106,7 +124,7 @@ def _directive() -> type:
             "image": directives.unchanged_required,
             "alt": directives.unchanged,
             "raises": directives.unchanged_required,
-            "output": lambda arg: directives.choice(arg, ("text", "markdown")),
+            "output": lambda arg: directives.choice(arg, ("text", "markdown", "display")),
         }
 
         def _session(self) -> Session:
@@ -121,7 +139,8 @@ def _directive() -> type:
         def run(self) -> list[Any]:
             code = "\n".join(self.content).strip("\n") + "\n"
             session = self._session()
-            outcome = session.run(code, self.options.get("raises"))
+            display = self.options.get("output") == "display"
+            outcome = session.run(code, self.options.get("raises"), display)
             notebooks.record(self.env, code, outcome.output)
             if outcome.error:
                 logger.warning(
@@ -137,6 +156,12 @@ def _directive() -> type:
                 out = nodes.literal_block(outcome.output, outcome.output, language="text")
                 out["classes"].append("python-run-output")
                 shown.append(out)
+            if outcome.html:
+                shown.append(
+                    nodes.raw(
+                        "", f'<div class="python-run-display">{outcome.html}</div>', format="html"
+                    )
+                )
             if "image" in self.options:
                 name = self.options["image"]
                 if not (session.cwd / name).is_file():

@@ -15,7 +15,9 @@ from . import (
 from ._version import __version__ as __version__
 from .check import AnomalyError, GradcheckError, GradcheckReport, detect_anomaly, gradcheck
 from .compiler import compile  # noqa: A004 - the field's name (jax.jit, torch.compile)
+from .explainer.compare import compare_grads
 from .explainer.draw import draw, to_dot
+from .explainer.notebook import draw_dot, walkthrough
 from .explainer.table import explain
 from .functional import grad, gradients, hessian, hvp, jacobian, jvp, value_and_grad, vjp
 from .nn import MLP, Layer, Module, Neuron, Sequential
@@ -68,6 +70,7 @@ __all__ = [
     "Value",
     "add_n",
     "checkpoint",
+    "compare_grads",
     "compile",
     "cos",
     "data",
@@ -75,6 +78,7 @@ __all__ = [
     "detect_anomaly",
     "dot",
     "draw",
+    "draw_dot",
     "enable_grad",
     "exp",
     "explain",
@@ -103,4 +107,5 @@ __all__ = [
     "to_dot",
     "value_and_grad",
     "vjp",
+    "walkthrough",
 ]

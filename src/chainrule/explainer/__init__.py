@@ -11,6 +11,8 @@ stays the function.)
 """
 
 from ..value import display
-from .draw import svg_or_none
+from .notebook import graph_html, graph_svg
 
-display.register("svg", svg_or_none)  # a Value in a notebook shows its graph
+# a Value or a Tensor in a notebook shows its graph, drawn here (no Graphviz)
+display.register("svg", graph_svg)
+display.register("html", graph_html)

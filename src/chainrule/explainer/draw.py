@@ -301,14 +301,3 @@ def draw(
 def to_svg(root: Any, *, max_nodes: int = DEFAULT_MAX_NODES, timeout: float = 30.0) -> str:
     """The drawing of ``root``'s graph as SVG text (needs ``dot``)."""
     return _render(to_dot(root, max_nodes=max_nodes), "svg", timeout).decode("utf-8")
-
-
-def svg_or_none(root: Value) -> str | None:
-    """SVG for Jupyter's display protocol, or None when it cannot be drawn
-    (no ``dot``, or ``dot`` failed), so Jupyter falls back to the repr."""
-    if not graphviz_available():
-        return None
-    try:
-        return to_svg(root, timeout=10.0)
-    except (RuntimeError, OSError):
-        return None

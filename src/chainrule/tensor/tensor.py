@@ -35,6 +35,7 @@ from typing import Any, Union
 
 import numpy as np
 
+from ..value import display
 from ..value.mode import Labelled, enable_grad, mode, next_id, observing
 
 _by_creation = attrgetter("_id")
@@ -184,6 +185,25 @@ class Tensor(Labelled):
         body = np.array2string(self.data, separator=", ", prefix="Tensor(")
         suffix = "" if self.data.dtype == np.float64 else f", dtype={self.data.dtype}"
         return f"Tensor({body}{suffix})"
+
+    def _repr_svg_(self) -> str | None:
+        """A notebook shows a Tensor as the drawing of its graph, drawn by
+        the layer that registered with :mod:`chainrule.value.display`."""
+        return display.render("svg", self)
+
+    def _repr_html_(self) -> str | None:
+        return display.render("html", self)
+
+    def retain_grad(self) -> None:
+        """PyTorch's call to keep an intermediate tensor's ``.grad``: here
+        every tensor of the graph keeps its gradient after ``backward()``
+        already, so there is nothing to do (kept so PyTorch code runs)."""
+
+    @property
+    def retains_grad(self) -> bool:
+        """Always true here, as every tensor of a graph keeps its ``.grad``
+        (PyTorch's attribute, false there for an intermediate tensor)."""
+        return True
 
     def item(self) -> float:
         """The value of a one-element tensor as a Python float."""

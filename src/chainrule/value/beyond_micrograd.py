@@ -114,6 +114,11 @@ class BeyondMicrograd:
         falls back to the repr."""
         return display.render("svg", self)
 
+    def _repr_html_(self) -> str | None:
+        """The same drawing in a box that scrolls when it is wider than the
+        notebook (what JupyterLab, VS Code and nbconvert show first)."""
+        return display.render("html", self)
+
 
 def _data(x: object, op: str) -> float:
     return x.data if isinstance(x, BeyondMicrograd) else as_float(x, op)
