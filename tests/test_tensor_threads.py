@@ -15,7 +15,7 @@ import pytest
 
 import chainrule
 from chainrule import threads
-from chainrule.tensor import blas
+from chainrule.tensor import Tensor, blas, nn_ops
 
 
 @pytest.fixture(autouse=True)
@@ -27,8 +27,10 @@ def _default_threads() -> Iterator[None]:
 
 @pytest.fixture
 def split_everything(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Every stack of two or more products split (tiny sizes in tests)."""
+    """Every stack of two or more products, and every attention's softmax,
+    split (tiny sizes in tests)."""
     monkeypatch.setattr(blas, "SPLIT_WORK", 1)
+    monkeypatch.setattr(nn_ops, "SPLIT_SCORE_BYTES", 1)
 
 
 # ----------------------------------------------------------------------------
@@ -182,6 +184,52 @@ def test_an_error_in_a_part_reaches_the_caller(split_everything: None) -> None:
         blas.matmul(np.ones((4, 3, 5)), np.ones((4, 6, 2)))  # 5 columns against 6 rows
 
 
+def _attention(q: np.ndarray, k: np.ndarray, v: np.ndarray, g: np.ndarray) -> list[np.ndarray]:
+    ts = [Tensor(x, requires_grad=True) for x in (q, k, v)]
+    out = nn_ops.attention(*ts, causal=True)
+    out.backward(g)
+    return [out.data] + [t.grad for t in ts]
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("underflow", [False, True])
+def test_split_attention_is_the_one_thread_attention_bit_for_bit(
+    monkeypatch: pytest.MonkeyPatch, dtype: type, underflow: bool
+) -> None:
+    """Its output and the gradients of q, k and v, with the scores' softmax
+    and its backward split by batch (scores of 4 MB in float64, the size
+    from which they are; every size in float32). A row far below the
+    others needs its own shift: then the softmax is not split."""
+    if dtype == np.float32:
+        monkeypatch.setattr(nn_ops, "SPLIT_SCORE_BYTES", 1)
+    calls: list[int] = []
+    split = nn_ops._split_softmax
+
+    def counted(s: np.ndarray, threads: int) -> np.ndarray | None:
+        calls.append(threads)
+        return split(s, threads)
+
+    monkeypatch.setattr(nn_ops, "_split_softmax", counted)
+    rng = np.random.default_rng(3)
+    B, H, T, d = 4, 8, 128, 32
+    q, k, v = (rng.standard_normal((B, T, H, d)).astype(dtype).transpose(0, 2, 1, 3)
+               for _ in range(3))  # fmt: skip
+    if underflow:
+        q[1, 2, 5] *= 1e4  # one query's scores spread far: exp underflows against the global max
+    g = rng.standard_normal((B, H, T, d)).astype(dtype)
+    if dtype == np.float64:
+        assert B * H * T * T * 8 == nn_ops.SPLIT_SCORE_BYTES
+    chainrule.set_num_threads(1)
+    one = _attention(q, k, v, g)
+    assert not calls
+    chainrule.set_num_threads(2)
+    two = _attention(q, k, v, g)
+    assert calls == [2]
+    for a, b in zip(one, two):
+        assert a.dtype == dtype and np.array_equal(a, b)
+    assert np.isfinite(two[0]).all()
+
+
 # ----------------------------------------------------------------------------
 # the machine's load does not change what a product does
 # ----------------------------------------------------------------------------
@@ -237,6 +285,7 @@ def test_a_gpt_step_on_two_threads_is_the_one_thread_step_bit_for_bit(
 
     monkeypatch.setattr(blas, "split_matmul", counted)
     monkeypatch.setattr(blas, "SPLIT_WORK", 1)
+    monkeypatch.setattr(nn_ops, "SPLIT_SCORE_BYTES", 1)
     chainrule.set_num_threads(1)
     loss1, grads1 = _gpt_step(dtype)
     assert not calls
@@ -259,6 +308,7 @@ def test_a_split_gpt_step_is_pytorchs(
     from chainrule.bench.batched_gpt import sweep_problem, tensor_step, torch_step
 
     monkeypatch.setattr(blas, "SPLIT_WORK", 1)
+    monkeypatch.setattr(nn_ops, "SPLIT_SCORE_BYTES", 1)
     chainrule.set_num_threads(2)
     problem = sweep_problem(TINY.gpt_sweep[3], 8)  # 256/8/4, block and batch 8
     ours, theirs = tensor_step(problem, dtype), torch_step(problem, dtype)

@@ -100,7 +100,7 @@ def blas_threads() -> int | None:
 register_blas(blas_threads)
 
 
-def _on_blas_threads(n: int, compute: Callable[[], np.ndarray]) -> np.ndarray:
+def _on_blas_threads(n: int, compute: Callable[[], Any]) -> Any:
     """``compute()`` with NumPy's BLAS on ``n`` threads, restored after."""
     lib = _numpy_blas()
     if lib is None:
@@ -170,32 +170,42 @@ def _rows(x: np.ndarray, batch_ndim: int, lo: int, hi: int) -> np.ndarray:
     return x
 
 
+def run_parts(rows: int, threads: int, part: Callable[[int, int], None]) -> None:
+    """``part(lo, hi)`` for ``min(threads, rows)`` consecutive ranges
+    covering ``0:rows``, at once: the first on the calling thread, the
+    others on the pool's; NumPy's BLAS on one thread meanwhile (parts call
+    NumPy directly, never this module's routing). An error in a part is
+    raised here, after every part has finished."""
+    parts = min(threads, rows)
+    bounds = [rows * i // parts for i in range(parts + 1)]
+
+    def compute() -> None:
+        pool = _executor(threads)
+        futures: list[Future[None]] = [
+            pool.submit(part, bounds[k], bounds[k + 1]) for k in range(1, parts)
+        ]
+        try:
+            part(bounds[0], bounds[1])
+        finally:
+            for future in futures:
+                future.result()
+
+    _on_blas_threads(1, compute)
+
+
 def split_matmul(a: np.ndarray, b: np.ndarray, batch: tuple[int, ...], threads: int) -> np.ndarray:
     """``a @ b`` for a stack with batch shape ``batch``, its first batch
     axis cut into ``threads`` parts multiplied at once on the pool's
     threads (BLAS on one thread each): the same products as ``a @ b``."""
     tail = (a.shape[-2],) if b.ndim == 1 else (a.shape[-2], b.shape[-1])
     out = np.empty(batch + tail, dtype=np.result_type(a, b))
-    rows = batch[0]
-    parts = min(threads, rows)
-    bounds = [rows * i // parts for i in range(parts + 1)]
     nd = len(batch)
 
-    def part(k: int) -> None:
-        lo, hi = bounds[k], bounds[k + 1]
+    def part(lo: int, hi: int) -> None:
         np.matmul(_rows(a, nd, lo, hi), _rows(b, nd, lo, hi), out=out[lo:hi])
 
-    def compute() -> np.ndarray:
-        pool = _executor(threads)
-        futures: list[Future[None]] = [pool.submit(part, k) for k in range(1, parts)]
-        try:
-            part(0)
-        finally:
-            for future in futures:
-                future.result()
-        return out
-
-    return _on_blas_threads(1, compute)
+    run_parts(batch[0], threads, part)
+    return out
 
 
 def matmul(a: np.ndarray, b: np.ndarray) -> np.ndarray:
