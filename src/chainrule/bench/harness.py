@@ -309,7 +309,7 @@ def _load_now() -> float | None:
 
 
 def _format_load(result: Result) -> str:
-    if result.load is None:
+    if result.load is None or result.value is None:
         return "-"
     text = f"{result.load[0]:.2f} -> {result.load[1]:.2f}"
     return text if result.representative else text + " not representative"
