@@ -178,6 +178,21 @@ def test_one_thread_or_a_small_stack_is_not_split(monkeypatch: pytest.MonkeyPatc
     assert np.array_equal(blas.matmul(ints, ints), ints @ ints)
 
 
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="no fork here")
+def test_a_forked_child_splits_on_a_pool_of_its_own(split_everything: None) -> None:
+    """The parent's pool threads do not exist in a forked child; a split
+    there makes its own pool instead of waiting for them forever."""
+    import multiprocessing
+
+    chainrule.set_num_threads(2)
+    a = np.arange(4 * 3 * 5, dtype=np.float64).reshape(4, 3, 5)
+    expected = a @ a.swapaxes(-1, -2)
+    assert np.array_equal(blas.matmul(a, a.swapaxes(-1, -2)), expected)  # the parent's pool
+    with multiprocessing.get_context("fork").Pool(1) as pool:
+        got = pool.apply_async(blas.matmul, (a, a.swapaxes(-1, -2))).get(timeout=60)
+    assert np.array_equal(got, expected)
+
+
 def test_an_error_in_a_part_reaches_the_caller(split_everything: None) -> None:
     chainrule.set_num_threads(2)
     with pytest.raises(ValueError):

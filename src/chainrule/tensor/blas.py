@@ -43,6 +43,7 @@ outside chainrule never sees BLAS on other thread counts.
 
 from __future__ import annotations
 
+import os
 import threading
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -131,6 +132,18 @@ class _Pool:
     executor: ThreadPoolExecutor | None = None
     threads = 0
     lock = threading.Lock()
+
+
+def _forget_pool() -> None:
+    """In a forked child: the parent's workers do not exist there (a task
+    given to them would never run); a new pool is made on first use."""
+    _Pool.executor = None
+    _Pool.threads = 0
+    _Pool.lock = threading.Lock()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_forget_pool)
 
 
 def _executor(threads: int) -> ThreadPoolExecutor:
