@@ -24,10 +24,13 @@ size, as PyTorch decides per op how many threads a product gets:
 Measured (``q @ k^T`` and ``s @ k`` of the ``gpt-sizes`` attention, 2 cores,
 the measuring process at the highest priority on a machine at load 6, so
 that the other engineers' jobs did not take its cores; medians of 15
-alternating runs): split / unsplit time 0.62-0.64 at embedding 256
-(``(16, 8, 128, 32)``), 0.71-0.76 at 128 (``(32, 4, 64, 32)``, 17 million
-multiply-adds per product), 1.2-1.7 at 64 (2 million), 4-5 at 16: handing a
-part to another thread costs 25-200 microseconds.
+alternating runs, two runs): split / unsplit time 0.58-0.64 at embedding
+256 (``(16, 8, 128, 32)``), 0.69-0.87 at 128 (``(32, 4, 64, 32)``, 17
+million multiply-adds per stack), 1.2-1.7 at 64 (2 million), 3-5 at 16:
+handing a part to another thread costs 25-200 microseconds. On the whole
+``gpt-sizes`` step the same comparison gave 0.97-1.01 at embedding 128 and
+256 (load 6-10): most of the step is single products already on BLAS's
+threads; a quiet machine's figures come from ``chainrule bench``.
 
 The machine's load does not change the routing: a process of its own
 raises the load average it would read, and a benchmark would measure a
