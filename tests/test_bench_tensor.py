@@ -79,3 +79,44 @@ def test_gpt_sizes_pairs_compute_the_same_step(torch: Any, index: int) -> None:
     ours, theirs = tensor_step(problem, "float64"), torch_step(problem, "float64")
     for _ in range(2):
         assert math.isclose(ours(), theirs(), rel_tol=1e-10)
+
+
+@pytest.mark.parametrize("load,representative", [(0.4, True), (1.0, True), (5.2, False)])
+def test_a_run_under_load_is_marked_not_representative(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Any, load: float, representative: bool
+) -> None:
+    """The load average is read before and after each engine's runs; above
+    0.5 per core (1.0 on 2 CPUs) the figure is marked in the table and in
+    the JSON written (the load is faked: no timing here)."""
+    import json
+    import os
+
+    from chainrule.bench import Engine, Settings, Workload, load_note, measure, table, to_json
+    from chainrule.bench import write_json as write
+
+    readings = iter([0.1, load])  # before the engine's runs, after them
+
+    def getloadavg() -> tuple[float, float, float]:
+        value = next(readings, load)
+        return (value, value, value)
+
+    monkeypatch.setattr(os, "getloadavg", getloadavg)
+    monkeypatch.setattr(os, "cpu_count", lambda: 2)
+    engine = Engine("e", lambda sizes: lambda: lambda: None)
+    w = Workload("w", "a test workload", baseline="e", engines=(engine,))
+    result = measure(w, engine, Settings(warmup=0, repeat=1, sizes=TINY, label="test"))
+    assert result.load == (0.1, load) and result.representative is representative
+    path = tmp_path / "run.json"
+    write(path, to_json([w], [result], Settings(warmup=0, repeat=1, sizes=TINY, label="test")))
+    data = json.loads(path.read_text())
+    assert data["loads"] == {
+        "w": {"e": {"before": 0.1, "after": load, "representative": representative}}
+    }
+    assert data["meta"]["representative"] is representative
+    assert data["meta"]["load_limit_per_core"] == 0.5
+    row = table([w], [result]).splitlines()[-1]
+    assert row.endswith(f"0.10 -> {load:.2f}" + ("" if representative else " not representative"))
+    note = load_note([result])
+    assert (note is None) is representative
+    if note:
+        assert note.startswith("not representative: load average above 0.5 per core (1 on 2 CPUs)")

@@ -20,7 +20,15 @@ SRC = Path(__file__).resolve().parent.parent / "src"
 LAYERS: list[tuple[str, tuple[str, ...]]] = [
     ("files", ("chainrule._version", "chainrule._launch", "chainrule.io")),
     ("value", ("chainrule.value",)),
-    ("shared", ("chainrule.module", "chainrule.random_state", "chainrule.transformer")),
+    (
+        "shared",
+        (
+            "chainrule.module",
+            "chainrule.random_state",
+            "chainrule.threads",
+            "chainrule.transformer",
+        ),
+    ),
     ("tensor", ("chainrule.tensor",)),
     (
         "training",

@@ -45,28 +45,3 @@ def test_blas_matmul_is_matmul_and_restores_the_threads(shapes: tuple) -> None:
         before = threadpoolctl.threadpool_info()
         np.testing.assert_allclose(blas.matmul(a, b), a @ b, rtol=1e-13, atol=1e-13)
         assert threadpoolctl.threadpool_info() == before
-
-
-@pytest.mark.parametrize("load,single", [(0.0, False), (50.0, True)])
-def test_blas_matmul_keeps_big_products_on_one_thread_on_a_busy_machine(
-    monkeypatch: pytest.MonkeyPatch, load: float, single: bool
-) -> None:
-    """A product large enough for more threads gets them only while the
-    load average leaves the other cores idle; a small one never does."""
-    calls: list[tuple[int, ...]] = []
-
-    def record(a: np.ndarray, b: np.ndarray) -> np.ndarray:
-        calls.append(a.shape)
-        return a @ b
-
-    monkeypatch.setattr(blas, "_single_threaded", record)
-    monkeypatch.setattr(blas.os, "getloadavg", lambda: (load, load, load))
-    monkeypatch.setattr(blas.os, "cpu_count", lambda: 2)
-    monkeypatch.setattr(blas, "_idle", [True, -1.0])  # read the load afresh
-    n = 256  # 256^3 multiply-adds: blas.MULTITHREAD_WORK
-    big = np.ones((n, n))
-    np.testing.assert_array_equal(blas.matmul(big, big), np.full((n, n), float(n)))
-    assert calls == ([(n, n)] if single else [])
-    small = np.ones((100, 64))
-    blas.matmul(small, small.T)  # 640,000 multiply-adds: OpenBLAS would thread it
-    assert calls[-1] == (100, 64)

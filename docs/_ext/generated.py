@@ -64,11 +64,16 @@ def bench_table(results_json: Path) -> str:
 
     data = json.loads(results_json.read_text(encoding="utf-8"))
     notes = data.get("notes", {})
-    results = [
-        Result(workload, engine, value, notes.get(workload, {}).get(engine, ""))
-        for workload, engines in data["workloads"].items()
-        for engine, value in engines.items()
-    ]
+    loads = data.get("loads", {})  # not in runs before the loads were recorded
+    results = []
+    for workload, engines in data["workloads"].items():
+        for engine, value in engines.items():
+            result = Result(workload, engine, value, notes.get(workload, {}).get(engine, ""))
+            load = loads.get(workload, {}).get(engine)
+            if load:
+                result.load = (load["before"], load["after"])
+                result.representative = load["representative"]
+            results.append(result)
     meta = data["meta"]
     warm = meta.get("warmup_seconds", 0.0)  # not in runs before it was a setting
     head = runs_line(meta["settings"], meta["warmup"], warm, meta["repetitions"])

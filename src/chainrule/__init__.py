@@ -23,6 +23,7 @@ from .functional import grad, gradients, hessian, hvp, jacobian, jvp, value_and_
 from .nn import MLP, Layer, Module, Neuron, Sequential
 from .optim import SGD, Adam, LinearDecay
 from .random_state import manual_seed
+from .threads import get_num_threads, set_num_threads
 from .value.engine import Primitive, Value
 from .value.functions import (
     cos,
@@ -82,6 +83,7 @@ __all__ = [
     "enable_grad",
     "exp",
     "explain",
+    "get_num_threads",
     "grad",
     "gradcheck",
     "gradients",
@@ -99,6 +101,7 @@ __all__ = [
     "no_grad",
     "optim",
     "relu",
+    "set_num_threads",
     "sigmoid",
     "sin",
     "softplus",

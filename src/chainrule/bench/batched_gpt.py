@@ -96,10 +96,14 @@ def sweep_problem(size: GPTSize, cap: int | None) -> Problem:
 
 def limit_threads(n: int) -> None:
     """BLAS (NumPy's, and any other loaded) to ``n`` threads for the rest of
-    the process, through threadpoolctl."""
+    the process, through threadpoolctl, and the Tensor engine's own thread
+    pool (:func:`chainrule.set_num_threads`) to as many."""
     from threadpoolctl import threadpool_limits
 
+    from ..threads import set_num_threads
+
     threadpool_limits(limits=n, user_api="blas")
+    set_num_threads(n)
 
 
 class AdamStep:

@@ -23,6 +23,13 @@ on a deep graph), gives ``None`` and a word that says why.
 
 A workload whose unit is ``"B/op"`` measures memory instead of time: its
 runs return bytes per operation, and the median of those is reported.
+
+Each engine (each group of interleaved engines) has the system's 1-minute
+load average read just before its first run and just after its last. A
+figure taken while either is above :data:`LOAD_LIMIT_PER_CORE` per core
+measures a crowded machine (other processes' threads take the cores an
+engine's threads wait for; PyTorch's suffer most), not the idle one a user
+trains on: the table and the JSON mark it **not representative**.
 """
 
 from __future__ import annotations
@@ -43,6 +50,10 @@ from typing import Any
 #: Untimed set-up for one run: returns the function that is timed (or, for a
 #: memory workload, the function whose return value is the measurement).
 Arm = Callable[[], Callable[[], Any]]
+
+#: Above this 1-minute load average per core, before or after an engine's
+#: runs, its figure is marked not representative.
+LOAD_LIMIT_PER_CORE = 0.5
 
 #: A model size of the ``gpt-sizes`` sweep: embedding, heads, layers, block
 #: (context length) and batch.
@@ -145,6 +156,11 @@ class Result:
     value: float | None  # median seconds or bytes/op; None: see note
     note: str = ""  # why there is no value: "not installed", "RecursionError"
     samples: list[float] = field(default_factory=list)
+    # the 1-minute load average before the engine's first run and after its
+    # last; None where the system does not tell
+    load: tuple[float, float] | None = None
+    # False when either was above LOAD_LIMIT_PER_CORE per core
+    representative: bool = True
 
 
 def _missing(engine: Engine) -> list[str]:
@@ -180,6 +196,7 @@ def measure_together(
     """:func:`measure` for several engines of one workload, their runs in
     turn: warm-ups first, then one timed run of each per round."""
     results = [Result(workload.name, e.name, None) for e in engines]
+    before = _load_now()
     arms: list[tuple[Result, Arm]] = []
     for engine, result in zip(engines, results):
         if _missing(engine):
@@ -218,10 +235,14 @@ def measure_together(
             if ran is not None:
                 result.samples.append(ran[0] if timed else float(ran[1]))
     del arms
+    after = _load_now()
     gc.collect()
     for result in results:
         if result.samples:
             result.value = statistics.median(result.samples)
+        if before is not None and after is not None:
+            result.load = (before, after)
+            result.representative = max(before, after) <= load_limit()
     return results
 
 
@@ -271,6 +292,27 @@ _HEAVY = {"numpy": 1, "torch": 2}
 # --------------------------------------------------------------------------
 # Reporting
 # --------------------------------------------------------------------------
+
+
+def load_limit() -> float:
+    """The load average above which a figure is not representative:
+    :data:`LOAD_LIMIT_PER_CORE` times the number of CPUs."""
+    return LOAD_LIMIT_PER_CORE * (os.cpu_count() or 1)
+
+
+def _load_now() -> float | None:
+    """The 1-minute load average now, where the system tells."""
+    try:
+        return round(os.getloadavg()[0], 2)
+    except (OSError, AttributeError):
+        return None
+
+
+def _format_load(result: Result) -> str:
+    if result.load is None or result.value is None:
+        return "-"
+    text = f"{result.load[0]:.2f} -> {result.load[1]:.2f}"
+    return text if result.representative else text + " not representative"
 
 
 def _format_value(value: float, unit: str) -> str:
@@ -343,8 +385,12 @@ def _ratio(workload: Workload, engine: Engine, by_engine: dict[str, Result]) -> 
 
 
 def table(workloads: Sequence[Workload], results: Sequence[Result]) -> str:
-    """A plain-text table: workload, engine, median, ratio vs the baseline."""
-    rows = [("workload", "engine", "median", "ratio")]
+    """A plain-text table: workload, engine, median, ratio vs the baseline,
+    and, when the results carry them, the load averages before and after
+    each engine's runs (``not representative`` above
+    :data:`LOAD_LIMIT_PER_CORE` per core)."""
+    loads = any(r.load is not None for r in results)
+    rows = [("workload", "engine", "median", "ratio", *(("load",) if loads else ()))]
     for workload in workloads:
         mine = {r.engine: r for r in results if r.workload == workload.name}
         first = True
@@ -361,17 +407,30 @@ def table(workloads: Sequence[Workload], results: Sequence[Result]) -> str:
                     engine.name,
                     shown,
                     _ratio(workload, engine, mine),
+                    *((_format_load(result),) if loads else ()),
                 )
             )
             first = False
-    widths = [max(len(row[i]) for row in rows) for i in range(3)]
+    last = len(rows[0]) - 1
+    widths = [max(len(row[i]) for row in rows) for i in range(last)]
     lines = []
     for n, row in enumerate(rows):
-        cells = [cell.ljust(width) for cell, width in zip(row, widths)] + [row[3]]
+        cells = [cell.ljust(width) for cell, width in zip(row, widths)] + [row[last]]
         lines.append("  ".join(cells).rstrip())
         if n == 0:
-            lines.append("  ".join("-" * len(cell) for cell in [*cells[:3], row[3]]))
+            lines.append("  ".join("-" * len(cell) for cell in [*cells[:last], row[last]]))
     return "\n".join(lines)
+
+
+def load_note(results: Sequence[Result]) -> str | None:
+    """The line under the table when some figure is not representative."""
+    if all(r.representative for r in results):
+        return None
+    return (
+        f"not representative: load average above {LOAD_LIMIT_PER_CORE:g} per core "
+        f"({load_limit():g} on {os.cpu_count()} CPUs) before or after the engine's runs: "
+        "other processes took the cores; record figures on a quiet machine."
+    )
 
 
 def runs_line(label: str, warmup: int, warmup_seconds: float, repeat: int) -> str:
@@ -402,14 +461,24 @@ def to_json(
     """``{"workloads": {NAME: {ENGINE: value_or_null}}}`` plus ``notes``
     (why a value is null), ``ratios`` (each engine's value divided by its
     reference's: the workload's baseline, or the engine it is paired with;
-    :func:`baseline` when the baseline is missing)
-    and ``meta`` (units, settings, machine)."""
+    :func:`baseline` when the baseline is missing), ``loads`` (the 1-minute
+    load average before and after each engine's runs, and whether the
+    figure is ``representative``) and ``meta`` (units, settings, machine,
+    and ``representative``: False when any figure is not)."""
     values: dict[str, dict[str, float | None]] = {w.name: {} for w in workloads}
     notes: dict[str, dict[str, str]] = {}
     for r in results:
         values.setdefault(r.workload, {})[r.engine] = r.value
         if r.note:
             notes.setdefault(r.workload, {})[r.engine] = r.note
+    loads: dict[str, dict[str, dict[str, Any]]] = {}
+    for r in results:
+        if r.load is not None:
+            loads.setdefault(r.workload, {})[r.engine] = {
+                "before": r.load[0],
+                "after": r.load[1],
+                "representative": r.representative,
+            }
     ratios: dict[str, dict[str, float]] = {}
     for w in workloads:
         for e in w.engines:
@@ -421,6 +490,7 @@ def to_json(
         "workloads": values,
         "notes": notes,
         "ratios": ratios,
+        "loads": loads,
         "meta": {
             "units": {
                 w.name: ("bytes per operation" if w.unit == "B/op" else "seconds")
@@ -438,6 +508,8 @@ def to_json(
             "cpus": os.cpu_count(),
             "gpt_sizes_threads": settings.sizes.gpt_sweep_threads,
             "load_average": _load_average(),
+            "load_limit_per_core": LOAD_LIMIT_PER_CORE,
+            "representative": all(r.representative for r in results),
         },
     }
 

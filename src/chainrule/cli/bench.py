@@ -81,6 +81,10 @@ def main(args: argparse.Namespace) -> int:
     print()
     print("median: seconds per run; memory: bytes per operation (tracemalloc).")
     print("ratio: the baseline's median divided by the engine's.")
+    print("load: the 1-minute load average before and after the engine's runs.")
+    note = bench.load_note(results)
+    if note:
+        print(note)
     for line in bench.install_hints(workloads, results):
         print(line)
     if args.json:

@@ -1,60 +1,75 @@
-"""Matrix products on as many BLAS threads as pay.
+"""Matrix products on as many threads as pay.
 
-OpenBLAS (NumPy's BLAS) splits a product over all its threads once it
-exceeds a small fixed size (``m n k`` above 262,144 for a matrix product,
-``m n`` above 9,216 for a matrix-vector one). For the products of a small
-transformer (a ``(2048, 16) @ (16, 64)``) waking the other threads costs
-more than the product: on a loaded 2-core machine ten times more. PyTorch
-decides per op how many threads a product gets; this module does the same
-for the Tensor engine: a product below :data:`MULTITHREAD_WORK` multiply-adds
-per matrix runs on one thread, a larger one on as many as BLAS is allowed
-(``OPENBLAS_NUM_THREADS``, threadpoolctl's limits) -- unless the machine's
-other cores are busy. Then a BLAS thread waits for a core while the others
-wait for it, and two threads take several times as long as one (measured:
-a ``(2048, 128) @ (128, 512)`` float32 product 2.4 ms on one thread and
-17 ms on two at a load average of 6 on 2 cores). So, as OpenMP's dynamic
-adjustment (``OMP_DYNAMIC``) does, the engine asks the system's load
-average (``os.getloadavg``, read at most once a second) and uses more
-threads only while the other cores are mostly idle.
+The Tensor engine uses :func:`chainrule.get_num_threads` threads (by
+default as many as NumPy's BLAS is allowed). Each product is routed by its
+size, as PyTorch decides per op how many threads a product gets:
 
-Switching needs threadpoolctl (``pip install 'chainrule[threads]'``); without
-it every product runs as NumPy runs it. The switch is undone after each
-product, so code outside chainrule never sees BLAS on fewer threads.
+* **One matrix product.** OpenBLAS (NumPy's BLAS) splits a product over all
+  its threads once it exceeds a small fixed size (``m n k`` above 262,144
+  for a matrix product, ``m n`` above 9,216 for a matrix-vector one). For
+  the products of a small transformer (a ``(2048, 16) @ (16, 64)``) waking
+  the other threads costs more than the product. So a product below
+  :data:`MULTITHREAD_WORK` multiply-adds runs on one BLAS thread, a larger
+  one on all the engine's threads.
+* **A stack of products** (attention's ``q @ k^T`` and ``weights @ v`` over
+  batch and heads, and their backward). NumPy's ``matmul`` runs the stack's
+  products one after the other, each small enough to stay on one BLAS
+  thread, so one core works and the others wait. From
+  :data:`SPLIT_WORK` multiply-adds in all, the stack is split by its first
+  batch axis into one part per thread, each part a NumPy ``matmul`` on a
+  pool thread (NumPy releases the GIL while it multiplies) with BLAS on one
+  thread, into one output array. Each matrix is then multiplied by the very
+  same BLAS call as on one thread: the result is bit for bit the same.
+
+Measured (``q @ k^T`` and ``s @ k`` of the ``gpt-sizes`` attention, 2 cores,
+the measuring process at the highest priority on a machine at load 6, so
+that the other engineers' jobs did not take its cores; medians of 15
+alternating runs, two runs): split / unsplit time 0.58-0.64 at embedding
+256 (``(16, 8, 128, 32)``), 0.69-0.87 at 128 (``(32, 4, 64, 32)``, 17
+million multiply-adds per stack), 1.2-1.7 at 64 (2 million), 3-5 at 16:
+handing a part to another thread costs 25-200 microseconds. On the whole
+``gpt-sizes`` step the same comparison gave 0.97-1.01 at embedding 128 and
+256 (load 6-10): most of the step is single products already on BLAS's
+threads; a quiet machine's figures come from ``chainrule bench``.
+
+The machine's load does not change the routing: a process of its own
+raises the load average it would read, and a benchmark would measure a
+different program on a busy machine than on a user's idle one. On a
+crowded machine ``chainrule.set_num_threads(1)`` (or
+``OMP_NUM_THREADS=1``) is the user's choice, as with PyTorch.
+
+Switching BLAS's threads needs threadpoolctl (``pip install
+'chainrule[threads]'``); without it single products run as NumPy runs them
+(stacks are still split). The switch is undone after each product, so code
+outside chainrule never sees BLAS on other thread counts.
 """
 
 from __future__ import annotations
 
 import os
-import time
+import threading
+from collections.abc import Callable
+from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any
 
 import numpy as np
+
+from ..threads import get_num_threads, register_blas
 
 #: Multiply-adds of one matrix product from which more threads pay, on idle
 #: cores (about a ``(2048, 64) @ (64, 128)``; measured on the project's
 #: 2-core machine: 0.8 ms on one thread, 0.57 ms on two).
 MULTITHREAD_WORK = 1 << 24
 
+#: Multiply-adds of a whole stack of products from which splitting it by
+#: batch across threads pays (8.4 million; see the module's measurements).
+SPLIT_WORK = 1 << 23
+
 #: Below these sizes OpenBLAS runs on one thread by itself.
 _OPENBLAS_GEMM_SINGLE = 1 << 18
 _OPENBLAS_GEMV_SINGLE = 9216
 
 _controller: list[Any] | None = None
-_idle = [True, -1.0]  # other cores mostly idle?, when it was read
-
-
-def _others_idle() -> bool:
-    """True while the load average leaves at least half a core free beside
-    this process (and where the system does not say)."""
-    now = time.monotonic()
-    if now - _idle[1] >= 1.0:
-        try:
-            load = os.getloadavg()[0]
-        except (OSError, AttributeError):  # not on this system: assume idle
-            load = 0.0
-        _idle[0] = load <= (os.cpu_count() or 1) - 0.5
-        _idle[1] = now
-    return bool(_idle[0])
 
 
 def _numpy_blas() -> Any:
@@ -76,28 +91,161 @@ def _numpy_blas() -> Any:
     return _controller[0] if _controller else None
 
 
-def _single_threaded(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+def blas_threads() -> int | None:
+    """NumPy's BLAS's current thread count, or None when threadpoolctl
+    cannot tell."""
     lib = _numpy_blas()
     if lib is None:
-        return a @ b
+        return None
+    n = lib.get_num_threads()
+    return int(n) if n is not None else None
+
+
+register_blas(blas_threads)
+
+
+def _on_blas_threads(n: int, compute: Callable[[], Any]) -> Any:
+    """``compute()`` with NumPy's BLAS on ``n`` threads, restored after."""
+    lib = _numpy_blas()
+    if lib is None:
+        return compute()
     threads = lib.get_num_threads()
-    if threads is None or threads <= 1:
-        return a @ b
-    lib.set_num_threads(1)
+    if threads is None or threads == n:
+        return compute()
+    lib.set_num_threads(n)
     try:
-        return a @ b
+        return compute()
     finally:
         lib.set_num_threads(threads)
 
 
+def _single_threaded(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    return _on_blas_threads(1, lambda: a @ b)
+
+
+# ----------------------------------------------------------------------------
+# the thread pool of split stacks
+# ----------------------------------------------------------------------------
+
+
+class _Pool:
+    """``threads - 1`` worker threads (the caller does one part itself),
+    made on first use and again when the thread count changes."""
+
+    executor: ThreadPoolExecutor | None = None
+    threads = 0
+    lock = threading.Lock()
+
+
+def _forget_pool() -> None:
+    """In a forked child: the parent's workers do not exist there (a task
+    given to them would never run); a new pool is made on first use."""
+    _Pool.executor = None
+    _Pool.threads = 0
+    _Pool.lock = threading.Lock()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_forget_pool)
+
+
+def _executor(threads: int) -> ThreadPoolExecutor:
+    with _Pool.lock:
+        if _Pool.executor is None or _Pool.threads != threads:
+            if _Pool.executor is not None:
+                _Pool.executor.shutdown(wait=False)
+            _Pool.executor = ThreadPoolExecutor(threads - 1, thread_name_prefix="chainrule")
+            _Pool.threads = threads
+        return _Pool.executor
+
+
+def _stack(a: np.ndarray, b: np.ndarray) -> tuple[tuple[int, ...], int] | None:
+    """The batch shape of a stacked ``a @ b`` and the multiply-adds of one
+    of its products, or None when it is not a stack this module splits."""
+    if a.ndim < 2:
+        return None
+    if b.ndim == 1:  # a stack of matrix-vector products
+        return a.shape[:-2], a.shape[-2] * a.shape[-1]
+    work = a.shape[-2] * a.shape[-1] * b.shape[-1]
+    batch_a, batch_b = a.shape[:-2], b.shape[:-2]
+    if not batch_b:
+        return batch_a, work
+    if not batch_a:
+        return batch_b, work
+    if len(batch_a) != len(batch_b):
+        return None
+    return tuple(max(x, y) for x, y in zip(batch_a, batch_b)), work
+
+
+def _rows(x: np.ndarray, batch_ndim: int, lo: int, hi: int) -> np.ndarray:
+    """The part of operand ``x`` for output rows ``lo:hi`` of the first
+    batch axis (all of ``x`` where it is broadcast along that axis)."""
+    own = x.ndim - 2 if x.ndim >= 2 else 0
+    if own == batch_ndim and x.shape[0] != 1:
+        return x[lo:hi]
+    return x
+
+
+def run_parts(rows: int, threads: int, part: Callable[[int, int], None]) -> None:
+    """``part(lo, hi)`` for ``min(threads, rows)`` consecutive ranges
+    covering ``0:rows``, at once: the first on the calling thread, the
+    others on the pool's; NumPy's BLAS on one thread meanwhile (parts call
+    NumPy directly, never this module's routing). An error in a part is
+    raised here, after every part has finished."""
+    parts = min(threads, rows)
+    bounds = [rows * i // parts for i in range(parts + 1)]
+
+    def compute() -> None:
+        pool = _executor(threads)
+        futures: list[Future[None]] = [
+            pool.submit(part, bounds[k], bounds[k + 1]) for k in range(1, parts)
+        ]
+        try:
+            part(bounds[0], bounds[1])
+        finally:
+            for future in futures:
+                future.result()
+
+    _on_blas_threads(1, compute)
+
+
+def split_matmul(a: np.ndarray, b: np.ndarray, batch: tuple[int, ...], threads: int) -> np.ndarray:
+    """``a @ b`` for a stack with batch shape ``batch``, its first batch
+    axis cut into ``threads`` parts multiplied at once on the pool's
+    threads (BLAS on one thread each): the same products as ``a @ b``."""
+    tail = (a.shape[-2],) if b.ndim == 1 else (a.shape[-2], b.shape[-1])
+    out = np.empty(batch + tail, dtype=np.result_type(a, b))
+    nd = len(batch)
+
+    def part(lo: int, hi: int) -> None:
+        np.matmul(_rows(a, nd, lo, hi), _rows(b, nd, lo, hi), out=out[lo:hi])
+
+    run_parts(batch[0], threads, part)
+    return out
+
+
 def matmul(a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    """``a @ b``, on one BLAS thread when each matrix product is too small
-    for more to pay."""
+    """``a @ b`` on as many threads as pay for its size (see the module)."""
+    threads = get_num_threads()
+    stacked = a.ndim > 2 or b.ndim > 2
+    if threads > 1 and stacked and a.dtype == b.dtype and a.dtype.kind == "f":
+        stack = _stack(a, b)
+        if stack is not None:
+            batch, work = stack
+            if (
+                len(batch) > 0
+                and batch[0] > 1
+                and work < MULTITHREAD_WORK
+                and work * int(np.prod(batch)) >= SPLIT_WORK
+            ):
+                return split_matmul(a, b, batch, threads)
     if b.ndim == 1:  # matrix-vector
         if a.shape[-1] * (a.shape[-2] if a.ndim > 1 else 1) <= _OPENBLAS_GEMV_SINGLE:
             return a @ b
         return _single_threaded(a, b)
     work = a.shape[-1] * b.shape[-1] * (a.shape[-2] if a.ndim > 1 else 1)
-    if work <= _OPENBLAS_GEMM_SINGLE or (work >= MULTITHREAD_WORK and _others_idle()):
+    if work <= _OPENBLAS_GEMM_SINGLE:
         return a @ b
+    if work >= MULTITHREAD_WORK:
+        return _on_blas_threads(threads, lambda: a @ b)
     return _single_threaded(a, b)
