@@ -63,9 +63,9 @@ class Call:
     values: list[Value] = field(default_factory=list)  # leaf Values among the arguments
     floats: list[float] = field(default_factory=list)  # float inputs, in order
     ints: list[int] = field(default_factory=list)  # ints, in order
-    # a replay's gathers: id(step) -> (the step, its picks); the step is kept, so
-    # its id is not another's while the call lives (a retrace makes new steps)
-    picks: dict[int, Any] = field(default_factory=dict)
+    # a replay's gathers: step -> its picks (keyed by the step itself: a
+    # retrace makes new steps, which never match an old one's entry)
+    picks: dict[Any, Any] = field(default_factory=dict)
 
 
 def classify(items: list[Any], shape: Any = None, symbolic_ints: bool = True) -> Call:

@@ -457,7 +457,7 @@ class RecipeStep:
         return int(self.slots.nbytes)
 
 
-@dataclass
+@dataclass(eq=False)  # a step is itself: hashed and compared by identity
 class GatherStep:
     """``container[i]`` (see :mod:`chainrule.compiler.symbolic`): each slot
     of ``out`` (an alias) takes the value of the entry of its row of
@@ -490,9 +490,9 @@ class GatherStep:
         """The slots that the call's ints pick (once per call), or Retrace
         where the list would raise IndexError (the trace will raise it)."""
         cache = call.picks
-        kept = cache.get(id(self))
-        if kept is not None and kept[0] is self:  # (the step kept: its id is not reused)
-            return kept[1]
+        kept = cache.get(self)
+        if kept is not None:
+            return kept
         recipe_value = self.recipe_value
         n = self.table.shape[1]
         ints = call.ints
@@ -505,7 +505,7 @@ class GatherStep:
         picked = np.array(columns, dtype=np.intp).take(self.which)
         picked += self.row_starts  # table[rows, picked], as positions in the flat table
         found = self.flat_table.take(picked)
-        cache[id(self)] = (self, found)
+        cache[self] = found
         return found
 
     def run(self, val: np.ndarray, call: Any) -> None:
@@ -555,7 +555,7 @@ class Program:
         self._direct: dict[int, Direct] = {}  # producer's plan position -> see Direct
         self._spare_terms: list[tuple[np.ndarray, list[Any]]] = []  # see _gradients
         self._inputs: tuple[np.ndarray, list[Any]] | None = None  # see forward
-        self.layouts: dict[int, Any] = {}  # optimizer id -> compiler.step.Layout
+        self.layouts: dict[Any, Any] = {}  # optimizer -> compiler.step.Layout (which holds it)
 
     # -- forward ------------------------------------------------------------
 

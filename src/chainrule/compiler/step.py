@@ -52,9 +52,9 @@ def train(program: Program, val: np.ndarray, root: int, call: Any, optimizer: An
     """``optimizer.zero_grad()``, the backward pass of ``root`` and
     ``optimizer.step()`` for a replay (``val``: its buffer; ``call``: its
     arguments); every parameter a Value (:meth:`optimizer.on_arrays`)."""
-    layout = program.layouts.get(id(optimizer))
+    layout = program.layouts.get(optimizer)
     if layout is None or not layout.holds(optimizer):
-        layout = program.layouts[id(optimizer)] = Layout(program, optimizer)
+        layout = program.layouts[optimizer] = Layout(program, optimizer)
     params = layout.params
     grad = program.leaf_gradients(val, root, 1.0, call)
     data = np.empty(len(params))
