@@ -51,6 +51,22 @@ def torch():  # type: ignore[no-untyped-def]
     return _import_torch()
 
 
+@pytest.fixture
+def trace_every_graph(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> None:
+    """compile's budget off (``chainrule.compiler.budget``): every new graph
+    is traced at once, the first call included, and nothing runs eagerly
+    for the clock. For the tests of tracing and replaying, which count
+    traces (a busy machine must not change them) and would otherwise test
+    eager against eager on functions too small to gain. A test marked
+    ``budget`` keeps the real budget."""
+    if request.node.get_closest_marker("budget") is not None:
+        return
+    from chainrule.compiler import budget
+
+    monkeypatch.setattr(budget, "ALLOWANCE", float("inf"))
+    monkeypatch.setattr(budget, "MOSTLY", budget.WINDOW + 1)
+
+
 def close(ours: float, theirs: float, rtol: float = 1e-12, atol: float = 1e-300) -> bool:
     """Equal to within ``rtol``, with nan equal to nan and infinities exact."""
     if math.isnan(theirs) or math.isnan(ours):

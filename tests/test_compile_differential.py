@@ -31,6 +31,8 @@ import chainrule
 from chainrule import Value
 from conftest import close
 
+pytestmark = pytest.mark.usefixtures("trace_every_graph")
+
 N_OPS = 14
 special = st.sampled_from([0.0, -0.0, 1.0, -1.5, 2.5, math.nan, math.inf, 1e-300])
 floats = st.one_of(st.floats(-3, 3, allow_nan=False), special)

@@ -22,15 +22,7 @@ from chainrule import Value
 from chainrule.compiler import CompileWarning
 from conftest import close
 
-
-@pytest.fixture(autouse=True)
-def tracing_always_pays(monkeypatch: pytest.MonkeyPatch) -> None:
-    """No eager fallback on the clock (chainrule.compiler.budget): these
-    tests count traces, which a busy machine must not change."""
-    from chainrule.compiler import budget
-
-    monkeypatch.setattr(budget, "ALLOWANCE", float("inf"))
-    monkeypatch.setattr(budget, "MOSTLY", budget.WINDOW + 1)
+pytestmark = pytest.mark.usefixtures("trace_every_graph")
 
 
 ROWS, WIDTH = 5, 3

@@ -21,6 +21,8 @@ import chainrule
 from chainrule import Value
 from chainrule.compiler import CompileWarning
 
+pytestmark = pytest.mark.usefixtures("trace_every_graph")
+
 
 def bits(x: float) -> tuple[bool, float, float]:
     """A float as compared bit for bit: nan equal to nan, -0.0 not 0.0."""
@@ -335,29 +337,34 @@ def test_a_function_that_changes_what_it_reads_runs_eagerly() -> None:
 # --------------------------------------------------------------------------
 
 
+@pytest.mark.budget
 def test_the_budget_refuses_when_tracing_is_two_eager_calls_in_the_red() -> None:
     from chainrule.compiler.budget import Budget
 
     b = Budget()
-    assert b.refuse() is None  # the first trace
-    b.traced(1.0, 0.4)  # a traced run of 0.4 s: an eager call of about 0.1 s
-    assert b.needs_sample()  # a new graph runs eagerly once, timed
-    b.ran_eagerly(0.1)
-    assert not b.needs_sample()
+    assert b.first_sight("a") == "eager"  # the first call: eagerly, timed
+    b.ran_eagerly(0.1, "a")
+    assert b.first_sight("b") == "trace"  # nothing to pay back yet: at once
+    assert b.refuse() is None
+    b.traced(1.0, 0.4, b.eager_of("b", 0.4))  # its run over the calibration: 0.1 s
+    assert b.eager_of("a", 9.9) == 0.1  # a graph that ran eagerly: its own time
     # 1.0 - 0.1 spent; two eager calls with their backward: 2 * 0.1 * 3
     assert b.refuse() is not None and "paid back" in str(b.refuse())
+    assert b.first_sight("c") == "eager"  # met once while in the red: not traced
+    assert b.first_sight("c") == "trace"  # met again: the account decides
     for _ in range(2):  # replays pay it back: 0.1 - 0.001 forward, 0.2 - 0.001 backward
-        b.replayed(0.001, 0.4)
-        b.backward(0.001, 0.4)
+        b.replayed(0.001, 0.1)
+        b.backward(0.001, 0.1)
     assert b.extra == pytest.approx(0.9 - 2 * 0.298)
     assert b.refuse() is None
 
 
+@pytest.mark.budget
 def test_a_function_that_settles_gets_a_bounded_second_chance() -> None:
     from chainrule.compiler import budget
 
     b = budget.Budget()
-    b.traced(1.0, 0.4)
+    b.traced(1.0, 0.4, 0.1)
     b.ran_eagerly(0.1)
     assert b.refuse() is not None
     chances = 0
@@ -365,24 +372,71 @@ def test_a_function_that_settles_gets_a_bounded_second_chance() -> None:
         b.ran_eagerly(0.1)
         if b.refuse() is None:
             chances += 1
-            b.traced(1.0, 0.4)  # it traced again, and did not pay
+            b.traced(1.0, 0.4, 0.1)  # it traced again, and did not pay
     assert chances == budget.CHANCES
 
 
+@pytest.mark.budget
 def test_replays_slower_than_eager_calls_send_the_function_to_eager() -> None:
     from chainrule.compiler.budget import Budget
 
     b = Budget()
-    b.traced(0.01, 0.0004)
+    b.traced(0.01, 0.0004, 0.0001)
     b.ran_eagerly(0.0001)
     for _ in range(3):
-        b.replayed(0.0002, 0.0004)
+        b.replayed(0.0002, 0.0001)  # twice an eager call of the same graph
     assert "too small" in str(b.replays_lose())
 
 
-def test_the_warning_names_an_int_used_as_a_number() -> None:
+@pytest.mark.budget
+def test_most_calls_meeting_a_new_graph_is_said_once() -> None:
+    """Graphs met once are not traced while tracing has not paid; when most
+    calls meet one, compiling does not help: the budget says so."""
+    from chainrule.compiler import budget
+
+    b = budget.Budget()
+    b.ran_eagerly(0.1, "first")
+    b.traced(1.0, 0.4, 0.1)
+    sights = [b.first_sight(("new", k)) for k in range(budget.WINDOW)]
+    assert sights == ["eager"] * budget.WINDOW
+    assert b.mostly_met_once()
+
+
+@pytest.mark.budget
+def test_a_function_too_small_to_gain_runs_eagerly_until_a_call_grows(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The first call runs eagerly, timed; one shorter than MIN_CALL makes
+    the function run eagerly (one warning, no trace) while calls stay short;
+    a longer call hands it back to the budget."""
+    from chainrule.compiler import budget
+
+    w = Value(0.5)
+    f = chainrule.compile(lambda xs: sum(w * x for x in xs))
+    with pytest.warns(CompileWarning, match="too short for a replay"):
+        assert f([1.0]).data == 0.5
+    assert f.traces == 0 and f.small is not None and f.stats()["eager"] == f.small
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # said once
+        assert f([2.0, 4.0]).data == 3.0
+        monkeypatch.setattr(budget, "MIN_CALL", 0.0)  # every call is now long enough
+        assert f([2.0]).data == 1.0
+        assert f.small is None
+        assert f([2.0]).data == 1.0  # grown: its graph met once runs eagerly
+        assert f.traces == 0
+        out = f([2.0])  # and is traced when met again
+    assert f.traces == 1 and out.data == 1.0
+    out.backward()
+    assert w.grad == 2.0
+
+
+@pytest.mark.budget
+def test_the_warning_names_an_int_used_as_a_number(monkeypatch: pytest.MonkeyPatch) -> None:
     """Issue 32's item 7: an int argument used as a number gives a new trace
     per value; the one warning says so (not "a value read from .data")."""
+    from chainrule.compiler import budget
+
+    monkeypatch.setattr(budget, "MIN_CALL", 0.0)  # not too small to gain, however fast
     w = Value(1.5)
     f = chainrule.compile(lambda i: w * float(i))
     with warnings.catch_warnings(record=True) as caught:

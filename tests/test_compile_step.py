@@ -15,10 +15,9 @@ from chainrule import Value, optim
 from chainrule.bench.gpt import CompiledStep
 from chainrule.bench.harness import Sizes
 from chainrule.compiler import CompileWarning
-from test_compile_training import (  # the optimizers the flat update is tested with
-    OPTIMIZERS,
-    tracing_always_pays,  # noqa: F401  (autouse: traces are counted here too)
-)
+from test_compile_training import OPTIMIZERS  # the optimizers the flat update is tested with
+
+pytestmark = pytest.mark.usefixtures("trace_every_graph")  # traces are counted here too
 
 
 class Model:

@@ -16,15 +16,7 @@ from chainrule.bench.gpt import CompatOps, GPTStep, compat_adam
 from chainrule.bench.moons import ALPHA, LAYERS, UserMLP, initial_weights, make_moons
 from chainrule.compiler import CompileWarning
 
-
-@pytest.fixture(autouse=True)
-def tracing_always_pays(monkeypatch: pytest.MonkeyPatch) -> None:
-    """No eager fallback on the clock (chainrule.compiler.budget): these
-    tests count traces, which a busy machine must not change."""
-    from chainrule.compiler import budget
-
-    monkeypatch.setattr(budget, "ALLOWANCE", float("inf"))
-    monkeypatch.setattr(budget, "MOSTLY", budget.WINDOW + 1)
+pytestmark = pytest.mark.usefixtures("trace_every_graph")
 
 
 class Demo:

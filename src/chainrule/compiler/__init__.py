@@ -5,14 +5,14 @@
 >>> w = [Value(0.5), Value(-1.0)]
 >>> def loss(x):
 ...     return sum(wi * xi for wi, xi in zip(w, x)).relu()
->>> fast = chainrule.compile(loss)
+>>> fast = chainrule.compile(loss, budget=False)  # (a function this small would run eagerly)
 >>> out = fast([2.0, 0.25])  # the first call traces
 >>> out = fast([2.0, 0.25])  # later calls replay
 >>> out.backward()
 >>> out.data, w[0].grad
 (0.75, 2.0)
 
-The first call of the compiled function runs ``fn`` as usual while watching
+A call that traces runs ``fn`` as usual while watching
 it (``chainrule.compiler.trace``) and captures the graph it builds as
 index arrays and one value buffer (``chainrule.compiler.capture``,
 ``chainrule.compiler.program``). Later
@@ -37,9 +37,15 @@ graph, whose backward is the replay's. Ints are followed while tracing
 otherwise holds the trace to its value. A new key, or ints a kept trace
 does not hold for, traces again; at most ``max_traces`` traces are kept
 (the least recently used is dropped). Values made inside ``fn`` from
-numbers are constants of the trace. When traces are not paid back by
-replays (``chainrule.compiler.budget``), calls with a new graph run
-eagerly, with one :class:`CompileWarning`.
+numbers are constants of the trace.
+
+When to trace is the budget's decision (``chainrule.compiler.budget``,
+in seconds): the first call runs eagerly, timed; a function whose eager
+call is too short for a replay to save time runs eagerly; a new graph is
+traced at once while tracing has paid, else the second time it is met;
+and when traces are not paid back by replays, calls with a new graph run
+eagerly. One :class:`CompileWarning` says so. ``compile(fn,
+budget=False)`` traces every graph at once.
 
 Reads of ``.data`` inside ``fn`` are followed (see
 ``chainrule.compiler.reads``): used as an operation's constant they are
@@ -83,7 +89,7 @@ from ..optim import Optimizer
 from ..value.engine import Value
 from ..value.mode import mode
 from ..value.protocols import UserOp
-from . import reads
+from . import budget, reads
 from .budget import Budget
 from .keys import Call, NotReplayable, classify, describe, flatten
 
@@ -184,7 +190,7 @@ class _Entry:
         # per output item: ("slot", i), ("arg", i), ("leaf", Value), ("recipe", f), ("as is", x)
         self.outputs = outputs
         self.holds = holds  # whether a call's int arguments are ones this trace holds for
-        self.eager_seconds = eager_seconds  # the traced run of fn: an eager call's time
+        self.eager_seconds = eager_seconds  # an eager call of this graph (budget.eager_of)
         self.snapshot: list[Any] = []  # the globals, closures and self it read (sources)
 
 
@@ -204,6 +210,7 @@ class Compiled:
         max_traces: int = 32,
         optimizer: Optimizer | None = None,
         gc_while_tracing: bool = True,
+        budget: bool = True,
     ) -> None:
         if not callable(fn):
             raise TypeError(f"compile: expected a function, got {type(fn).__name__} {fn!r}")
@@ -218,6 +225,8 @@ class Compiled:
             raise TypeError(
                 f"compile: gc_while_tracing must be True or False, got {gc_while_tracing!r}"
             )
+        if not isinstance(budget, bool):
+            raise TypeError(f"compile: budget must be True or False, got {budget!r}")
         functools.update_wrapper(self, fn)
         self.fn = fn
         self.max_traces = max_traces
@@ -227,7 +236,8 @@ class Compiled:
         self.retraces = 0  # of those, how many because a guard went the other way
         self.hits = 0  # replays
         self.eager_reason: str | None = None
-        self.budget = Budget()
+        self.small: str | None = None  # too small to gain: eagerly while calls stay short
+        self.budget = Budget(enabled=budget)
         # key -> the traces kept for it (several when int values pin them), LRU order
         self._cache: collections.OrderedDict[Any, list[_Entry]] = collections.OrderedDict()
         self._lock = threading.Lock()  # the cache, the counters and the budget
@@ -257,7 +267,7 @@ class Compiled:
                 "hits": self.hits,
                 "trace_seconds": self.budget.trace_seconds,
                 "replay_seconds": self.budget.replay_seconds,
-                "eager": self.eager_reason,
+                "eager": self.eager_reason or self.small,
             }
 
     def memory(self) -> dict[str, int]:
@@ -306,6 +316,10 @@ class Compiled:
             # (called while this thread traces another compiled function: fn is
             # part of that trace, as torch.compile inlines a nested one)
             return self.fn(*args)
+        if self.small is not None:
+            return self._small_call(args)
+        if not self.budget.eager_runs and self.budget.active():
+            return self._first_call(args)
         try:
             import numpy  # noqa: F401
         except ImportError:
@@ -325,11 +339,8 @@ class Compiled:
         while True:
             with self._lock:
                 entry = self._lookup(call)
-                sample = entry is not None and self.budget.wants_eager_sample()
             if entry is None:
                 break
-            if sample:  # an eager call's true time, against the replays'
-                return self._timed_eager(rebuild_args(items))
             start = time.perf_counter()
             sources = self._sources
             fresh = sources is None or sources.hold(entry.snapshot)
@@ -352,18 +363,28 @@ class Compiled:
                     ]
                 self._drop(call.key, entry)
         with self._lock:
-            sample = self.budget.needs_sample()
-        if sample:  # a new graph: eagerly, to time an eager call before more traces
-            return self._timed_eager(rebuild_args(items))
+            sight = self.budget.first_sight(call.key)
+            warn = sight == "eager" and not self._warned and self.budget.mostly_met_once()
+            last, self._last_key = self._last_key, call.key
+        if warn and last is not None:  # a graph met once is not traced: most calls meet one
+            self._warn_eager(
+                f"most of the last {budget.WINDOW} calls met a graph not seen before "
+                f"({describe(last, call.key, self._why)})",
+                4,
+            )
+        if sight == "eager":  # the first call, or a graph met once while tracing has not paid
+            return self._timed_eager(rebuild_args(items), call.key)
+        if sight == "small":
+            self._too_small(self.budget.eager_estimate(), 4)
+            return self._small_call(args)
         with self._lock:
             refused = self.budget.refuse()
             if refused is None:
                 self.traces += 1
-            elif self._last_key is not None:
-                refused += f" ({describe(self._last_key, call.key, self._why)})"
-            self._last_key = call.key
+            elif last is not None:
+                refused += f" ({describe(last, call.key, self._why)})"
         if refused is not None:
-            return self._refused(refused, rebuild_args(items))
+            return self._refused(refused, rebuild_args(items), call.key)
         with _collector_paused(not self.gc_while_tracing):
             return self._trace_and_capture(call, items, rebuild_args)
 
@@ -474,8 +495,10 @@ class Compiled:
                 outputs.append(("as is", x))
         program.node_slot = {}  # the traced graph can be freed
         program.budget = self.budget
-        program.eager_seconds = run_seconds  # the traced run (budget.calibration)
-        entry = _Entry(program, rebuild, outputs, int_checker(record.int_guards), run_seconds)
+        with self._lock:
+            eager = self.budget.eager_of(call.key, run_seconds)
+        program.eager_seconds = eager  # an eager call of this graph (budget.eager_of)
+        entry = _Entry(program, rebuild, outputs, int_checker(record.int_guards), eager)
         entry.snapshot = snapshot
         buffer = program.forward(call)
         if buffer is None or not numpy.array_equal(buffer, program.base, equal_nan=True):
@@ -494,12 +517,68 @@ class Compiled:
         result = _outputs(entry, buffer, call)
         with self._lock:
             self._keep(call.key, entry)
-            self.budget.traced(time.perf_counter() - start, run_seconds)
+            self.budget.traced(time.perf_counter() - start, run_seconds, eager)
         return result
 
-    def _refused(self, reason: str, args: Any) -> Any:
+    def _refused(self, reason: str, args: Any, key: Any) -> Any:
         """A call whose graph is new while tracing does not pay: eagerly (the
         traces kept still replay), with one warning the first time."""
+        self._warn_eager(reason, 5)
+        with self._lock:
+            self.budget.remember(key)
+        return self._timed_eager(args, key)
+
+    def _first_call(self, args: tuple[Any, ...]) -> Any:
+        """The first call: eagerly, timed (an eager call's true time before
+        any trace is paid for); one too short to gain makes the function
+        run eagerly while its calls stay short."""
+        start = time.perf_counter()
+        out = self.fn(*args)
+        took = time.perf_counter() - start
+        with self._lock:
+            self.budget.ran_eagerly(took)
+        if took < budget.MIN_CALL:
+            self._too_small(took, 5)
+        return out
+
+    def _too_small(self, eager: float, stacklevel: int) -> None:
+        """Eagerly from now on while calls stay short (one warning, pointing
+        ``stacklevel`` frames up: the user's call)."""
+        with self._lock:
+            first = self.small is None and not self._warned
+            self._warned = True
+            self.small = (
+                f"an eager call takes {eager * 1e6:.0f} us, too short for a replay to save "
+                f"time (under {budget.MIN_CALL * 1e6:.0f} us: a replay's NumPy calls cost "
+                "about that)"
+            )
+        if first:
+            name = getattr(self.fn, "__qualname__", repr(self.fn))
+            warnings.warn(
+                f"chainrule.compile: {name} runs eagerly: {self.small}",
+                CompileWarning,
+                stacklevel=stacklevel,
+            )
+
+    def _small_call(self, args: tuple[Any, ...]) -> Any:
+        """A call of a function too small to gain: eagerly, timed; a call
+        that takes longer than :data:`~chainrule.compiler.budget.MIN_CALL`
+        ends that (its graph grew with its arguments), and the budget
+        decides again."""
+        start = time.perf_counter()
+        out = self.fn(*args)
+        took = time.perf_counter() - start
+        if took >= budget.MIN_CALL:
+            with self._lock:
+                self.small = None
+                self.budget.grew = True
+                self.budget.eager_runs.clear()
+                self.budget.ran_eagerly(took)
+        return out
+
+    def _warn_eager(self, reason: str, stacklevel: int) -> None:
+        """The warning that calls with a new graph run eagerly, once
+        (pointing ``stacklevel`` frames up: the user's call)."""
         if not self._warned:
             self._warned = True
             name = getattr(self.fn, "__qualname__", repr(self.fn))
@@ -508,15 +587,14 @@ class Compiled:
                 f"new: {reason}; pass what changes as floats or Values (inputs), or call the "
                 "function without chainrule.compile",
                 CompileWarning,
-                stacklevel=4,
+                stacklevel=stacklevel,
             )
-        return self._timed_eager(args)
 
-    def _timed_eager(self, args: Any) -> Any:
+    def _timed_eager(self, args: Any, key: Any = None) -> Any:
         start = time.perf_counter()
         out = self.fn(*args)
         with self._lock:
-            self.budget.ran_eagerly(time.perf_counter() - start)
+            self.budget.ran_eagerly(time.perf_counter() - start, key)
         return out
 
     def _eager(self, reason: str, args: Any) -> Any:
@@ -577,6 +655,7 @@ def compile(  # noqa: A001
     max_traces: int = 32,
     optimizer: Optimizer | None = None,
     gc_while_tracing: bool = True,
+    budget: bool = True,
 ) -> Any:
     """Wrap ``fn`` so that it is traced once and replayed on NumPy arrays
     (see the module's documentation); also a decorator,
@@ -593,7 +672,12 @@ def compile(  # noqa: A001
     as Values, and the collector's full passes over it are about a third of
     tracing microgpt's model. The switch is process-wide: no thread's
     reference cycles are collected until the trace ends. Replays are not
-    affected either way."""
+    affected either way.
+
+    ``budget=False`` traces every new graph at once, the first call
+    included, and never runs eagerly for the clock
+    (``chainrule.compiler.budget``): to watch tracing on a function too
+    small to gain from it, or where replays are known to pay."""
     if fn is None:
-        return lambda f: Compiled(f, max_traces, optimizer, gc_while_tracing)
-    return Compiled(fn, max_traces, optimizer, gc_while_tracing)
+        return lambda f: Compiled(f, max_traces, optimizer, gc_while_tracing, budget)
+    return Compiled(fn, max_traces, optimizer, gc_while_tracing, budget)

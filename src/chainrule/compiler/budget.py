@@ -1,23 +1,37 @@
-"""When tracing does not pay: the account that stops new traces.
+"""When tracing does not pay: the account that decides when to trace.
 
 A trace costs more than an eager call (it runs the function under watch,
-then captures its graph); a replay costs much less. Compiling pays when
-the traces are replayed often enough. :class:`Budget` keeps the account in
-seconds: the *extra* time that traces cost beyond an eager call, minus
-what replays have saved against one. Before a new trace, compile asks
-:meth:`Budget.refuse`: it refuses when that trace would take the extra
-beyond :data:`ALLOWANCE` eager calls, whatever a trace costs against a
-call (a cheap function whose trace costs fifty calls is refused as soon as
-it does not pay, a dear one likewise), or when most of the last
-:data:`WINDOW` calls traced at a loss (``torch.compile``'s recompile limit).
+then captures its graph: a few eager calls' time for a large graph, fifty
+for a graph of a few nodes); a replay costs much less than an eager call of
+a large graph, and more than one of a tiny graph (its NumPy calls have a
+fixed cost). Compiling pays when traces are replayed often enough and each
+replay saves time. :class:`Budget` decides, in seconds:
+
+* **The first call runs eagerly, timed** (as a JIT warms up): an eager
+  call's true time, before any trace is paid for.
+* **A function too small to gain runs eagerly**: an eager call under
+  :data:`MIN_CALL` (a replay's fixed cost leaves nothing to save); it is
+  reconsidered if a later call takes longer than that.
+* **A new graph is traced at once while tracing has paid** (to within
+  what one replay saves); while the traces made are further from paid
+  back, a graph is traced only the second time it is met (a graph met
+  once is never traced: a loop whose every call is new pays little for
+  tracing).
+* **The account** (:meth:`Budget.refuse`): the *extra* time traces cost
+  beyond an eager call, minus what replays saved against one. A trace is
+  refused when the extra exceeds :data:`ALLOWANCE` eager calls (with their
+  backward), whatever a trace costs against a call, or when most of the
+  last :data:`WINDOW` calls traced at a loss (``torch.compile``'s recompile
+  limit).
 
 Refused, the call runs eagerly (one warning, the first time, naming the
 argument that changes and how it was used); the traces kept still replay.
-So a loop whose every call traces costs at most about ``ALLOWANCE`` eager
-calls more than running eagerly from the start. A function that settles
-later gets a second chance: after an eager streak of :data:`STREAK` times
-the account's deficit, one more trace is allowed (at most
-:data:`CHANCES` times, each streak twice as long as the one before).
+A function that settles later gets a second chance: after an eager streak
+of :data:`STREAK` times the account's deficit, one more trace is allowed
+(at most :data:`CHANCES` times, each streak twice as long as the one
+before). With ``ALLOWANCE`` infinite (the tests of tracing itself) every
+new graph is traced at once and nothing runs eagerly for the budget; so
+with ``chainrule.compile(fn, budget=False)``.
 """
 
 from __future__ import annotations
@@ -25,9 +39,17 @@ from __future__ import annotations
 import collections
 import math
 import statistics
+from typing import Any
 
 #: Extra eager calls' worth of tracing that replays have not paid back.
 ALLOWANCE = 2.0
+#: An eager call (forward) shorter than this cannot gain from a replay: a
+#: replay's NumPy calls cost about 50 us forward and as much backward (and a
+#: trace of a graph that small about 0.5 ms), measured here; such a function
+#: runs eagerly.
+MIN_CALL = 2e-4
+#: The graphs met once and not traced that are remembered (their keys).
+SEEN = 64
 #: How many times slower a traced run is than an eager call, until an eager
 #: call is timed (watching every operation; measured 3 to 9 on small functions).
 WATCHED = 4.0
@@ -46,7 +68,8 @@ CHANCES = 3
 class Budget:
     """The account of one compiled function (times in seconds)."""
 
-    def __init__(self) -> None:
+    def __init__(self, enabled: bool = True) -> None:
+        self.enabled = enabled  # False: compile(budget=False), every graph traced at once
         self.trace_seconds = 0.0  # every trace, whole
         self.replay_seconds = 0.0  # every replay, forward and backward
         self.extra = 0.0  # traces beyond an eager call, minus replays' savings
@@ -56,12 +79,63 @@ class Budget:
         self.streak = 0.0  # eager seconds since tracing was refused
         # a replay's forward against an eager call's (not a traced run's, which
         # the watching slows): a function too small to gain runs eagerly
-        self.replays: collections.deque[float] = collections.deque(maxlen=WINDOW)
+        self.replays: collections.deque[float] = collections.deque(maxlen=WINDOW)  # per eager
         self.traced_runs: collections.deque[float] = collections.deque(maxlen=WINDOW)
         self.eager_backwards: collections.deque[float] = collections.deque(maxlen=WINDOW)
         self.eager_runs: collections.deque[float] = collections.deque(maxlen=WINDOW)
         self.chances = 0  # second chances given
         self.refusing = False
+        # a function too small to gain whose call grew: its next trace waits
+        # for a graph met twice, as one in the red does
+        self.grew = False
+        # per call: a graph met once, run eagerly (True), or traced or replayed
+        self.met_once: collections.deque[bool] = collections.deque(maxlen=WINDOW)
+        # graphs met once while tracing had not paid, traced when met again
+        # (key -> its eager call's seconds)
+        self.seen: collections.OrderedDict[Any, float | None] = collections.OrderedDict()
+
+    def active(self) -> bool:
+        """Whether the budget decides (enabled, and ``ALLOWANCE`` finite)."""
+        return self.enabled and math.isfinite(ALLOWANCE)
+
+    def first_sight(self, key: Any) -> str:
+        """What a call whose graph has no trace does: ``"trace"``,
+        ``"eager"`` (timed, its key remembered) or ``"small"`` (too small to
+        gain: eagerly from now on)."""
+        if not self.active():
+            return "trace"
+        if not self.eager_runs:
+            self.remember(key)
+            return "eager"  # the first call: an eager call's time
+        if self.eager_estimate() < MIN_CALL:
+            return "small"
+        if (self.grew or self.extra > self.next_saving()) and key not in self.seen:
+            self.remember(key)
+            self.met_once.append(True)
+            return "eager"  # tracing has not paid yet: trace it when met again
+        return "trace"
+
+    def mostly_met_once(self) -> bool:
+        """Whether most of the last :data:`WINDOW` calls met a graph for the
+        first time and ran eagerly (compiling does not help: warn)."""
+        return len(self.met_once) == WINDOW and sum(self.met_once) >= MOSTLY
+
+    def remember(self, key: Any) -> None:
+        self.seen[key] = self.seen.get(key)
+        self.seen.move_to_end(key)
+        if len(self.seen) > SEEN:
+            self.seen.popitem(last=False)
+
+    def next_saving(self) -> float:
+        """What the next replay should save: an eager call with its backward,
+        less the replays' share of it so far (0 before any replay)."""
+        if not self.replays:
+            return 0.0
+        return self.whole_call() * max(0.0, 1.0 - statistics.median(self.replays))
+
+    def whole_call(self) -> float:
+        """An eager call with its backward (seconds)."""
+        return self.eager_estimate() * (1.0 + self.backward_ratio())
 
     def eager_estimate(self) -> float:
         """An eager call's time: the median of the calls run eagerly, else
@@ -76,59 +150,54 @@ class Budget:
             return statistics.median(self.eager_runs) / statistics.median(self.traced_runs)
         return 1.0 / WATCHED
 
-    def needs_sample(self) -> bool:
-        """Whether a call with a new graph should run eagerly, timed, before
-        the account decides on another trace (once: no eager call timed yet)."""
-        return bool(self.traced_runs) and not self.eager_runs and math.isfinite(ALLOWANCE)
+    def eager_of(self, key: Any, run_seconds: float) -> float:
+        """An eager call's time for the graph of ``key``, traced in a run
+        of ``run_seconds``: its own eager call's, if it ran eagerly when
+        first met, else the traced run's over the calibration."""
+        seen = self.seen.get(key)
+        return seen if seen is not None else run_seconds * self.calibration()
 
-    def traced(self, seconds: float, run_seconds: float) -> None:
-        """A trace took ``seconds``, of which ``fn`` ran ``run_seconds``
-        (the extra: all of it but an eager call's worth)."""
+    def traced(self, seconds: float, run_seconds: float, eager: float) -> None:
+        """A trace took ``seconds``, of which ``fn`` ran ``run_seconds``;
+        an eager call of its graph takes ``eager`` (the extra: all of the
+        trace but that)."""
         self.trace_seconds += seconds
         self.run_seconds.append(run_seconds)
         self.traced_runs.append(run_seconds)
-        extra = seconds - run_seconds * self.calibration()
+        extra = seconds - eager
         self.trace_extra.append(max(extra, 0.0))
         self.extra += extra
+        self.grew = False
         self.recent.append(True)
+        self.met_once.append(False)
 
     def replayed(self, seconds: float, eager_seconds: float) -> None:
-        """A replay's forward took ``seconds``; eagerly it took about
-        ``eager_seconds`` (its trace's run)."""
+        """A replay's forward took ``seconds``; an eager call of its graph
+        takes about ``eager_seconds`` (:meth:`eager_of`)."""
         self.replay_seconds += seconds
-        self.extra -= eager_seconds * self.calibration() - seconds
+        self.extra -= eager_seconds - seconds
         self.recent.append(False)
-        self.replays.append(seconds)
-
-    def wants_eager_sample(self) -> bool:
-        """Whether the next call should run eagerly to time it: replays are
-        not clearly faster than the traced runs' estimate, and no eager
-        call has been timed yet."""
-        return (
-            not self.eager_runs
-            and len(self.replays) >= 2
-            and math.isfinite(ALLOWANCE)
-            and statistics.median(self.replays) > 0.5 * self.eager_estimate()
-        )
+        self.met_once.append(False)
+        self.replays.append(seconds / eager_seconds if eager_seconds > 0.0 else math.inf)
 
     def replays_lose(self) -> str | None:
         """Why replays should stop (they take longer than eager calls), or None."""
-        if len(self.eager_runs) < 1 or len(self.replays) < 3:
+        if len(self.replays) < 3 or not self.active():
             return None
-        replay, eager = statistics.median(self.replays), statistics.median(self.eager_runs)
-        if replay < eager:
+        ratio = statistics.median(self.replays)
+        if ratio < 1.0:
             return None
         return (
-            f"a replay takes {replay * 1e6:.0f} us, an eager call {eager * 1e6:.0f} us: "
+            f"a replay takes {ratio:.2g} times as long as an eager call of the same graph: "
             "the function is too small to gain from compiling"
         )
 
     def backward(self, seconds: float, eager_seconds: float) -> None:
         """A replay's backward took ``seconds``; the eager backward it
         replaces is estimated as :data:`BACKWARD` times the eager forward
-        (``eager_seconds``: its trace's run)."""
+        (``eager_seconds``: :meth:`eager_of`)."""
         self.replay_seconds += seconds
-        self.extra -= eager_seconds * self.calibration() * self.backward_ratio() - seconds
+        self.extra -= eager_seconds * self.backward_ratio() - seconds
 
     def ran_backward_eagerly(self, seconds: float) -> None:
         """An eager call's backward (and update) took ``seconds``."""
@@ -140,9 +209,12 @@ class Budget:
             return statistics.median(self.eager_backwards) / statistics.median(self.eager_runs)
         return BACKWARD
 
-    def ran_eagerly(self, seconds: float) -> None:
-        """A call ran eagerly (tracing refused) in ``seconds``: an eager
-        call's true time, and a step of the streak towards a second chance."""
+    def ran_eagerly(self, seconds: float, key: Any = None) -> None:
+        """A call ran eagerly in ``seconds``: an eager call's true time (of
+        the graph of ``key``, if it is remembered), and a step of the streak
+        towards a second chance."""
+        if key is not None and key in self.seen:
+            self.seen[key] = seconds
         self.run_seconds.append(seconds)
         self.eager_runs.append(seconds)
         self.streak += seconds
@@ -163,7 +235,7 @@ class Budget:
                 self.refusing = False
                 return None
         reason = None
-        whole = eager * (1.0 + self.backward_ratio())  # an eager call with its backward
+        whole = self.whole_call()
         if self.extra > ALLOWANCE * whole:
             reason = (
                 f"tracing has cost {self.trace_seconds:.3g} s, which the replays have not "

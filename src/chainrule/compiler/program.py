@@ -549,7 +549,7 @@ class Program:
         self.n_terms = 0  # terms of the backward pass, group by group
         self.leaf_incoming = np.zeros((1, 0), dtype=np.intp)  # leaves' terms, slots 0...
         self.budget: Any = None  # the compiled function's account, for replay times
-        self.eager_seconds = 0.0  # its traced run of the function (the budget's estimate)
+        self.eager_seconds = 0.0  # an eager call of its graph (the budget's estimate)
         self._plan: list[tuple[Any, Any, int, int, bool, int]] | None = None  # see _backward_plan
         self._late = self._late_leaves = False
         self._direct: dict[int, Direct] = {}  # producer's plan position -> see Direct
