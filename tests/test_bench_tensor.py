@@ -5,6 +5,7 @@ engines compute: the same losses and the same parameters after each step
 from __future__ import annotations
 
 import math
+import time
 from typing import Any
 
 import numpy as np
@@ -81,42 +82,97 @@ def test_gpt_sizes_pairs_compute_the_same_step(torch: Any, index: int) -> None:
         assert math.isclose(ours(), theirs(), rel_tol=1e-10)
 
 
-@pytest.mark.parametrize("load,representative", [(0.4, True), (1.0, True), (5.2, False)])
+@pytest.mark.parametrize(
+    "before,others,representative",
+    [(0.1, 0.4, True), (0.1, 1.0, True), (0.1, 5.2, False), (1.6, 0.0, False)],
+)
 def test_a_run_under_load_is_marked_not_representative(
-    monkeypatch: pytest.MonkeyPatch, tmp_path: Any, load: float, representative: bool
+    monkeypatch: pytest.MonkeyPatch,
+    tmp_path: Any,
+    before: float,
+    others: float,
+    representative: bool,
 ) -> None:
-    """The load average is read before and after each engine's runs; above
-    0.5 per core (1.0 on 2 CPUs) the figure is marked in the table and in
-    the JSON written (the load is faked: no timing here)."""
+    """The load average is read before and after each engine's runs, and
+    the cores other processes kept busy meanwhile; above 0.5 per core (1.0
+    on 2 CPUs) before, or from others, the figure is marked in the table and
+    in the JSON written. The load after (2.5 here) is the run's own: it does
+    not count. (Loads and CPU times are faked: no timing here.)"""
     import json
     import os
 
-    from chainrule.bench import Engine, Settings, Workload, load_note, measure, table, to_json
+    from chainrule.bench import (
+        Engine,
+        Settings,
+        Workload,
+        harness,
+        load_note,
+        measure,
+        table,
+        to_json,
+    )
     from chainrule.bench import write_json as write
 
-    readings = iter([0.1, load])  # before the engine's runs, after them
+    readings = iter([before, 2.5])  # before the engine's runs, after them
 
     def getloadavg() -> tuple[float, float, float]:
-        value = next(readings, load)
+        value = next(readings, 2.5)
         return (value, value, value)
 
+    # wall clock, the machine's busy CPU seconds, this process's: 10 s of
+    # wall time in which this process used 20 CPU seconds (two cores)
+    busy = iter([(0.0, 100.0, 1.0), (10.0, 120.0 + 10 * others, 21.0)])
+    monkeypatch.setattr(harness, "_busy_now", lambda: next(busy))
     monkeypatch.setattr(os, "getloadavg", getloadavg)
     monkeypatch.setattr(os, "cpu_count", lambda: 2)
     engine = Engine("e", lambda sizes: lambda: lambda: None)
     w = Workload("w", "a test workload", baseline="e", engines=(engine,))
     result = measure(w, engine, Settings(warmup=0, repeat=1, sizes=TINY, label="test"))
-    assert result.load == (0.1, load) and result.representative is representative
+    assert result.load == (before, 2.5) and result.others == others
+    assert result.representative is representative
     path = tmp_path / "run.json"
     write(path, to_json([w], [result], Settings(warmup=0, repeat=1, sizes=TINY, label="test")))
     data = json.loads(path.read_text())
     assert data["loads"] == {
-        "w": {"e": {"before": 0.1, "after": load, "representative": representative}}
+        "w": {
+            "e": {
+                "before": before,
+                "after": 2.5,
+                "others": others,
+                "representative": representative,
+            }
+        }
     }
     assert data["meta"]["representative"] is representative
     assert data["meta"]["load_limit_per_core"] == 0.5
+    assert data["meta"]["load_average_before"] == before
     row = table([w], [result]).splitlines()[-1]
-    assert row.endswith(f"0.10 -> {load:.2f}" + ("" if representative else " not representative"))
+    shown = f"{before:.2f} -> 2.50, others {others:.2f}"
+    assert row.endswith(shown + ("" if representative else " not representative"))
     note = load_note([result])
     assert (note is None) is representative
     if note:
         assert note.startswith("not representative: load average above 0.5 per core (1 on 2 CPUs)")
+
+
+def test_other_processes_cpu_is_read_from_the_system() -> None:
+    """The others' share is the machine's busy CPU time less this
+    process's: the machine's busy time includes this process's own, so a
+    busy loop here shows up in both."""
+    from chainrule.bench import harness
+
+    start = harness._busy_now()
+    if start is None:
+        pytest.skip("no /proc/stat on this system")
+    deadline = time.perf_counter() + 30.0
+    end = start
+    while end[2] - start[2] < 0.2 and time.perf_counter() < deadline:  # 0.2 s of our CPU
+        for _ in range(10_000):
+            pass
+        now = harness._busy_now()
+        assert now is not None
+        end = now
+    own = end[2] - start[2]
+    assert own >= 0.2
+    assert end[1] - start[1] >= own - 0.05  # (clock ticks of 10 ms)
+    assert end[0] > start[0]

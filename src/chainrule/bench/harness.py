@@ -25,11 +25,17 @@ A workload whose unit is ``"B/op"`` measures memory instead of time: its
 runs return bytes per operation, and the median of those is reported.
 
 Each engine (each group of interleaved engines) has the system's 1-minute
-load average read just before its first run and just after its last. A
-figure taken while either is above :data:`LOAD_LIMIT_PER_CORE` per core
-measures a crowded machine (other processes' threads take the cores an
-engine's threads wait for; PyTorch's suffer most), not the idle one a user
-trains on: the table and the JSON mark it **not representative**.
+load average read just before its first run and just after its last, and,
+where the system tells (Linux's ``/proc/stat``), the cores *other
+processes* kept busy while it ran: the machine's busy CPU time less this
+process's own, per second. A figure taken on a machine already loaded
+above :data:`LOAD_LIMIT_PER_CORE` per core before it started, or while
+other processes used more than that, measures a crowded machine (their
+threads take the cores an engine's threads wait for; PyTorch's suffer
+most), not the idle one a user trains on: the table and the JSON mark it
+**not representative**. The load average *after* is not the test: a
+benchmark that keeps two cores busy raises it by itself. (Where the
+system does not tell the others' share, the load after counts too.)
 """
 
 from __future__ import annotations
@@ -159,7 +165,10 @@ class Result:
     # the 1-minute load average before the engine's first run and after its
     # last; None where the system does not tell
     load: tuple[float, float] | None = None
-    # False when either was above LOAD_LIMIT_PER_CORE per core
+    # the cores other processes kept busy while the engine ran (None: untold)
+    others: float | None = None
+    # False when the load before, or the others' share, was above
+    # LOAD_LIMIT_PER_CORE per core
     representative: bool = True
 
 
@@ -197,6 +206,7 @@ def measure_together(
     turn: warm-ups first, then one timed run of each per round."""
     results = [Result(workload.name, e.name, None) for e in engines]
     before = _load_now()
+    busy = _busy_now()
     arms: list[tuple[Result, Arm]] = []
     for engine, result in zip(engines, results):
         if _missing(engine):
@@ -236,13 +246,16 @@ def measure_together(
                 result.samples.append(ran[0] if timed else float(ran[1]))
     del arms
     after = _load_now()
+    others = _others_since(busy)
     gc.collect()
     for result in results:
         if result.samples:
             result.value = statistics.median(result.samples)
         if before is not None and after is not None:
             result.load = (before, after)
-            result.representative = max(before, after) <= load_limit()
+            result.others = others
+            during = others if others is not None else after
+            result.representative = max(before, during) <= load_limit()
     return results
 
 
@@ -308,10 +321,37 @@ def _load_now() -> float | None:
         return None
 
 
+def _busy_now() -> tuple[float, float, float] | None:
+    """The wall clock, the machine's busy CPU seconds (all cores) and this
+    process's own CPU seconds, now; None where ``/proc/stat`` is missing."""
+    try:
+        with open("/proc/stat", encoding="ascii") as f:
+            fields = [int(x) for x in f.readline().split()[1:]]
+        hz = os.sysconf("SC_CLK_TCK")
+    except (OSError, ValueError, AttributeError):
+        return None
+    idle = fields[3] + (fields[4] if len(fields) > 4 else 0)  # idle and iowait
+    busy = (sum(fields[:8]) - idle) / hz  # user .. steal (guest time is in user)
+    own = os.times()
+    return time.perf_counter(), busy, own.user + own.system
+
+
+def _others_since(start: tuple[float, float, float] | None) -> float | None:
+    """The cores other processes kept busy, on average, since ``start``
+    (:func:`_busy_now`)."""
+    end = _busy_now()
+    if start is None or end is None or end[0] <= start[0]:
+        return None
+    others = (end[1] - start[1]) - (end[2] - start[2])
+    return round(max(others, 0.0) / (end[0] - start[0]), 2)
+
+
 def _format_load(result: Result) -> str:
     if result.load is None or result.value is None:
         return "-"
     text = f"{result.load[0]:.2f} -> {result.load[1]:.2f}"
+    if result.others is not None:
+        text += f", others {result.others:.2f}"
     return text if result.representative else text + " not representative"
 
 
@@ -428,8 +468,9 @@ def load_note(results: Sequence[Result]) -> str | None:
         return None
     return (
         f"not representative: load average above {LOAD_LIMIT_PER_CORE:g} per core "
-        f"({load_limit():g} on {os.cpu_count()} CPUs) before or after the engine's runs: "
-        "other processes took the cores; record figures on a quiet machine."
+        f"({load_limit():g} on {os.cpu_count()} CPUs) before the engine's runs, or other "
+        "processes busy on more cores than that while they ran: they took the cores; "
+        "record figures on a quiet machine."
     )
 
 
@@ -462,9 +503,13 @@ def to_json(
     (why a value is null), ``ratios`` (each engine's value divided by its
     reference's: the workload's baseline, or the engine it is paired with;
     :func:`baseline` when the baseline is missing), ``loads`` (the 1-minute
-    load average before and after each engine's runs, and whether the
-    figure is ``representative``) and ``meta`` (units, settings, machine,
-    and ``representative``: False when any figure is not)."""
+    load average before and after each engine's runs, the cores other
+    processes kept busy meanwhile, and whether the figure is
+    ``representative``) and ``meta`` (units, settings, machine, the load
+    averages before the first engine and at the end, and
+    ``representative``: False when any figure is not)."""
+    firsts = [r.load[0] for r in results if r.load is not None]
+    before = max(firsts) if firsts else None
     values: dict[str, dict[str, float | None]] = {w.name: {} for w in workloads}
     notes: dict[str, dict[str, str]] = {}
     for r in results:
@@ -477,6 +522,7 @@ def to_json(
             loads.setdefault(r.workload, {})[r.engine] = {
                 "before": r.load[0],
                 "after": r.load[1],
+                "others": r.others,
                 "representative": r.representative,
             }
     ratios: dict[str, dict[str, float]] = {}
@@ -507,7 +553,8 @@ def to_json(
             "machine": f"{platform.system()} {platform.machine()}",
             "cpus": os.cpu_count(),
             "gpt_sizes_threads": settings.sizes.gpt_sweep_threads,
-            "load_average": _load_average(),
+            "load_average": _load_average(),  # at the end: the run's own threads included
+            "load_average_before": before,
             "load_limit_per_core": LOAD_LIMIT_PER_CORE,
             "representative": all(r.representative for r in results),
         },
@@ -516,7 +563,7 @@ def to_json(
 
 def _load_average() -> list[float] | None:
     """The system's 1-, 5- and 15-minute load averages at the end of the run
-    (how busy the machine was), where the system tells."""
+    (the run's own threads included), where the system tells."""
     try:
         return [round(x, 2) for x in os.getloadavg()]
     except (OSError, AttributeError):
