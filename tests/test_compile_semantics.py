@@ -317,6 +317,68 @@ def test_closures_defaults_and_self_are_guarded() -> None:
     assert g(1.0).data == 4.0
 
 
+deep = {"a": {"b": {"c": [1.5]}}}
+nested = [[[Value(3.0)]]]
+
+
+def through_deep(x: float) -> Value:
+    return nested[0][0][0] * x * deep["a"]["b"]["c"][0]
+
+
+def test_entries_at_any_depth_are_guarded() -> None:
+    """A float three containers down, a Value three lists down: changed
+    after tracing, the replay uses the new ones (two levels were guarded
+    before, and these numbers were stale)."""
+    f = chainrule.compile(through_deep)
+    for _ in range(2):
+        assert f(1.0).data == 4.5
+    deep["a"]["b"]["c"][0] = 4.0
+    old = nested[0][0][0]
+    nested[0][0][0] = Value(7.0)
+    try:
+        out = f(1.0)
+        assert out.data == through_deep(1.0).data == 28.0
+        out.backward()
+        assert nested[0][0][0].grad == 4.0 and old.grad == 0.0
+    finally:
+        deep["a"]["b"]["c"][0] = 1.5
+        nested[0][0][0] = old
+
+
+def test_a_module_attribute_it_reads_is_guarded() -> None:
+    """``settings.RATE`` of a module it reads: rebound after tracing, the
+    replay uses the new number."""
+    import types
+
+    settings = types.ModuleType("settings")
+    settings.RATE = 2.0  # type: ignore[attr-defined]
+    w = Value(1.0)
+    namespace = {"settings": settings, "w": w}
+    exec("def f(x):\n    return w * x * settings.RATE\n", namespace)  # its globals: namespace
+    f = chainrule.compile(namespace["f"])
+    assert f(1.0).data == 2.0
+    settings.RATE = 5.0  # type: ignore[attr-defined]
+    assert f(1.0).data == 5.0
+
+
+def test_a_function_reading_more_than_it_can_check_runs_eagerly(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """More entries reachable from what it reads than the guard checks
+    before every replay: eagerly, with one warning naming why, and eager's
+    numbers when the data changes."""
+    from chainrule.compiler import sources
+
+    monkeypatch.setattr(sources, "LIMIT", 50)
+    data = [[float(i), float(i + 1)] for i in range(40)]
+    w = Value(2.0)
+    f = chainrule.compile(lambda i: w * data[i][0])
+    with pytest.warns(CompileWarning, match="too many to check"):
+        assert f(3).data == 6.0
+    data[3][0] = 10.0
+    assert f(3).data == 20.0
+
+
 def test_a_function_that_changes_what_it_reads_runs_eagerly() -> None:
     w = Value(1.0)
     seen: list[float] = []

@@ -221,7 +221,7 @@ class Budget:
 
     def refuse(self) -> str | None:
         """Why the next trace should not happen (None: trace)."""
-        if not self.run_seconds:
+        if not self.run_seconds or not self.active():
             return None
         eager = self.eager_estimate()
         next_extra = statistics.median(self.trace_extra) if self.trace_extra else 0.0

@@ -12,14 +12,19 @@ stale, and the function traces again (the budget then decides whether
 tracing still pays).
 
 What is checked: the names the function's code loads from its globals
-(and its nested functions' code), its closure cells and defaults, and for a
-bound method the attributes of its object; each binding by identity, and
-inside lists, tuples, dicts and plain objects' attributes two levels deep,
-entry by entry (by identity, numbers by value; the second level only below
-containers of at most :data:`WIDE` entries). NumPy arrays up to
-:data:`~chainrule.compiler.keys.ARRAY_KEY_BYTES` by their bytes. Deeper
-structures, larger arrays and objects reached through other functions'
-globals are read while tracing only: see the compile page's sharp bits.
+(and its nested functions' code), the attributes it names of a module it
+reads, its closure cells and defaults, and for a bound method the
+attributes of its object; the same for the functions these name (and the
+methods its object's class defines that it names), :data:`LEVELS` deep.
+Each binding by identity, and everything reachable from it through lists,
+tuples, dicts and plain objects' attributes (``__slots__`` too), at any
+depth, entry by entry
+(by identity, numbers by value, bit for bit); NumPy arrays up to
+:data:`~chainrule.compiler.keys.ARRAY_KEY_BYTES` by their bytes. A
+function that reads more than :data:`LIMIT` entries that way (a data set
+in a global) cannot be checked before every replay: it runs eagerly, with
+one warning (pass such data as arguments). Larger arrays are checked by
+identity: see the compile page's sharp bits.
 """
 
 from __future__ import annotations
@@ -33,13 +38,10 @@ from ..value.engine import Value
 from .escapes import call_method
 from .keys import ARRAY_KEY_BYTES
 
-#: Containers entered below a binding (two levels: ``W[i]``, ``X[i][j]``).
-DEPTH = 2
-#: Entries compared per snapshot at most; the rest by their container's identity.
-LIMIT = 4096
-#: A container of more entries than this is compared entry by entry, but
-#: its entries' own entries are not (a data set's rows: by identity).
-WIDE = 32
+#: Entries compared per snapshot at most: a function that reads more runs eagerly.
+LIMIT = 100_000
+#: How many functions deep the functions a function names are followed.
+LEVELS = 8
 
 #: Modules whose objects are not numbers a graph reads (an Event set while tracing).
 _NOT_DATA = frozenset(("threading", "_thread", "queue", "logging", "multiprocessing"))
@@ -78,17 +80,20 @@ def _stands_for(alias: Any, entry: Any) -> bool:
 class Sources:
     """The bindings a function reads and their state at a trace."""
 
-    __slots__ = ("roots",)
+    __slots__ = ("roots", "complete")
 
     def __init__(self, fn: Any) -> None:
         # (namespace dict or cell or object, name or None)
         self.roots: list[tuple[Any, Any]] = []
-        _collect(fn, self.roots, set(), 2)
+        self.complete = True  # the last take() saw everything (at most LIMIT entries)
+        _collect(fn, self.roots, set(), LEVELS)
 
     def take(self) -> list[Any]:
-        """The state now: a flat list of entries and lengths."""
+        """The state now: a flat list of entries and lengths (``complete``
+        False when there were more than :data:`LIMIT`)."""
         out: list[Any] = []
         budget = [LIMIT]
+        entered: set[int] = set()  # the containers entered (alive meanwhile: ids hold)
         for where, name in self.roots:
             if name is None:  # a closure cell
                 try:
@@ -100,7 +105,8 @@ class Sources:
             else:
                 x = getattr(where, name, _MISSING)
             out.append(x)
-            _enter(x, out, DEPTH, budget)
+            _enter(x, out, entered, budget)
+        self.complete = budget[0] >= 0
         return out
 
     def hold(self, old: list[Any]) -> bool:
@@ -113,37 +119,57 @@ class Sources:
         return all(map(_same, now, old))
 
 
-def _enter(x: Any, out: list[Any], depth: int, budget: list[int]) -> None:
-    """The entries of a container (or plain object) ``x``, ``depth`` levels."""
+def _enter(x: Any, out: list[Any], entered: set[int], budget: list[int]) -> None:
+    """Everything reachable from ``x`` through containers and plain
+    objects, each entered once, depth first (a stack: no recursion limit)."""
+    stack = [x]
+    while stack and budget[0] >= 0:
+        x = stack.pop()
+        items = _items(x, out)
+        if items is None or id(x) in entered:
+            continue
+        entered.add(id(x))
+        n = len(items)
+        out.append(n)
+        budget[0] -= n
+        out.extend(items)
+        for y in reversed(items):
+            if not (type(y) in _ATOMS or y is None or isinstance(y, _OPAQUE)):
+                stack.append(y)
+
+
+_ATOMS = (float, int, str, bool, bytes, complex)
+
+
+def _items(x: Any, out: list[Any]) -> Any:
+    """The entries of a container or plain object ``x`` (None: not one; a
+    small NumPy array's bytes go to ``out``)."""
     t = type(x)
-    if depth == 0 or budget[0] <= 0 or t in (float, int, str, bool, bytes) or x is None:
-        return
-    if isinstance(x, _OPAQUE):
-        return
     if t is list or t is tuple:
-        items: Any = x
-    elif t is dict:
-        items = [*x.keys(), *x.values()]
-    else:
-        numpy = sys.modules.get("numpy")
-        if numpy is not None and isinstance(x, numpy.ndarray):
-            if x.nbytes <= ARRAY_KEY_BYTES and not x.dtype.hasobject:
-                out.append(x.tobytes())
-            return
-        d = getattr(x, "__dict__", None)
-        if type(d) is not dict or type(x).__module__ in _NOT_DATA or "__wrapped__" in d:
-            return  # (a wrapped function, a compiled one: code, not data)
+        return x
+    if t is dict:
+        return [*x.keys(), *x.values()]
+    if t in _ATOMS or x is None or isinstance(x, _OPAQUE):
+        return None
+    numpy = sys.modules.get("numpy")
+    if numpy is not None and isinstance(x, numpy.ndarray):
+        if x.nbytes <= ARRAY_KEY_BYTES and not x.dtype.hasobject:
+            out.append(x.tobytes())
+        return None
+    if type(x).__module__ in _NOT_DATA:
+        return None
+    d = getattr(x, "__dict__", None)
+    if type(d) is dict:
+        if "__wrapped__" in d:
+            return None  # (a wrapped function, a compiled one: code, not data)
         items = [*d.keys(), *d.values()]
-    n = len(items)
-    out.append(n)
-    budget[0] -= n
-    out.extend(items)
-    if depth > 1 and n <= WIDE:
-        for y in items:
-            if type(y) in (list, tuple, dict) or (
-                not isinstance(y, _OPAQUE) and hasattr(y, "__dict__")
-            ):
-                _enter(y, out, depth - 1, budget)
+    else:
+        items = []
+    for klass in type(x).__mro__:  # and its __slots__
+        for name in getattr(klass, "__slots__", ()):
+            if name not in ("__dict__", "__weakref__"):
+                items.extend((name, getattr(x, name, _MISSING)))
+    return items if items or type(d) is dict else None
 
 
 def _collect(fn: Any, roots: list[tuple[Any, Any]], seen: set[int], level: int) -> None:
@@ -151,12 +177,18 @@ def _collect(fn: Any, roots: list[tuple[Any, Any]], seen: set[int], level: int) 
     if id(fn) in seen:
         return
     seen.add(id(fn))
+    helpers: list[Any] = []
     if isinstance(fn, MethodType):
         obj = fn.__self__
         d = getattr(obj, "__dict__", None)
         if type(d) is dict:
             roots.extend((d, name) for name in d)
         fn = fn.__func__
+        if isinstance(fn, FunctionType):  # the methods of its class that it names
+            for name in _names(fn.__code__):
+                method = getattr(type(obj), name, None)
+                if isinstance(method, FunctionType):
+                    helpers.append(MethodType(method, obj))
     elif not isinstance(fn, FunctionType):
         d = getattr(fn, "__dict__", None)  # a callable object: its attributes
         if type(d) is dict:
@@ -166,12 +198,15 @@ def _collect(fn: Any, roots: list[tuple[Any, Any]], seen: set[int], level: int) 
             _collect(call, roots, seen, level)
         return
     g = fn.__globals__
-    helpers = []
-    for name in _names(fn.__code__):
+    names = _names(fn.__code__)
+    for name in names:
         if name in g:
             roots.append((g, name))
             if isinstance(g[name], FunctionType):
                 helpers.append(g[name])
+            elif isinstance(g[name], ModuleType):  # module.NAME: the names it reads there
+                space = vars(g[name])
+                roots.extend((space, a) for a in names if a in space and a != name)
     for cell in fn.__closure__ or ():
         roots.append((cell, None))
         try:
