@@ -48,6 +48,8 @@ _NOT_DATA = frozenset(("threading", "_thread", "queue", "logging", "multiprocess
 
 _MISSING = object()
 _OPAQUE = (type, ModuleType, FunctionType, BuiltinFunctionType, MethodType, Value)
+#: Types whose objects are compared, never entered (exactly these types).
+_LEAVES = frozenset((*_OPAQUE, float, int, str, bool, bytes, complex, type(None)))
 
 
 def _same(a: Any, b: Any) -> bool:
@@ -121,21 +123,37 @@ class Sources:
 
 def _enter(x: Any, out: list[Any], entered: set[int], budget: list[int]) -> None:
     """Everything reachable from ``x`` through containers and plain
-    objects, each entered once, depth first (a stack: no recursion limit)."""
+    objects, each entered once, depth first (a stack: no recursion limit).
+    Run before every replay: a row of Values or numbers is checked by one
+    C-level pass over its entries' types."""
     stack = [x]
+    leaves = _LEAVES
     while stack and budget[0] >= 0:
         x = stack.pop()
-        items = _items(x, out)
-        if items is None or id(x) in entered:
+        t = type(x)
+        if t is list or t is tuple:
+            items = x
+        elif t is dict:
+            items = [*x.keys(), *x.values()]
+        else:
+            items = _items(x, out)
+            if items is None:
+                continue
+        if id(x) in entered:
             continue
         entered.add(id(x))
         n = len(items)
         out.append(n)
         budget[0] -= n
         out.extend(items)
-        for y in reversed(items):
-            if not (type(y) in _ATOMS or y is None or isinstance(y, _OPAQUE)):
-                stack.append(y)
+        if not leaves.issuperset(map(type, items)):
+            stack.extend(
+                [
+                    y
+                    for y in reversed(items)
+                    if type(y) not in leaves and not isinstance(y, _OPAQUE) and y is not None
+                ]
+            )
 
 
 _ATOMS = (float, int, str, bool, bytes, complex)
