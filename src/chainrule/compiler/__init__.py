@@ -305,6 +305,10 @@ class Compiled:
         if self.eager_reason is not None or not mode.fast or reads.current() is not None:
             # (called while this thread traces another compiled function: fn is
             # part of that trace, as torch.compile inlines a nested one)
+            if reads.current() is not None:
+                from . import rewrite
+
+                return rewrite.call(self.fn, *args)
             return self.fn(*args)
         try:
             import numpy  # noqa: F401
