@@ -114,7 +114,8 @@ def copied_code(code: CodeType) -> CodeType | None:
 
 def _make(code: CodeType) -> CodeType | None:
     filename = code.co_filename
-    if not filename or filename.startswith("<") or filename.startswith(_SKIP):
+    # ("<cell 3>", "<ipython-input-...>": linecache may hold their source)
+    if not filename or filename.startswith(_SKIP):
         return None
     if "super" in all_names(code) or "__class__" in code.co_freevars:
         return None
