@@ -34,7 +34,13 @@ arguments (globals, closures, ``self``) is guarded before every replay
 graph, whose backward is the replay's. Ints are followed while tracing
 (``chainrule.compiler.symbolic``): one that only picks an entry of a list
 (``wte[token]``, ``probs[target]``) is replayed as a gather, one used
-otherwise holds the trace to its value. A new key, or ints a kept trace
+otherwise holds the trace to its value. To see the picks, a trace runs
+copies of the user's functions compiled from their source, in which each
+subscript and call goes through compile (``chainrule.compiler.rewrite``):
+a pick hands back a stand-in for "entry ``i``" without touching the
+list, so the user's objects are never modified, not even for a moment
+(functions whose source is not the code that runs are run as they are,
+and their picks hold the trace to the int's value). A new key, or ints a kept trace
 does not hold for, traces again; at most ``max_traces`` traces are kept
 (the least recently used is dropped). Values made inside ``fn`` from
 numbers are constants of the trace. When traces are not paid back by

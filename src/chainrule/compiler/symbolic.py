@@ -13,20 +13,19 @@ behaves as its value and records what user code does with it.
   or tuples of the same length) of Values, is a **gather**: the entry
   handed back is an *alias* (a fresh leaf Value per Value of the entry)
   that stands for "entry ``i`` of this list", and a replay reads the entry
-  that the new value of ``i`` picks (:class:`Gather`). The list is the one
-  the subscript reads: its expression (names, attribute reads from an
-  object's ``__dict__``, subscripts by constants) is read again in the
-  caller's frame, which runs no user code; the alias is put in the list
-  for that one subscript and taken out before the next instruction runs
-  (a trace function on the caller's frame, as debuggers use), so nothing
-  else can reach it.
+  that the new value of ``i`` picks (:class:`Gather`). The trace runs
+  copies of the user's functions in which a subscript of a list by an int
+  argument calls :func:`gather` (:mod:`chainrule.compiler.rewrite`): the
+  alias is handed back to the copy, never stored in the list, so no other code or
+  thread can meet it there.
 * arithmetic with ints gives another SymInt (``tokens[pos + 1]`` stays
   symbolic), with floats a traced float (a constant recomputed at replay);
 * a comparison or ``bool`` is a **guard**: a replay whose ints would
   compare the other way traces again;
 * anything else (``range(i)``, a dict key, ``float(i)``, a subscript of a
-  tuple, a NumPy array or a list of other things, code whose source Python
-  cannot show) **pins** the value: the trace holds for that value only,
+  tuple, a NumPy array or a list of other things, a subscript inside a
+  function that compile cannot copy: no source, a file edited since
+  import, ``super()``) **pins** the value: the trace holds for that value only,
   and another value traces again. Never a stale number: what compile cannot
   follow is specialised, not guessed.
 
