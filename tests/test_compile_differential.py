@@ -10,7 +10,12 @@ compiled function called inside (nested) and its output used in more
 arithmetic (composed), an exception, a side effect on a list. Every call
 runs eagerly and compiled: the values bit for bit, the parameters'
 gradients (of the result used in more arithmetic) to 1e-12, the
-exceptions equal, the side effects equal.
+exceptions equal, the side effects equal. Meanwhile two threads read and
+write the parameters (:class:`Meddlers`): one checks that every entry of
+the parameter list is one the program put there (a trace never puts a
+stand-in in the user's list), one stores each entry back in its place and
+writes each parameter's ``.data`` with its own value (nothing a call can
+tell apart, and nothing the trace may undo).
 
 The default run checks 5,000 programs (derandomized); ``pytest -m long``
 100,000.
@@ -19,6 +24,9 @@ The default run checks 5,000 programs (derandomized); ``pytest -m long``
 from __future__ import annotations
 
 import math
+import sys
+import threading
+import time
 import warnings
 from collections.abc import Callable
 from typing import Any
@@ -47,7 +55,10 @@ def make(
     G: dict[str, Any],
     inner: Callable[[float], Value],
 ) -> Callable[[float, int], Value]:
-    """The program as a function of a float and an int."""
+    """The program as a function of a float and an int. (Only a program
+    with op 12 names the builtin ``type``, which makes compile key ints
+    and floats by value; the others' ints are followed, ``P[i]`` a gather.)"""
+    twelve = _typed if any(code == 12 for code, _ in ops) else _untyped
 
     def f(x: float, i: int) -> Value:
         acc = P[0] * 1.0
@@ -78,12 +89,20 @@ def make(
             elif code == 11:
                 acc = acc + acc * min(max(acc.data, -2.0), 2.0)
             elif code == 12:
-                acc = acc * (2.0 if type(x) is float and x.is_integer() else 3.0)
+                acc = twelve(acc, x)
             else:
                 acc = (acc - P[k]).relu() + acc
         return acc
 
     return f
+
+
+def _typed(acc: Value, x: float) -> Value:
+    return acc * (2.0 if type(x) is float and x.is_integer() else 3.0)
+
+
+def _untyped(acc: Value, x: float) -> Value:
+    raise AssertionError("op 12 is not in this program")
 
 
 def outcome(f: Callable[[float, int], Value], x: float, i: int, P: list[Value]) -> Any:
@@ -105,8 +124,97 @@ def same_bits(a: float, b: float) -> bool:
     return a == b and math.copysign(1.0, a) == math.copysign(1.0, b)
 
 
+class Meddlers:
+    """The threads that read and write the current program's parameters
+    while it runs (see the module); ``foreign`` counts the entries of the
+    list that the program did not put there."""
+
+    def __init__(self) -> None:
+        self.P: list[Value] = []
+        self.known: set[int] = set()  # ids of the Values the program put in P (alive: in `keep`)
+        self.keep: list[Value] = []
+        self.lock = threading.Lock()  # the program replaces entries under it
+        self.foreign = 0
+        self.programs = 0
+        self.stop = threading.Event()
+        self.threads = [threading.Thread(target=self._read), threading.Thread(target=self._write)]
+
+    def program(self, P: list[Value]) -> None:
+        global _busy
+        self.programs += 1
+        _busy = self.programs % 4 == 0  # while one program in four traces (the suite's time)
+        with self.lock:
+            self.keep = list(P)
+            self.known = {id(p) for p in P}
+            self.P = P
+
+    def replace(self, k: int, v: Value) -> None:
+        with self.lock:
+            self.keep.append(v)
+            self.known.add(id(v))
+            self.P[k] = v
+
+    def _read(self) -> None:
+        while not self.stop.is_set():
+            P, known = self.P, self.known
+            for p in P:
+                if id(p) not in known:
+                    self.foreign += 1
+            _pause()
+
+    def _write(self) -> None:
+        while not self.stop.is_set():
+            with self.lock:
+                P = self.P
+                for k, p in enumerate(P):
+                    P[k] = p  # stored back where it was
+                    p.data = p.data  # its own value
+            _pause()
+
+    def __enter__(self) -> Meddlers:
+        self.interval = sys.getswitchinterval()
+        sys.setswitchinterval(1e-6)  # turns every microsecond while they meddle
+        for t in self.threads:
+            t.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop.set()
+        for t in self.threads:
+            t.join()
+        sys.setswitchinterval(self.interval)
+
+
+_DATA = Value.__dict__["data"]
+_busy = False
+
+
+def _pause() -> None:
+    """Busy while a trace runs (it swaps ``Value.data`` for a property) in
+    one program of four, asleep otherwise: the replays and eager calls run
+    at full speed."""
+    if not _busy or Value.__dict__["data"] is _DATA:
+        time.sleep(0.001)
+
+
+_meddlers: Meddlers | None = None
+
+
+@pytest.fixture(scope="module")
+def meddlers() -> Any:
+    global _meddlers
+    with Meddlers() as m:
+        _meddlers = m
+        yield m
+        _meddlers = None
+    assert m.foreign == 0, f"{m.foreign} foreign objects seen in a parameter list"
+
+
 def run_program(ops: list[tuple[int, int]], calls: list[tuple[float, int, float, bool]]) -> None:
     P = [Value(0.5), Value(-1.25), Value(0.75)]
+    m = _meddlers
+    if m is not None:
+        m.program(P)
     G: dict[str, Any] = {"scale": 1.0, "log": []}
     G_eager: dict[str, Any] = {"scale": 1.0, "log": []}
     plain_inner = lambda x: P[1] * x + P[2]  # noqa: E731
@@ -115,7 +223,11 @@ def run_program(ops: list[tuple[int, int]], calls: list[tuple[float, int, float,
     for n, (x, i, scale, replace) in enumerate(calls):
         G["scale"] = G_eager["scale"] = scale
         if replace:  # a parameter replaced in its list between calls
-            P[n % 3] = Value(P[n % 3].data + 0.25)
+            new = Value(P[n % 3].data + 0.25)
+            if m is None:
+                P[n % 3] = new
+            else:
+                m.replace(n % 3, new)
         expected = outcome(eager, x, i, P)
         got = outcome(compiled, x, i, P)
         assert got[0] == expected[0], (n, got, expected)
@@ -148,12 +260,14 @@ _fast = settings(
 
 @_fast
 @given(programs)
-def test_random_programs_compiled_give_eager_numbers(program: Any) -> None:
+def test_random_programs_compiled_give_eager_numbers(meddlers: Meddlers, program: Any) -> None:
     check(program)
+    assert meddlers.foreign == 0
 
 
 @pytest.mark.long
 @settings(_fast, max_examples=100_000)
 @given(programs)
-def test_random_programs_compiled_give_eager_numbers_long(program: Any) -> None:
+def test_random_programs_compiled_give_eager_numbers_long(meddlers: Meddlers, program: Any) -> None:
     check(program)
+    assert meddlers.foreign == 0

@@ -182,7 +182,8 @@ def test_isinstance_int_holds_while_tracing() -> None:
     table = [Value(1.0), Value(2.0)]
 
     def f(i: Any) -> Value:
-        assert isinstance(i, int)
+        if not isinstance(i, int):  # (not `assert`: pytest rewrites it, the copy pins)
+            raise TypeError(i)
         return table[i] * 2.0
 
     compiled = chainrule.compile(f)
@@ -190,15 +191,15 @@ def test_isinstance_int_holds_while_tracing() -> None:
     assert compiled.traces == 1
 
 
-def test_a_subscript_whose_list_cannot_be_read_again_pins() -> None:
+def test_a_subscript_of_a_list_a_call_returns_is_a_gather() -> None:
     rows = [[Value(1.0)], [Value(2.0)]]
 
     def pick() -> list[list[Value]]:
         return rows
 
-    compiled = chainrule.compile(lambda i: pick()[i][0] * 2.0)  # a call: not read again
+    compiled = chainrule.compile(lambda i: pick()[i][0] * 2.0)
     assert [compiled(i).data for i in (0, 1, 0)] == [2.0, 4.0, 2.0]
-    assert compiled.traces == 2
+    assert compiled.traces == 1
 
 
 def test_no_trace_function_is_left_behind() -> None:

@@ -203,10 +203,11 @@ def test_the_collector_can_be_paused_while_tracing() -> None:
     off if it was off before; the numbers are the same either way."""
     import gc
 
-    class Log:  # slots: not one of the values compile guards (a list the
-        __slots__ = ("items",)  # function appends to would make it run eagerly)
+    import threading
 
-    log = Log()
+    # a thread's own namespace: not one of the values compile guards (a list
+    # the function appends to would make it run eagerly)
+    log = threading.local()
     log.items = seen = []
     w = Value(1.5)
 

@@ -34,7 +34,13 @@ arguments (globals, closures, ``self``) is guarded before every replay
 graph, whose backward is the replay's. Ints are followed while tracing
 (``chainrule.compiler.symbolic``): one that only picks an entry of a list
 (``wte[token]``, ``probs[target]``) is replayed as a gather, one used
-otherwise holds the trace to its value. A new key, or ints a kept trace
+otherwise holds the trace to its value. To see the picks, a trace runs
+copies of the user's functions compiled from their source, in which each
+subscript and call goes through compile (``chainrule.compiler.rewrite``):
+a pick hands back a stand-in for "entry ``i``" without touching the
+list, so the user's objects are never modified, not even for a moment
+(functions whose source is not the code that runs are run as they are,
+and their picks hold the trace to the int's value). A new key, or ints a kept trace
 does not hold for, traces again; at most ``max_traces`` traces are kept
 (the least recently used is dropped). Values made inside ``fn`` from
 numbers are constants of the trace.
@@ -315,6 +321,10 @@ class Compiled:
         if self.eager_reason is not None or not mode.fast or reads.current() is not None:
             # (called while this thread traces another compiled function: fn is
             # part of that trace, as torch.compile inlines a nested one)
+            if reads.current() is not None:
+                from . import rewrite
+
+                return rewrite.call(self.fn, *args)
             return self.fn(*args)
         if self.small is not None:
             return self._small_call(args)

@@ -104,22 +104,28 @@ class CCalls:
     """The profile hook that notes the first C function user code calls
     that may read a float argument whole (see the module)."""
 
-    def __init__(self, internal: frozenset[Any], stop: Any) -> None:
+    def __init__(self, internal: frozenset[Any], stop: Any, relay: frozenset[Any]) -> None:
         self.internal = internal
         self.stop = stop  # the code of the frame that calls the user's function
+        # compile's code that calls C functions on the user's behalf
+        # (chainrule.compiler.rewrite): its calls are the user's
+        self.relay = relay
         self.first: str | None = None  # "math.exp (file:line)"
         self._previous: Any = None
 
     def hook(self, frame: Any, event: str, arg: Any) -> None:
-        if event != "c_call" or frame.f_code.co_filename in self.internal or _safe(arg):
+        if event != "c_call" or self._ours(frame.f_code) or _safe(arg):
             return
         f = frame.f_back  # called on behalf of compile's or the engine's own code?
         while f is not None and f.f_code is not self.stop:
-            if f.f_code.co_filename in self.internal:
+            if self._ours(f.f_code):
                 return
             f = f.f_back
         self.first = f"{describe(arg)} ({frame.f_code.co_filename}:{frame.f_lineno})"
         sys.setprofile(None)  # one is enough: the floats are pinned
+
+    def _ours(self, code: CodeType) -> bool:
+        return code.co_filename in self.internal and code not in self.relay
 
     def __enter__(self) -> CCalls:
         self._previous = sys.getprofile()
@@ -155,7 +161,7 @@ def reads_type(fn: Callable[..., Any], depth: int = 3) -> bool:
             return True
         if level == 0:
             return False
-        names: list[Any] = [f.__globals__.get(n) for n in _all_names(f.__code__)]
+        names: list[Any] = [f.__globals__.get(n) for n in all_names(f.__code__)]
         for cell in f.__closure__ or ():
             with contextlib.suppress(ValueError):
                 names.append(cell.cell_contents)
@@ -174,11 +180,12 @@ def code_reads_type(code: CodeType) -> bool:
     return found
 
 
-def _all_names(code: CodeType) -> set[str]:
+def all_names(code: CodeType) -> set[str]:
+    """The names ``code`` and its nested code read (globals, attributes)."""
     names = set(code.co_names)
     for c in code.co_consts:
         if isinstance(c, CodeType):
-            names |= _all_names(c)
+            names |= all_names(c)
     return names
 
 

@@ -75,13 +75,10 @@ class Record:
         self.problems: list[str] = []
         self.leaf_recipes: dict[Any, Recipe] = {}
         # the int arguments (chainrule.compiler.symbolic): guards on them,
-        # the gathers they pick, the alias leaves that stand for the picks,
-        # and the list entries to put back after a subscript
+        # the gathers they pick and the alias leaves that stand for the picks
         self.int_guards: list[tuple[Callable[..., Any], Any, Any, Any]] = []
         self.gathers: list[Any] = []
         self.aliases: dict[Any, tuple[int, int]] = {}
-        self.pending: list[tuple[list[Any], int, Any]] = []
-        self.armed: Any = None  # (frame, its trace function and opcode flag, the global one)
         self.pins: list[str] = []  # how int arguments were used as numbers, for messages
 
 
@@ -397,17 +394,3 @@ def recipe_nodes(r: Any, into: list[Any]) -> list[Any]:
             for x in r[2]:
                 recipe_nodes(x, into)
     return into
-
-
-def restore(record: Record) -> None:
-    """Put back the entries that aliases stood in for, and the trace
-    functions as they were."""
-    armed, record.armed = record.armed, None
-    while record.pending:
-        container, k, entry = record.pending.pop()
-        container[k] = entry
-    if armed is not None:
-        frame, local, opcodes, previous = armed
-        frame.f_trace = local
-        frame.f_trace_opcodes = opcodes
-        sys.settrace(previous)

@@ -55,7 +55,7 @@ _LEAVES = frozenset((*_OPAQUE, float, int, str, bool, bytes, complex, type(None)
 def _same(a: Any, b: Any) -> bool:
     """The same entry: the same object, or an equal number, string or bytes
     (a float bit for bit)."""
-    if a is b or _stands_for(a, b) or _stands_for(b, a):
+    if a is b:
         return True
     t = type(a)
     if t is not type(b):
@@ -63,20 +63,6 @@ def _same(a: Any, b: Any) -> bool:
     if t is float:
         return (a == b and str(a) == str(b)) or (a != a and b != b)
     return t in (int, bool, str, bytes, complex) and a == b
-
-
-def _stands_for(alias: Any, entry: Any) -> bool:
-    """Whether ``alias`` is the stand-in of another thread's trace for
-    ``entry``, in its list for the span of one subscript
-    (:mod:`chainrule.compiler.symbolic`)."""
-    from .trace import GATHER
-
-    return (
-        type(alias) is Value
-        and bool(alias._prev)
-        and alias._prev[0] is entry
-        and alias._local[-1] is GATHER
-    )
 
 
 class Sources:

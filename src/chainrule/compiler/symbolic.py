@@ -13,20 +13,19 @@ behaves as its value and records what user code does with it.
   or tuples of the same length) of Values, is a **gather**: the entry
   handed back is an *alias* (a fresh leaf Value per Value of the entry)
   that stands for "entry ``i`` of this list", and a replay reads the entry
-  that the new value of ``i`` picks (:class:`Gather`). The list is the one
-  the subscript reads: its expression (names, attribute reads from an
-  object's ``__dict__``, subscripts by constants) is read again in the
-  caller's frame, which runs no user code; the alias is put in the list
-  for that one subscript and taken out before the next instruction runs
-  (a trace function on the caller's frame, as debuggers use), so nothing
-  else can reach it.
+  that the new value of ``i`` picks (:class:`Gather`). The trace runs
+  copies of the user's functions in which a subscript of a list by an int
+  argument calls :func:`gather` (:mod:`chainrule.compiler.rewrite`): the
+  alias is handed back to the copy, never stored in the list, so no other code or
+  thread can meet it there.
 * arithmetic with ints gives another SymInt (``tokens[pos + 1]`` stays
   symbolic), with floats a traced float (a constant recomputed at replay);
 * a comparison or ``bool`` is a **guard**: a replay whose ints would
   compare the other way traces again;
 * anything else (``range(i)``, a dict key, ``float(i)``, a subscript of a
-  tuple, a NumPy array or a list of other things, code whose source Python
-  cannot show) **pins** the value: the trace holds for that value only,
+  tuple, a NumPy array or a list of other things, a subscript inside a
+  function that compile cannot copy: no source, a file edited since
+  import, ``super()``) **pins** the value: the trace holds for that value only,
   and another value traces again. Never a stale number: what compile cannot
   follow is specialised, not guessed.
 
@@ -36,26 +35,14 @@ behaves as its value and records what user code does with it.
 
 from __future__ import annotations
 
-import ast
-import dis
-import inspect
 import operator
-import sys
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from types import CodeType, FrameType
 from typing import Any
 
 from ..value.engine import Value
 from . import reads
-from .reads import Record, TracedFloat, TracedInt, instruction_source, restore, traced
-
-_SUBSCRIPT = frozenset(op for op in ("BINARY_SUBSCR",) if op in dis.opmap)
-_BINARY_OP = dis.opmap.get("BINARY_OP")
-# Python 3.14 subscripts with BINARY_OP and this operand
-_NB_SUBSCR = next(
-    (i for i, (name, _) in enumerate(getattr(dis, "_nb_ops", ())) if name == "NB_SUBSCR"), None
-)
+from .reads import Record, TracedFloat, TracedInt, traced
 
 
 @dataclass
@@ -108,7 +95,7 @@ class SymInt(TracedInt):
     def __index__(self) -> int:
         if self.record is not reads.current():
             return self.value
-        return _index(self, sys._getframe(1))
+        return self._pin()
 
     def __int__(self) -> int:
         return self._pin()
@@ -265,150 +252,33 @@ for _name, _c in [
 # --------------------------------------------------------------------------
 
 
-class _Unsure(Exception):
-    """An expression that cannot be read again without running user code."""
-
-
-#: Per subscript instruction: its container expression and the arguments
-#: of the ``len(...)`` calls in its index, or None (not a plain subscript).
-_sites: dict[tuple[CodeType, int], tuple[ast.expr, list[ast.expr]] | None] = {}
-
-
-def _subscript_site(code: CodeType, lasti: int) -> tuple[ast.expr, list[ast.expr]] | None:
-    """The container expression of the subscript ``container[i]`` that the
-    instruction at ``lasti`` runs (and the ``len(...)`` arguments of its
-    index), or None (not a plain subscript, or no source)."""
-    key = (code, lasti)
-    if key in _sites:
-        return _sites[key]
-    found: tuple[ast.expr, list[ast.expr]] | None = None
-    op = code.co_code[lasti] if 0 <= lasti < len(code.co_code) else None
-    name = dis.opname[op] if op is not None else ""
-    is_subscript = name in _SUBSCRIPT or (
-        op == _BINARY_OP and _NB_SUBSCR is not None and code.co_code[lasti + 1] == _NB_SUBSCR
-    )
-    source = instruction_source(code, lasti) if is_subscript else None
-    if source is not None:
-        try:
-            node = ast.parse(source.strip(), mode="eval").body
-        except SyntaxError:
-            node = None
-        if isinstance(node, ast.Subscript) and not isinstance(node.slice, (ast.Slice, ast.Tuple)):
-            lens: list[ast.expr] = []
-            try:
-                _check_pure(node.slice, lens)
-                found = (node.value, lens)
-            except _Unsure:
-                found = None
-    _sites[key] = found
-    return found
-
-
-def _check_pure(node: ast.expr, lens: list[ast.expr]) -> None:
-    """``node`` is made of names, constants, attribute reads, subscripts,
-    arithmetic and ``len(...)`` only (so evaluating it in the frame ran no
-    user code other than int arithmetic, which a SymInt records, once the
-    ``len`` arguments, collected in ``lens``, are checked to be lists,
-    tuples, dicts or strings)."""
-    if isinstance(node, (ast.Name, ast.Constant)):
-        return
-    if isinstance(node, ast.Attribute):
-        return _check_pure(node.value, lens)
-    if isinstance(node, ast.Subscript):
-        _check_pure(node.value, lens)
-        return _check_pure(node.slice, lens)
-    if isinstance(node, ast.BinOp):
-        _check_pure(node.left, lens)
-        return _check_pure(node.right, lens)
-    if isinstance(node, ast.UnaryOp):
-        return _check_pure(node.operand, lens)
-    if (
-        isinstance(node, ast.Call)
-        and isinstance(node.func, ast.Name)
-        and node.func.id == "len"
-        and len(node.args) == 1
-        and not node.keywords
-    ):
-        lens.append(node.args[0])
-        return _check_pure(node.args[0], lens)
-    raise _Unsure
-
-
-def _read(node: ast.expr, frame: FrameType) -> Any:
-    """The value of a container expression in ``frame``, without running
-    user code: names, constants, plain attributes (no property or other
-    descriptor), subscripts of lists, tuples and dicts by ints and strings."""
-    if isinstance(node, ast.Constant):
-        return node.value
-    if isinstance(node, ast.Name):
-        for scope in (frame.f_locals, frame.f_globals, frame.f_builtins):
-            if node.id in scope:
-                return scope[node.id]
-        raise _Unsure
-    if isinstance(node, ast.Attribute):
-        obj = _read(node.value, frame)
-        try:
-            found = inspect.getattr_static(obj, node.attr)
-        except AttributeError:
-            raise _Unsure from None
-        if hasattr(type(found), "__get__"):  # a method, property, slot: code would run
-            raise _Unsure
-        return found
-    if isinstance(node, ast.Subscript):
-        container = _read(node.value, frame)
-        key = _read(node.slice, frame)
-        if type(container) not in (list, tuple, dict) or type(key) not in (int, str):
-            raise _Unsure
-        try:
-            return container[key]
-        except (IndexError, KeyError):
-            raise _Unsure from None
-    raise _Unsure
-
-
-def _index(i: SymInt, frame: FrameType) -> int:
-    """``i.__index__()`` called from ``frame``: a gather where the call is a
-    plain subscript of a list of Values (or rows of them), else a pin."""
+def gather(container: list[Any], i: SymInt) -> Any:
+    """``container[i]`` in the trace's copy of the user's code
+    (:mod:`chainrule.compiler.rewrite`): the alias of a gather where the
+    list's entries are Values, or rows of Values; else the entry, and the
+    value of ``i`` pinned. The list is not touched."""
     record = i.record
-    site = _subscript_site(frame.f_code, frame.f_lasti)
-    if site is None:
-        return i._pin()
-    try:
-        container = _read(site[0], frame)
-        if site[1] and _read(ast.Name("len"), frame) is not len:
-            raise _Unsure
-        for arg in site[1]:  # len() of a builtin container runs no user code
-            if type(_read(arg, frame)) not in (list, tuple, dict, str):
-                raise _Unsure
-    except _Unsure:
-        return i._pin()
-    if type(container) is not list:
-        return i._pin()
+    if record is not reads.current():
+        return container[i.value]
     n = len(container)
     if not -n <= i.value < n:
-        return i._pin()  # the list raises IndexError, as it would eagerly
+        return container[i._pin()]  # IndexError, as eagerly
     k = i.value % n
     # a replay whose int falls outside the list traces again (and raises
     # IndexError as eagerly), even where nothing reads the pick
     record.int_guards.append((in_range, i.recipe, n, True))
     entry = container[k]
-    gather = _gather(entry, container, i.recipe)
-    if gather is None:
-        return i._pin()
-    gather.picked = k
-    record.gathers.append(gather)
+    found = _gather(entry, container, i.recipe)
+    if found is None:
+        return container[i._pin()]
+    found.picked = k
+    record.gathers.append(found)
     g = len(record.gathers) - 1
-    if gather.row:
-        aliases = [_alias(gather, k, record, g, j) for j in range(len(entry))]
-        alias: Any = type(entry)(aliases)
-    else:
-        alias = _alias(gather, k, record, g, 0)
-        aliases = [alias]
-    gather.aliases = aliases
-    container[k] = alias
-    record.pending.append((container, k, entry))
-    _restore_after(frame, record)
-    return k
+    if found.row:
+        found.aliases = [_alias(found, k, record, g, j) for j in range(len(entry))]
+        return type(entry)(found.aliases)
+    found.aliases = [_alias(found, k, record, g, 0)]
+    return found.aliases[0]
 
 
 def in_range(i: int, n: int) -> bool:
@@ -446,29 +316,6 @@ def _alias(gather: Gather, k: int, record: Record, g: int, j: int) -> Value:
     alias = alias_of(column[k], (column[k], *column[:k], *column[k + 1 :]))
     record.aliases[alias] = (g, j)
     return alias
-
-
-def _restore_after(frame: FrameType, record: Record) -> None:
-    """Take the aliases out of their lists before ``frame`` runs its next
-    instruction (a trace function for one opcode event)."""
-    if record.armed is not None:
-        return
-    record.armed = (frame, frame.f_trace, frame.f_trace_opcodes, sys.gettrace())
-
-    def hook(f: FrameType, event: str, arg: Any) -> Any:
-        previous = record.armed
-        restore(record)
-        return previous[1] if previous is not None else None
-
-    frame.f_trace = hook
-    frame.f_trace_opcodes = True
-    if record.armed[3] is None:
-        sys.settrace(_no_calls)
-
-
-def _no_calls(frame: FrameType, event: str, arg: Any) -> None:
-    """The global trace function while an alias waits: traces no calls."""
-    return None
 
 
 def recipe_value(r: Any, ints: list[int]) -> Any:

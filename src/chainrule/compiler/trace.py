@@ -51,7 +51,7 @@ from ..value import (
 )
 from ..value.engine import Value
 from ..value.primitives import Primitive
-from . import escapes, reads
+from . import escapes, reads, rewrite
 from .reads import Record, TracedFloat, traced
 
 _lock = threading.RLock()
@@ -306,8 +306,6 @@ def watching(record: Record, created: list[Value]) -> Iterator[None]:
     try:
         yield
     finally:
-        if record.armed is not None or record.pending:
-            reads.restore(record)
         reads.set_current(None)
         engine._as_float = beyond_micrograd.as_float = protocols.as_float = as_float
         for name, attr in saved.items():
@@ -331,6 +329,7 @@ _OURS = _INTERNAL | frozenset(
         "keys",
         "program",
         "reads",
+        "rewrite",
         "rules",
         "sources",
         "step",
@@ -349,12 +348,12 @@ def run_traced(
     may have read one whole (:mod:`chainrule.compiler.escapes`)."""
     created: list[Value] = []
     with _lock, watching(record, created):
-        calls = escapes.CCalls(_OURS, run_traced.__code__) if floats else None
+        calls = escapes.CCalls(_OURS, run_traced.__code__, rewrite.RELAY) if floats else None
         start = time.perf_counter()
         if calls is None:
-            out = fn(*args)
+            out = rewrite.call(fn, *args)
         else:
             with calls:
-                out = fn(*args)
+                out = rewrite.call(fn, *args)
         seconds = time.perf_counter() - start
     return out, created, seconds, None if calls is None else calls.first
