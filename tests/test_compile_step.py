@@ -202,7 +202,6 @@ def test_the_collector_can_be_paused_while_tracing() -> None:
     runs (the function sees it off), on during replays and after, and left
     off if it was off before; the numbers are the same either way."""
     import gc
-
     import threading
 
     # a thread's own namespace: not one of the values compile guards (a list
