@@ -509,3 +509,39 @@ def test_the_warning_names_an_int_used_as_a_number(monkeypatch: pytest.MonkeyPat
     assert len(messages) == 1
     assert "int argument is used as the number" in messages[0]
     assert f.traces < 10
+
+
+# --------------------------------------------------------------------------
+# 8. Bit for bit: the same pick taken several times
+# --------------------------------------------------------------------------
+
+
+def test_an_entry_picked_several_times_gets_eagers_gradient_bit_for_bit() -> None:
+    """Issue 32's item 8: ``a, b, c = T[i], T[i], T[i]`` is one entry taken
+    three times; its gradient terms add up in the eager walk's order (they
+    were three stand-ins summed apart: 1 ulp off at 3.4e16)."""
+    import random
+
+    rng = random.Random(3)
+    for _ in range(40):
+        T = [Value(rng.uniform(-1, 1) * 10 ** rng.randint(-3, 17)) for _ in range(4)]
+
+        def f(i: int, y: float, T: list[Value] = T) -> Value:
+            a, b, c = T[i], T[i], T[i]
+            return a * y + b * b + c * y * y
+
+        g = chainrule.compile(f)
+        for i in range(4):
+            y = rng.uniform(-1e8, 1e8)
+            out = g(i, y)
+            out.backward()
+            compiled = [v.grad for v in T]
+            for v in T:
+                v.grad = 0.0
+            expected = f(i, y)
+            expected.backward()
+            assert bits(out.data) == bits(expected.data)
+            assert [bits(v.grad) for v in T] == [bits(x) for x in compiled]
+            for v in T:
+                v.grad = 0.0
+    assert g.traces == 1

@@ -79,6 +79,9 @@ class Record:
         self.int_guards: list[tuple[Callable[..., Any], Any, Any, Any]] = []
         self.gathers: list[Any] = []
         self.aliases: dict[Any, tuple[int, int]] = {}
+        # (the list, the int's recipe) -> the gather made for it: the same
+        # pick again is the same alias, as eagerly the same entry
+        self.picked: dict[Any, Any] = {}
         self.pins: list[str] = []  # how int arguments were used as numbers, for messages
 
 

@@ -42,6 +42,7 @@ from typing import Any
 
 from ..value.engine import Value
 from . import reads
+from .keys import Identity
 from .reads import Record, TracedFloat, TracedInt, traced
 
 
@@ -56,6 +57,7 @@ class Gather:
     aliases: list[Value] = field(default_factory=list)
     row: bool = False  # entries are rows
     picked: int = 0  # the entry picked while tracing
+    rows: dict[int, Any] = field(default_factory=dict)  # the row handed back, as its list
 
     def pick(self, i: int) -> int | None:
         """The entry that ``i`` picks, as the list would (negative from the
@@ -263,6 +265,13 @@ def gather(container: list[Any], i: SymInt) -> Any:
     n = len(container)
     if not -n <= i.value < n:
         return container[i._pin()]  # IndexError, as eagerly
+    again = (Identity(container), i.recipe)
+    before = record.picked.get(again)
+    if before is not None and _unchanged(before, container):
+        # the same pick of the same list: the same alias (or row of them), as
+        # eagerly the same entry, so its gradient terms add up in one place
+        # in the eager walk's order
+        return before.rows[before.picked] if before.row else before.aliases[0]
     k = i.value % n
     # a replay whose int falls outside the list traces again (and raises
     # IndexError as eagerly), even where nothing reads the pick
@@ -273,12 +282,28 @@ def gather(container: list[Any], i: SymInt) -> Any:
         return container[i._pin()]
     found.picked = k
     record.gathers.append(found)
+    record.picked[again] = found
     g = len(record.gathers) - 1
     if found.row:
         found.aliases = [_alias(found, k, record, g, j) for j in range(len(entry))]
-        return type(entry)(found.aliases)
+        found.rows = {k: type(entry)(found.aliases)}
+        return found.rows[k]
     found.aliases = [_alias(found, k, record, g, 0)]
     return found.aliases[0]
+
+
+def _unchanged(found: Gather, container: list[Any]) -> bool:
+    """Whether ``container`` still holds the entries ``found`` was made
+    from (the same objects; rows with the same Values)."""
+    now = container
+    if len(now) != len(found.candidates):
+        return False
+    if not found.row:
+        return all(map(operator.is_, now, found.candidates))
+    return all(
+        type(row) in (list, tuple) and len(row) == len(was) and all(map(operator.is_, row, was))
+        for row, was in zip(now, found.candidates)
+    )
 
 
 def in_range(i: int, n: int) -> bool:
