@@ -434,6 +434,7 @@ class Compiled:
         import numpy
 
         from . import capture as P
+        from . import rewrite
         from .reads import Record, traced
         from .symbolic import SymInt, int_checker
         from .trace import Unsupported, run_traced, untrace
@@ -458,8 +459,14 @@ class Compiled:
             else:
                 fed.append(x)
         # fn's own exception, if it raises, once (its side effects happened once)
+        # the trace runs the copy of fn that hands back gathers' stand-ins
+        # instead of putting them in the user's lists (rewrite)
         out, created, run_seconds, escaped = run_traced(
-            self.fn, tuple(rebuild_args(fed)), record, bool(call.floats)
+            rewrite.target(self.fn),
+            tuple(rebuild_args(fed)),
+            record,
+            bool(call.floats),
+            rewrite.RELAY,
         )
         if escaped is not None:
             # a C function may have read a float argument whole: this trace

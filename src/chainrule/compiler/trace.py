@@ -51,7 +51,7 @@ from ..value import (
 )
 from ..value.engine import Value
 from ..value.primitives import Primitive
-from . import escapes, reads, rewrite
+from . import escapes, reads
 from .reads import Record, TracedFloat, traced
 
 _lock = threading.RLock()
@@ -340,20 +340,26 @@ _OURS = _INTERNAL | frozenset(
 
 
 def run_traced(
-    fn: Callable[..., Any], args: tuple[Any, ...], record: Record, floats: bool = False
+    fn: Callable[..., Any],
+    args: tuple[Any, ...],
+    record: Record,
+    floats: bool = False,
+    relay: frozenset[Any] = frozenset(),
 ) -> tuple[Any, list[Value], float, str | None]:
     """``fn(*args)`` under watch: its result, the Values it made, the
     seconds it ran (without waiting for another thread's trace) and, with
     ``floats`` (float arguments among ``args``), the first C function that
-    may have read one whole (:mod:`chainrule.compiler.escapes`)."""
+    may have read one whole (:mod:`chainrule.compiler.escapes`; ``relay``:
+    compile's code that calls C functions on the user's behalf, as the
+    rewritten copies' ``_call``)."""
     created: list[Value] = []
     with _lock, watching(record, created):
-        calls = escapes.CCalls(_OURS, run_traced.__code__, rewrite.RELAY) if floats else None
+        calls = escapes.CCalls(_OURS, run_traced.__code__, relay) if floats else None
         start = time.perf_counter()
         if calls is None:
-            out = rewrite.call(fn, *args)
+            out = fn(*args)
         else:
             with calls:
-                out = rewrite.call(fn, *args)
+                out = fn(*args)
         seconds = time.perf_counter() - start
     return out, created, seconds, None if calls is None else calls.first
