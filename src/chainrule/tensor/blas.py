@@ -224,6 +224,37 @@ def split_matmul(a: np.ndarray, b: np.ndarray, batch: tuple[int, ...], threads: 
     return out
 
 
+def _pairable(a: np.ndarray, b: np.ndarray) -> bool:
+    return a.ndim == 2 and b.ndim == 2 and a.dtype == b.dtype and a.dtype.kind == "f"
+
+
+def matmul_pair(
+    a: np.ndarray, b: np.ndarray, c: np.ndarray, d: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
+    """``(a @ b, c @ d)`` for two independent matrix products (a linear
+    layer's two gradients): from :data:`SPLIT_WORK` multiply-adds in all,
+    the two at once, one on the calling thread and one on the pool's, BLAS
+    on one thread each. Each is the very same BLAS call as on one thread
+    (the same bits), and neither waits for the other's threads inside
+    BLAS. On more than two threads a product of :data:`MULTITHREAD_WORK`
+    or more goes to all of BLAS's threads instead, one after the other."""
+    threads = get_num_threads()
+    if threads > 1 and _pairable(a, b) and _pairable(c, d):
+        first = a.shape[0] * a.shape[1] * b.shape[1]
+        second = c.shape[0] * c.shape[1] * d.shape[1]
+        large = max(first, second) >= MULTITHREAD_WORK
+        if first + second >= SPLIT_WORK and (threads == 2 or not large):
+            out: list[np.ndarray] = [a, c]
+
+            def part(lo: int, hi: int) -> None:
+                for i in range(lo, hi):
+                    out[i] = a @ b if i == 0 else c @ d
+
+            run_parts(2, threads, part)
+            return out[0], out[1]
+    return matmul(a, b), matmul(c, d)
+
+
 def matmul(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     """``a @ b`` on as many threads as pay for its size (see the module)."""
     threads = get_num_threads()
