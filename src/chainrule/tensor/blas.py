@@ -65,6 +65,11 @@ MULTITHREAD_WORK = 1 << 24
 #: batch across threads pays (8.4 million; see the module's measurements).
 SPLIT_WORK = 1 << 23
 
+#: Rows of the left matrix per thread from which a large matrix product is
+#: cut by rows across the threads (:func:`split_rows`) rather than handed
+#: to BLAS's threads.
+MIN_SPLIT_ROWS = 32
+
 #: Below these sizes OpenBLAS runs on one thread by itself.
 _OPENBLAS_GEMM_SINGLE = 1 << 18
 _OPENBLAS_GEMV_SINGLE = 9216
@@ -278,5 +283,26 @@ def matmul(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     if work <= _OPENBLAS_GEMM_SINGLE:
         return a @ b
     if work >= MULTITHREAD_WORK:
-        return _on_blas_threads(threads, lambda: a @ b)
+        return _large(a, b, threads)
     return _single_threaded(a, b)
+
+
+def _large(a: np.ndarray, b: np.ndarray, threads: int) -> np.ndarray:
+    """A product of :data:`MULTITHREAD_WORK` or more on ``threads``
+    threads: a matrix product with rows enough cut by rows
+    (:func:`split_rows`), anything else on BLAS's own threads."""
+    if a.ndim == 2 and b.ndim == 2 and a.shape[0] >= MIN_SPLIT_ROWS * threads and _pairable(a, b):
+        return split_rows(a, b, threads)
+    return _on_blas_threads(threads, lambda: a @ b)
+
+
+def split_rows(a: np.ndarray, b: np.ndarray, threads: int) -> np.ndarray:
+    """``a @ b`` for matrices, the rows of ``a`` cut into ``threads`` parts
+    multiplied at once on the pool's threads, BLAS on one thread each."""
+    out = np.empty((a.shape[0], b.shape[1]), dtype=a.dtype)
+
+    def part(lo: int, hi: int) -> None:
+        np.matmul(a[lo:hi], b, out=out[lo:hi])
+
+    run_parts(a.shape[0], threads, part)
+    return out
