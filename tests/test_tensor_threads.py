@@ -405,3 +405,28 @@ def test_adam_on_threads_is_the_one_thread_update_bit_for_bit(
         for a, b in zip(results[0], other):
             np.testing.assert_array_equal(a, b)
     np.testing.assert_array_equal(results[0][-1], data[-1])
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_relu_and_its_backward_on_threads_are_the_one_thread_ones(
+    monkeypatch: pytest.MonkeyPatch, dtype: Any
+) -> None:
+    from chainrule.tensor import elementwise
+
+    rng = np.random.default_rng(3)
+    x = rng.standard_normal((5, 4, 3)).astype(dtype)
+    x[0, 0, :] = [np.nan, np.inf, -np.inf]
+    g = rng.standard_normal(x.shape).astype(dtype)
+    g[1, 1, :] = [np.nan, np.inf, -np.inf]
+    results = []
+    for n, min_bytes in ((1, 1 << 30), (2, 1), (3, 1)):
+        chainrule.set_num_threads(n)
+        monkeypatch.setattr(elementwise, "SPLIT_ELEMENTWISE_BYTES", min_bytes)
+        t = Tensor(x.copy())
+        y = t.relu()
+        y.backward(g)
+        results.append((y.data, t.grad))
+    for y, grad in results[1:]:
+        np.testing.assert_array_equal(y, results[0][0])
+        np.testing.assert_array_equal(grad, results[0][1])
+    np.testing.assert_array_equal(results[0][0], np.maximum(x, 0.0))

@@ -214,6 +214,15 @@ def run_parts(rows: int, threads: int, part: Callable[[int, int], None]) -> None
     _on_blas_threads(1, compute)
 
 
+def row_threads(x: np.ndarray, min_bytes: int) -> int:
+    """Threads for elementwise work on ``x`` split along its first axis:
+    :func:`chainrule.get_num_threads` from ``min_bytes`` on, else 1 (and 1
+    without a first axis of two or more to split)."""
+    if x.ndim < 2 or x.shape[0] < 2 or x.nbytes < min_bytes:
+        return 1
+    return get_num_threads()
+
+
 def split_matmul(a: np.ndarray, b: np.ndarray, batch: tuple[int, ...], threads: int) -> np.ndarray:
     """``a @ b`` for a stack with batch shape ``batch``, its first batch
     axis cut into ``threads`` parts multiplied at once on the pool's
