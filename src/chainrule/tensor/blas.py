@@ -10,7 +10,19 @@ size, as PyTorch decides per op how many threads a product gets:
   the products of a small transformer (a ``(2048, 16) @ (16, 64)``) waking
   the other threads costs more than the product. So a product below
   :data:`MULTITHREAD_WORK` multiply-adds runs on one BLAS thread, a larger
-  one on all the engine's threads.
+  one on all the engine's threads: a matrix product with at least
+  :data:`MIN_SPLIT_ROWS` rows per thread cut by its rows into one part per
+  thread, each part on the pool (below) with BLAS on one thread
+  (:func:`split_rows`); any other on OpenBLAS's own threads. OpenBLAS's
+  threads wait for each other inside every product (they spin, then
+  sleep), which costs most when another process holds a core; parts of
+  whole rows never wait for each other until the end. A part may round
+  differently from the whole product on one thread (OpenBLAS picks its
+  blocking by size), as OpenBLAS's own threads may.
+* **Two independent products** (a linear layer's two gradients, ``g @ W``
+  and ``g^T @ x``, of equal size) run at once, one on each of two threads
+  with BLAS on one thread, from :data:`SPLIT_WORK` multiply-adds in all
+  (:func:`matmul_pair`): each the very same BLAS call as on one thread.
 * **A stack of products** (attention's ``q @ k^T`` and ``weights @ v`` over
   batch and heads, and their backward). NumPy's ``matmul`` runs the stack's
   products one after the other, each small enough to stay on one BLAS
@@ -31,6 +43,14 @@ handing a part to another thread costs 25-200 microseconds. On the whole
 ``gpt-sizes`` step the same comparison gave 0.97-1.01 at embedding 128 and
 256 (load 6-10): most of the step is single products already on BLAS's
 threads; a quiet machine's figures come from ``chainrule bench``.
+
+Measured (the ``gpt-sizes`` step at embedding 256, float32, 2 threads,
+old and new routing alternating in one process at the highest priority
+on a machine at load 4-6; medians of 5-7): the gradient pair 1813 ms
+against 4326 ms for both products on OpenBLAS's threads; then cutting the
+forward's large products by rows 1425 ms against 1990 ms. A busy machine
+exaggerates the difference (OpenBLAS's waiting threads suffer most from
+it); a quiet machine's figures come from ``chainrule bench``.
 
 The machine's load does not change the routing: a process of its own
 raises the load average it would read, and a benchmark would measure a
