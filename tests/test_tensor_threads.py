@@ -379,6 +379,9 @@ def test_a_large_product_is_cut_by_rows(monkeypatch: pytest.MonkeyPatch) -> None
     np.testing.assert_allclose(blas.matmul(a, b), a @ b, rtol=1e-12)
     np.testing.assert_allclose(blas.matmul(b.T, a.T), b.T @ a.T, rtol=1e-12)
     assert cuts == [(300, 70)]  # 50 rows are too few to cut in 3
+    chainrule.set_num_threads(1)
+    np.testing.assert_allclose(blas.matmul(a, b), a @ b, rtol=1e-12)  # one thread: not cut
+    assert cuts == [(300, 70)]
 
 
 def test_adam_on_threads_is_the_one_thread_update_bit_for_bit(

@@ -320,6 +320,8 @@ def _large(a: np.ndarray, b: np.ndarray, threads: int) -> np.ndarray:
     """A product of :data:`MULTITHREAD_WORK` or more on ``threads``
     threads: a matrix product with rows enough cut by rows
     (:func:`split_rows`), anything else on BLAS's own threads."""
+    if threads == 1:
+        return _single_threaded(a, b)
     if a.ndim == 2 and b.ndim == 2 and a.shape[0] >= MIN_SPLIT_ROWS * threads and _pairable(a, b):
         return split_rows(a, b, threads)
     return _on_blas_threads(threads, lambda: a @ b)
