@@ -331,3 +331,105 @@ def test_a_split_gpt_step_is_pytorchs(
     for _ in range(2):
         a, b = ours(), theirs()
         assert abs(a - b) <= rtol * abs(b), (a, b)
+
+
+# ----------------------------------------------------------------------------
+# a linear layer's gradient pair, a large product cut by rows, Adam's update
+# ----------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_a_pair_of_products_is_the_one_thread_pair_bit_for_bit(
+    monkeypatch: pytest.MonkeyPatch, dtype: Any
+) -> None:
+    parts: list[int] = []
+    run_parts = blas.run_parts
+
+    def counted(rows: int, n: int, part: Any) -> None:
+        parts.append(rows)
+        run_parts(rows, n, part)
+
+    monkeypatch.setattr(blas, "run_parts", counted)
+    rng = np.random.default_rng(0)
+    g, w, x = (rng.standard_normal(s).astype(dtype) for s in [(512, 128), (128, 80), (512, 80)])
+    chainrule.set_num_threads(1)
+    one = blas.matmul_pair(g, w, g.T, x)
+    assert parts == []
+    chainrule.set_num_threads(2)
+    two = blas.matmul_pair(g, w, g.T, x)  # 10.5 million multiply-adds: over blas.SPLIT_WORK
+    assert parts == [2]
+    for a, b in zip(one, two):
+        assert a.dtype == dtype
+        np.testing.assert_array_equal(a, b)
+
+
+def test_a_large_product_is_cut_by_rows(monkeypatch: pytest.MonkeyPatch) -> None:
+    cuts: list[tuple[int, ...]] = []
+    split_rows = blas.split_rows
+
+    def counted(a: np.ndarray, b: np.ndarray, n: int) -> np.ndarray:
+        cuts.append(a.shape)
+        return split_rows(a, b, n)
+
+    monkeypatch.setattr(blas, "split_rows", counted)
+    monkeypatch.setattr(blas, "MULTITHREAD_WORK", 1 << 19)
+    rng = np.random.default_rng(1)
+    a, b = rng.standard_normal((300, 70)), rng.standard_normal((70, 50))
+    chainrule.set_num_threads(3)
+    np.testing.assert_allclose(blas.matmul(a, b), a @ b, rtol=1e-12)
+    np.testing.assert_allclose(blas.matmul(b.T, a.T), b.T @ a.T, rtol=1e-12)
+    assert cuts == [(300, 70)]  # 50 rows are too few to cut in 3
+    chainrule.set_num_threads(1)
+    np.testing.assert_allclose(blas.matmul(a, b), a @ b, rtol=1e-12)  # one thread: not cut
+    assert cuts == [(300, 70)]
+
+
+def test_adam_on_threads_is_the_one_thread_update_bit_for_bit(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from chainrule import optim
+
+    monkeypatch.setattr(optim, "SPLIT_PARAMETER_BYTES", 1)
+    rng = np.random.default_rng(2)
+    shapes = [(40, 30), (7,), (30, 30), (5, 3, 2)]
+    data = [rng.standard_normal(s).astype(np.float32) for s in shapes]
+    grads = [[rng.standard_normal(s).astype(np.float32) for s in shapes] for _ in range(3)]
+    results = []
+    for n in (1, 2, 3):
+        chainrule.set_num_threads(n)
+        params = [Tensor(d.copy()) for d in data]
+        adam = optim.Adam(params, lr=0.01)
+        for step in grads:
+            for p, g in zip(params[:-1], step):  # the last gets no gradient
+                p.grad = g
+            adam.step()
+        results.append([p.data for p in params])
+    for other in results[1:]:
+        for a, b in zip(results[0], other):
+            np.testing.assert_array_equal(a, b)
+    np.testing.assert_array_equal(results[0][-1], data[-1])
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_relu_and_its_backward_on_threads_are_the_one_thread_ones(
+    monkeypatch: pytest.MonkeyPatch, dtype: Any
+) -> None:
+    from chainrule.tensor import elementwise
+
+    rng = np.random.default_rng(3)
+    x = rng.standard_normal((5, 4, 3)).astype(dtype)
+    x[0, 0, :] = [np.nan, np.inf, -np.inf]
+    g = rng.standard_normal(x.shape).astype(dtype)
+    g[1, 1, :] = [np.nan, np.inf, -np.inf]
+    results = []
+    for n, min_bytes in ((1, 1 << 30), (2, 1), (3, 1)):
+        chainrule.set_num_threads(n)
+        monkeypatch.setattr(elementwise, "SPLIT_ELEMENTWISE_BYTES", min_bytes)
+        t = Tensor(x.copy())
+        y = t.relu()
+        y.backward(g)
+        results.append((y.data, t.grad))
+    for y, grad in results[1:]:
+        np.testing.assert_array_equal(y, results[0][0])
+        np.testing.assert_array_equal(grad, results[0][1])
+    np.testing.assert_array_equal(results[0][0], np.maximum(x, 0.0))

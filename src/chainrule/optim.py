@@ -128,6 +128,44 @@ def _parameter_list(params: Iterable[Any], name: str) -> list[Any]:
     return out
 
 
+#: Bytes of a model's parameter arrays from which an update parameter by
+#: parameter runs on :func:`chainrule.get_num_threads` threads.
+SPLIT_PARAMETER_BYTES = 1 << 20
+
+
+def _each_parameter(params: list[Any], update: Any) -> None:
+    """``update(i)`` for every parameter index: on the Tensor engine's
+    threads at once when the parameters are arrays of
+    :data:`SPLIT_PARAMETER_BYTES` or more in all (each parameter's update is
+    its own, the same operations whichever thread runs it: the same bits),
+    else one after the other."""
+    sizes = [getattr(p.data, "nbytes", 0) for p in params]
+    if len(params) > 1 and sum(sizes) >= SPLIT_PARAMETER_BYTES:
+        from .threads import get_num_threads
+
+        threads = get_num_threads()
+        if threads > 1:
+            from .tensor.blas import run_parts
+
+            # the parameters in groups of about equal bytes, the largest first
+            groups: list[list[int]] = [[] for _ in range(min(threads, len(params)))]
+            loads = [0] * len(groups)
+            for i in sorted(range(len(params)), key=lambda i: -sizes[i]):
+                k = loads.index(min(loads))
+                groups[k].append(i)
+                loads[k] += sizes[i]
+
+            def part(lo: int, hi: int) -> None:
+                for group in groups[lo:hi]:
+                    for i in group:
+                        update(i)
+
+            run_parts(len(groups), threads, part)
+            return
+    for i in range(len(params)):
+        update(i)
+
+
 class Optimizer:
     """The shared part: the parameter list, the learning rate ``lr`` (which
     a schedule may change between steps) and ``zero_grad()``."""
@@ -305,16 +343,20 @@ class Adam(Optimizer):
         decay, eps = self.weight_decay, self.eps
         step_size, correction2_sqrt = self._corrections()
         m, v = self.m, self.v
-        for i, p in enumerate(self.params):
+
+        def update(i: int) -> None:
+            p = self.params[i]
             g = _gradient(p)
             if g is None:  # no gradient reached it: left alone, as PyTorch
-                continue
+                return
             if decay:
                 g = g + decay * p.data
             m[i] = m[i] + (1 - beta1) * (g - m[i])
             v[i] = v[i] * beta2 + (1 - beta2) * g * g
             denom = v[i] ** 0.5 / correction2_sqrt + eps
             p.data = p.data - step_size * m[i] / denom
+
+        _each_parameter(self.params, update)
 
     def _updated(self, data: Any, g: Any) -> Any:
         """The loop's update on arrays, operation for operation (``np.power``

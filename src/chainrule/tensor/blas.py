@@ -10,7 +10,19 @@ size, as PyTorch decides per op how many threads a product gets:
   the products of a small transformer (a ``(2048, 16) @ (16, 64)``) waking
   the other threads costs more than the product. So a product below
   :data:`MULTITHREAD_WORK` multiply-adds runs on one BLAS thread, a larger
-  one on all the engine's threads.
+  one on all the engine's threads: a matrix product with at least
+  :data:`MIN_SPLIT_ROWS` rows per thread cut by its rows into one part per
+  thread, each part on the pool (below) with BLAS on one thread
+  (:func:`split_rows`); any other on OpenBLAS's own threads. OpenBLAS's
+  threads wait for each other inside every product (they spin, then
+  sleep), which costs most when another process holds a core; parts of
+  whole rows never wait for each other until the end. A part may round
+  differently from the whole product on one thread (OpenBLAS picks its
+  blocking by size), as OpenBLAS's own threads may.
+* **Two independent products** (a linear layer's two gradients, ``g @ W``
+  and ``g^T @ x``, of equal size) run at once, one on each of two threads
+  with BLAS on one thread, from :data:`SPLIT_WORK` multiply-adds in all
+  (:func:`matmul_pair`): each the very same BLAS call as on one thread.
 * **A stack of products** (attention's ``q @ k^T`` and ``weights @ v`` over
   batch and heads, and their backward). NumPy's ``matmul`` runs the stack's
   products one after the other, each small enough to stay on one BLAS
@@ -31,6 +43,14 @@ handing a part to another thread costs 25-200 microseconds. On the whole
 ``gpt-sizes`` step the same comparison gave 0.97-1.01 at embedding 128 and
 256 (load 6-10): most of the step is single products already on BLAS's
 threads; a quiet machine's figures come from ``chainrule bench``.
+
+Measured (the ``gpt-sizes`` step at embedding 256, float32, 2 threads,
+old and new routing alternating in one process at the highest priority
+on a machine at load 4-6; medians of 5-7): the gradient pair 1813 ms
+against 4326 ms for both products on OpenBLAS's threads; then cutting the
+forward's large products by rows 1425 ms against 1990 ms. A busy machine
+exaggerates the difference (OpenBLAS's waiting threads suffer most from
+it); a quiet machine's figures come from ``chainrule bench``.
 
 The machine's load does not change the routing: a process of its own
 raises the load average it would read, and a benchmark would measure a
@@ -64,6 +84,11 @@ MULTITHREAD_WORK = 1 << 24
 #: Multiply-adds of a whole stack of products from which splitting it by
 #: batch across threads pays (8.4 million; see the module's measurements).
 SPLIT_WORK = 1 << 23
+
+#: Rows of the left matrix per thread from which a large matrix product is
+#: cut by rows across the threads (:func:`split_rows`) rather than handed
+#: to BLAS's threads.
+MIN_SPLIT_ROWS = 32
 
 #: Below these sizes OpenBLAS runs on one thread by itself.
 _OPENBLAS_GEMM_SINGLE = 1 << 18
@@ -209,6 +234,15 @@ def run_parts(rows: int, threads: int, part: Callable[[int, int], None]) -> None
     _on_blas_threads(1, compute)
 
 
+def row_threads(x: np.ndarray, min_bytes: int) -> int:
+    """Threads for elementwise work on ``x`` split along its first axis:
+    :func:`chainrule.get_num_threads` from ``min_bytes`` on, else 1 (and 1
+    without a first axis of two or more to split)."""
+    if x.ndim < 2 or x.shape[0] < 2 or x.nbytes < min_bytes:
+        return 1
+    return get_num_threads()
+
+
 def split_matmul(a: np.ndarray, b: np.ndarray, batch: tuple[int, ...], threads: int) -> np.ndarray:
     """``a @ b`` for a stack with batch shape ``batch``, its first batch
     axis cut into ``threads`` parts multiplied at once on the pool's
@@ -222,6 +256,37 @@ def split_matmul(a: np.ndarray, b: np.ndarray, batch: tuple[int, ...], threads: 
 
     run_parts(batch[0], threads, part)
     return out
+
+
+def _pairable(a: np.ndarray, b: np.ndarray) -> bool:
+    return a.ndim == 2 and b.ndim == 2 and a.dtype == b.dtype and a.dtype.kind == "f"
+
+
+def matmul_pair(
+    a: np.ndarray, b: np.ndarray, c: np.ndarray, d: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
+    """``(a @ b, c @ d)`` for two independent matrix products (a linear
+    layer's two gradients): from :data:`SPLIT_WORK` multiply-adds in all,
+    the two at once, one on the calling thread and one on the pool's, BLAS
+    on one thread each. Each is the very same BLAS call as on one thread
+    (the same bits), and neither waits for the other's threads inside
+    BLAS. On more than two threads a product of :data:`MULTITHREAD_WORK`
+    or more goes to all of BLAS's threads instead, one after the other."""
+    threads = get_num_threads()
+    if threads > 1 and _pairable(a, b) and _pairable(c, d):
+        first = a.shape[0] * a.shape[1] * b.shape[1]
+        second = c.shape[0] * c.shape[1] * d.shape[1]
+        large = max(first, second) >= MULTITHREAD_WORK
+        if first + second >= SPLIT_WORK and (threads == 2 or not large):
+            out: list[np.ndarray] = [a, c]
+
+            def part(lo: int, hi: int) -> None:
+                for i in range(lo, hi):
+                    out[i] = a @ b if i == 0 else c @ d
+
+            run_parts(2, threads, part)
+            return out[0], out[1]
+    return matmul(a, b), matmul(c, d)
 
 
 def matmul(a: np.ndarray, b: np.ndarray) -> np.ndarray:
@@ -247,5 +312,28 @@ def matmul(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     if work <= _OPENBLAS_GEMM_SINGLE:
         return a @ b
     if work >= MULTITHREAD_WORK:
-        return _on_blas_threads(threads, lambda: a @ b)
+        return _large(a, b, threads)
     return _single_threaded(a, b)
+
+
+def _large(a: np.ndarray, b: np.ndarray, threads: int) -> np.ndarray:
+    """A product of :data:`MULTITHREAD_WORK` or more on ``threads``
+    threads: a matrix product with rows enough cut by rows
+    (:func:`split_rows`), anything else on BLAS's own threads."""
+    if threads == 1:
+        return _single_threaded(a, b)
+    if a.ndim == 2 and b.ndim == 2 and a.shape[0] >= MIN_SPLIT_ROWS * threads and _pairable(a, b):
+        return split_rows(a, b, threads)
+    return _on_blas_threads(threads, lambda: a @ b)
+
+
+def split_rows(a: np.ndarray, b: np.ndarray, threads: int) -> np.ndarray:
+    """``a @ b`` for matrices, the rows of ``a`` cut into ``threads`` parts
+    multiplied at once on the pool's threads, BLAS on one thread each."""
+    out = np.empty((a.shape[0], b.shape[1]), dtype=a.dtype)
+
+    def part(lo: int, hi: int) -> None:
+        np.matmul(a[lo:hi], b, out=out[lo:hi])
+
+    run_parts(a.shape[0], threads, part)
+    return out

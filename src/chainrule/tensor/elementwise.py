@@ -20,7 +20,14 @@ from typing import Any
 
 import numpy as np
 
+from .blas import row_threads, run_parts
 from .tensor import Tensor, constant, make
+
+#: Bytes from which ReLU and its backward are split along the first axis
+#: across :func:`chainrule.get_num_threads` threads (as attention's softmax,
+#: :data:`chainrule.tensor.nn_ops.SPLIT_SCORE_BYTES`): each part the same
+#: operations on its rows, so the same bits.
+SPLIT_ELEMENTWISE_BYTES = 1 << 22
 
 # ----------------------------------------------------------------------------
 # Helpers
@@ -309,12 +316,29 @@ def threshold_backward(g: np.ndarray, out: np.ndarray) -> np.ndarray:
     slower (a branch per entry), and ``g * mask`` is wrong for inf and nan.
     """
     ints = _SAME_SIZE_INT.get(g.dtype)
-    if ints is None or g.dtype != out.dtype:
+    if ints is None or g.dtype != out.dtype or g.shape != out.shape or g.ndim == 0:
         return np.where(out <= 0.0, 0.0, g).astype(g.dtype, copy=False)
-    keep = (out <= 0.0).astype(ints)
-    keep -= 1  # 0 where dropped, all bits set where kept
-    keep &= g.view(ints)
+    keep = np.empty(g.shape, dtype=ints)
+    bits = g.view(ints)
+
+    def part(lo: int, hi: int) -> None:
+        k = keep[lo:hi]
+        np.less_equal(out[lo:hi], 0.0, out=k, casting="unsafe")
+        k -= 1  # 0 where dropped, all bits set where kept
+        k &= bits[lo:hi]
+
+    _by_rows(keep, part)
     return keep.view(g.dtype)
+
+
+def _by_rows(x: np.ndarray, part: Any) -> None:
+    """``part(lo, hi)`` over the first axis of ``x``: split across threads
+    when ``x`` is large (:data:`SPLIT_ELEMENTWISE_BYTES`), else at once."""
+    threads = row_threads(x, SPLIT_ELEMENTWISE_BYTES)
+    if threads > 1:
+        run_parts(x.shape[0], threads, part)
+    else:
+        part(0, x.shape[0])
 
 
 def _relu_vjp(M: Any, g: Any, out: Tensor) -> tuple[Any]:
@@ -323,7 +347,16 @@ def _relu_vjp(M: Any, g: Any, out: Tensor) -> tuple[Any]:
 
 def relu(x: Tensor) -> Tensor:
     """``max(x, 0)``; the gradient passes where the output is positive."""
-    return make(np.maximum(x.data, 0.0), (x,), _relu_vjp)  # keeps nan, as PyTorch
+    xd = x.data
+    if xd.ndim == 0 or xd.dtype.kind != "f":
+        return make(np.maximum(xd, 0.0), (x,), _relu_vjp)  # keeps nan, as PyTorch
+    y = np.empty_like(xd)
+
+    def part(lo: int, hi: int) -> None:
+        np.maximum(xd[lo:hi], 0.0, out=y[lo:hi])
+
+    _by_rows(y, part)
+    return make(y, (x,), _relu_vjp)
 
 
 def _abs_vjp(M: Any, g: Any, out: Tensor) -> tuple[Any]:

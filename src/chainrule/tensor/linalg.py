@@ -109,8 +109,12 @@ def _linear_vjp(M: Any, g: Any, out: Tensor) -> tuple[Any, ...]:
     n_out, n_in = w.shape
     # Flattened to one matrix product each, not one per batch row.
     g2 = g.reshape(-1, n_out)
-    grads = [] if constant_input else [M.matmul(g2, w).reshape(x.shape)]
-    grads.append(M.matmul(g2.T, x.reshape(-1, n_in)))
+    x2 = x.reshape(-1, n_in)
+    if constant_input:
+        grads = [M.matmul(g2.T, x2)]
+    else:  # two independent products: at once on two threads
+        gx, gw = M.matmul_pair(g2, w, g2.T, x2)
+        grads = [gx.reshape(x.shape), gw]
     if len(prev) == (2 if constant_input else 3):  # a bias
         grads.append(g2.sum(axis=0))
     return tuple(grads)

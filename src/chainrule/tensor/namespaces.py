@@ -52,6 +52,7 @@ from . import nn_ops as nn
 from . import reduce as rd
 from . import shape as sh
 from .blas import matmul as blas_matmul
+from .blas import matmul_pair as blas_matmul_pair
 from .rows import row_mean, row_sum
 from .tensor import Tensor, fit
 
@@ -93,6 +94,7 @@ ARRAY = SimpleNamespace(
     exp=np.exp,
     tanh=np.tanh,
     matmul=blas_matmul,
+    matmul_pair=blas_matmul_pair,
     log=np.log,
     sqrt=np.sqrt,
     row_sum=row_sum,
@@ -182,6 +184,10 @@ def _graph_matmul(a: Any, b: Any) -> Any:
     return la.matmul(a, b)
 
 
+def _graph_matmul_pair(a: Any, b: Any, c: Any, d: Any) -> tuple[Any, Any]:
+    return la.matmul(a, b), la.matmul(c, d)
+
+
 def _graph_tanh(x: Any) -> Any:
     return ew.tanh(x)
 
@@ -230,6 +236,7 @@ GRAPH = SimpleNamespace(
     exp=_graph_exp,
     tanh=_graph_tanh,
     matmul=_graph_matmul,
+    matmul_pair=_graph_matmul_pair,
     rms_norm_backward=_graph_rms_norm_backward,
     erf=_graph_erf,
     sigmoid=_graph_sigmoid,

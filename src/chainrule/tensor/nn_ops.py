@@ -22,9 +22,8 @@ from typing import Any
 import numpy as np
 
 from ..random_state import tensor_generator
-from ..threads import get_num_threads
 from .blas import matmul as _mm
-from .blas import run_parts
+from .blas import row_threads, run_parts
 from .rows import _FLOOR, _ones, row_mean, shifted_exp
 from .tensor import Tensor, make
 
@@ -315,9 +314,7 @@ def masked_fill(x: Tensor, mask: Any, value: float) -> Tensor:
 def _split_threads(scores: np.ndarray) -> int:
     """Threads for the elementwise work on ``scores``: 1 below
     :data:`SPLIT_SCORE_BYTES` or without a batch axis to split."""
-    if scores.ndim < 3 or scores.shape[0] < 2 or scores.nbytes < SPLIT_SCORE_BYTES:
-        return 1
-    return get_num_threads()
+    return row_threads(scores, SPLIT_SCORE_BYTES) if scores.ndim >= 3 else 1
 
 
 def _split_softmax(s: np.ndarray, threads: int) -> np.ndarray | None:
