@@ -1,5 +1,5 @@
-"""Shared test setup: the hypothesis profiles, the PyTorch oracle and the
-headless browser."""
+"""Shared test setup: the hypothesis profiles, the PyTorch oracle, the
+headless browser and the built site."""
 
 from __future__ import annotations
 
@@ -7,12 +7,16 @@ import math
 import os
 import shutil
 import signal
+import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 from hypothesis import HealthCheck, settings
+
+ROOT = Path(__file__).resolve().parent.parent
 
 # A shell that starts pytest in the background (`pytest &`, nohup, a script
 # without job control) hands it Ctrl-C ignored, and every command the tests
@@ -143,3 +147,23 @@ def browser(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
         yield driver
     finally:
         driver.quit()
+
+
+# -- the documentation site, built once --------------------------------------
+
+
+@pytest.fixture(scope="session")
+def site(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The site, built from nothing as CI builds it (``sphinx-build -E -W
+    --keep-going``), in a directory of its own: once per run, for
+    tests/test_site.py and tests/test_site_reader.py."""
+    out = tmp_path_factory.mktemp("site")
+    done = subprocess.run(
+        [sys.executable, "-m", "sphinx", "-E", "-W", "--keep-going", "-q"]
+        + [str(ROOT / "docs"), str(out)],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert done.returncode == 0, f"sphinx-build -W failed:\n{done.stderr}"
+    return out
