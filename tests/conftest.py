@@ -1,5 +1,6 @@
 """Shared test setup: the hypothesis profiles, the PyTorch oracle, the
-headless browser and the built site."""
+headless browser, the built site, and the two processes the suite runs in
+(pytest-xdist)."""
 
 from __future__ import annotations
 
@@ -90,8 +91,70 @@ except ImportError:
     ]
 
 
-def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+# -- two processes: pytest-xdist ----------------------------------------------
+#
+# `pytest` runs the suite in one worker process per core (at most 4), as if
+# given `-n N --dist loadgroup`, where pytest-xdist is installed (the test
+# extra pins it). `-n 0` or `-p no:xdist` runs it in one process, `-n N`
+# picks the number; the verdict is the same. A module whose tests share a
+# module-scoped fixture (a trained run, a browser, a notebook run) runs on
+# one worker, so the fixture is made once; the modules that read the built
+# site share one worker and one build (the `site` fixture below). The rest
+# is spread test by test.
+
+
+def _cores() -> int:
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # not Linux
+        return os.cpu_count() or 1
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_cmdline_main(config: pytest.Config) -> None:
+    if (
+        not config.pluginmanager.hasplugin("xdist")
+        or hasattr(config, "workerinput")  # a worker itself
+        or config.getoption("numprocesses", None) is not None  # -n given
+        or config.getoption("usepdb", False)
+        or config.getoption("collectonly", False)
+        or _cores() < 2
+    ):
+        return
+    workers = min(_cores(), 4)
+    config.option.numprocesses = workers
+    if config.option.dist == "no":
+        config.option.dist = "loadgroup"
+    config.option.tx = ["popen"] * workers
+
+
+def _groups(items: list[pytest.Item]) -> dict[str, str]:
+    """Module -> the xdist group its tests run in, for the modules that
+    share an expensive fixture: ``site`` for every module that reads the
+    built site, the module's own name for one with a module-scoped fixture."""
+    groups: dict[str, str] = {}
     for item in items:
+        module = item.nodeid.split("::", 1)[0]
+        info = getattr(item, "_fixtureinfo", None)
+        scopes = {
+            defs[-1].scope
+            for name in getattr(item, "fixturenames", ())
+            if info is not None and (defs := info.name2fixturedefs.get(name))
+        }
+        if "site" in getattr(item, "fixturenames", ()):
+            groups[module] = "site"
+        elif "module" in scopes:
+            groups.setdefault(module, module.rsplit("/", 1)[-1].removesuffix(".py"))
+    return groups
+
+
+@pytest.hookimpl(tryfirst=True)  # before xdist reads the groups
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    groups = _groups(items) if config.pluginmanager.hasplugin("xdist") else {}
+    for item in items:
+        group = groups.get(item.nodeid.split("::", 1)[0])
+        if group is not None:
+            item.add_marker(pytest.mark.xdist_group(group))
         module = item.module.__name__.rsplit(".", 1)[-1] if item.module else ""  # type: ignore[attr-defined]
         if (
             module in PURE_MODULES

@@ -114,7 +114,7 @@ UNPINNED = {
 
 #: The tools whose versions decide what the site is and what the tests say.
 TOOLS = ["sphinx", "myst-parser", "furo", "sphinxcontrib-programoutput", "selenium"]
-TOOLS += ["pytest", "hypothesis"]
+TOOLS += ["pytest", "pytest-xdist", "hypothesis"]
 
 
 def _pins() -> dict[str, str]:
