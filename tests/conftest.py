@@ -112,9 +112,15 @@ def _cores() -> int:
 
 @pytest.hookimpl(tryfirst=True)
 def pytest_cmdline_main(config: pytest.Config) -> None:
+    workerinput = getattr(config, "workerinput", None)
+    if workerinput is not None:
+        # a worker parses the command line again, without what is set below:
+        # it learns the mode from its controller (pytest_configure_node)
+        if workerinput.get("chainrule_dist") == "loadgroup":
+            config.option.loadgroup = True
+        return
     if (
         not config.pluginmanager.hasplugin("xdist")
-        or hasattr(config, "workerinput")  # a worker itself
         or config.getoption("numprocesses", None) is not None  # -n given
         or config.getoption("usepdb", False)
         or config.getoption("collectonly", False)
@@ -126,6 +132,12 @@ def pytest_cmdline_main(config: pytest.Config) -> None:
     if config.option.dist == "no":
         config.option.dist = "loadgroup"
     config.option.tx = ["popen"] * workers
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_configure_node(node: Any) -> None:
+    """pytest-xdist, in the controller: tell each worker the mode (above)."""
+    node.workerinput["chainrule_dist"] = node.config.option.dist
 
 
 def _groups(items: list[pytest.Item]) -> dict[str, str]:
