@@ -1,5 +1,6 @@
-"""Shared test setup: the hypothesis profiles, the PyTorch oracle and the
-headless browser."""
+"""Shared test setup: the hypothesis profiles, the PyTorch oracle, the
+headless browser, the built site, and the two processes the suite runs in
+(pytest-xdist)."""
 
 from __future__ import annotations
 
@@ -7,12 +8,16 @@ import math
 import os
 import shutil
 import signal
+import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 from hypothesis import HealthCheck, settings
+
+ROOT = Path(__file__).resolve().parent.parent
 
 # A shell that starts pytest in the background (`pytest &`, nohup, a script
 # without job control) hands it Ctrl-C ignored, and every command the tests
@@ -102,8 +107,82 @@ except ImportError:
     ]
 
 
-def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+# -- two processes: pytest-xdist ----------------------------------------------
+#
+# `pytest` runs the suite in one worker process per core (at most 4), as if
+# given `-n N --dist loadgroup`, where pytest-xdist is installed (the test
+# extra pins it). `-n 0` or `-p no:xdist` runs it in one process, `-n N`
+# picks the number; the verdict is the same. A module whose tests share a
+# module-scoped fixture (a trained run, a browser, a notebook run) runs on
+# one worker, so the fixture is made once; the modules that read the built
+# site share one worker and one build (the `site` fixture below). The rest
+# is spread test by test.
+
+
+def _cores() -> int:
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # not Linux
+        return os.cpu_count() or 1
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_cmdline_main(config: pytest.Config) -> None:
+    workerinput = getattr(config, "workerinput", None)
+    if workerinput is not None:
+        # a worker parses the command line again, without what is set below:
+        # it learns the mode from its controller (pytest_configure_node)
+        if workerinput.get("chainrule_dist") == "loadgroup":
+            config.option.loadgroup = True
+        return
+    if (
+        not config.pluginmanager.hasplugin("xdist")
+        or config.getoption("numprocesses", None) is not None  # -n given
+        or config.getoption("usepdb", False)
+        or config.getoption("collectonly", False)
+        or _cores() < 2
+    ):
+        return
+    workers = min(_cores(), 4)
+    config.option.numprocesses = workers
+    if config.option.dist == "no":
+        config.option.dist = "loadgroup"
+    config.option.tx = ["popen"] * workers
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_configure_node(node: Any) -> None:
+    """pytest-xdist, in the controller: tell each worker the mode (above)."""
+    node.workerinput["chainrule_dist"] = node.config.option.dist
+
+
+def _groups(items: list[pytest.Item]) -> dict[str, str]:
+    """Module -> the xdist group its tests run in, for the modules that
+    share an expensive fixture: ``site`` for every module that reads the
+    built site, the module's own name for one with a module-scoped fixture."""
+    groups: dict[str, str] = {}
     for item in items:
+        module = item.nodeid.split("::", 1)[0]
+        info = getattr(item, "_fixtureinfo", None)
+        scopes = {
+            defs[-1].scope
+            for name in getattr(item, "fixturenames", ())
+            if info is not None and (defs := info.name2fixturedefs.get(name))
+        }
+        if "site" in getattr(item, "fixturenames", ()):
+            groups[module] = "site"
+        elif "module" in scopes:
+            groups.setdefault(module, module.rsplit("/", 1)[-1].removesuffix(".py"))
+    return groups
+
+
+@pytest.hookimpl(tryfirst=True)  # before xdist reads the groups
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    groups = _groups(items) if config.pluginmanager.hasplugin("xdist") else {}
+    for item in items:
+        group = groups.get(item.nodeid.split("::", 1)[0])
+        if group is not None:
+            item.add_marker(pytest.mark.xdist_group(group))
         module = item.module.__name__.rsplit(".", 1)[-1] if item.module else ""  # type: ignore[attr-defined]
         if (
             module in PURE_MODULES
@@ -159,3 +238,23 @@ def browser(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
         yield driver
     finally:
         driver.quit()
+
+
+# -- the documentation site, built once --------------------------------------
+
+
+@pytest.fixture(scope="session")
+def site(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The site, built from nothing as CI builds it (``sphinx-build -E -W
+    --keep-going``), in a directory of its own: once per run, for
+    tests/test_site.py and tests/test_site_reader.py."""
+    out = tmp_path_factory.mktemp("site")
+    done = subprocess.run(
+        [sys.executable, "-m", "sphinx", "-E", "-W", "--keep-going", "-q"]
+        + [str(ROOT / "docs"), str(out)],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert done.returncode == 0, f"sphinx-build -W failed:\n{done.stderr}"
+    return out

@@ -10,7 +10,6 @@ show a page. The toolchain that builds and checks the site is the one the
 
 from __future__ import annotations
 
-import subprocess
 import sys
 from pathlib import Path
 from typing import Any
@@ -96,21 +95,6 @@ def test_a_page_slow_to_show_gets_the_same_verdict(browser: Any, tmp_path: Path)
     assert len(straight.problems) == 5
 
 
-@pytest.fixture(scope="module")
-def site(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """The site, built from nothing as CI builds it, in a directory of its own."""
-    out = tmp_path_factory.mktemp("site")
-    done = subprocess.run(
-        [sys.executable, "-m", "sphinx", "-E", "-W", "--keep-going", "-q"]
-        + [str(ROOT / "docs"), str(out)],
-        capture_output=True,
-        text=True,
-        check=False,
-    )
-    assert done.returncode == 0, f"sphinx-build -W failed:\n{done.stderr}"
-    return out
-
-
 @pytest.mark.slow
 def test_every_page_of_the_site_reads_right(browser: Any, site: Path) -> None:
     report = check_site(browser, site)
@@ -130,7 +114,7 @@ UNPINNED = {
 
 #: The tools whose versions decide what the site is and what the tests say.
 TOOLS = ["sphinx", "myst-parser", "furo", "sphinxcontrib-programoutput", "selenium"]
-TOOLS += ["pytest", "hypothesis"]
+TOOLS += ["pytest", "pytest-xdist", "hypothesis"]
 
 
 def _pins() -> dict[str, str]:

@@ -16,7 +16,6 @@ from typing import Any
 import pytest
 
 from sitecheck import check_fit, missing_summaries, summaries, wide_tables
-from test_site import site  # noqa: F401 - the built site, a fixture
 
 DESKTOP, PHONE = (1280, 900), (420, 800)
 REPO = Path(__file__).resolve().parent.parent
@@ -65,14 +64,14 @@ def test_the_fit_check_finds_each_planted_defect(browser: Any, tmp_path: Path) -
 
 
 @pytest.mark.slow
-def test_every_page_fits_at_a_desktop_and_a_phone_width(browser: Any, site: Path) -> None:  # noqa: F811
+def test_every_page_fits_at_a_desktop_and_a_phone_width(browser: Any, site: Path) -> None:
     report = check_fit(browser, site, (DESKTOP, PHONE))
     assert report.pages >= 2 * 80, report.pages
     assert report.problems == []
 
 
 @pytest.mark.slow
-def test_ops_tables_are_read_without_scrolling_sideways(browser: Any, site: Path) -> None:  # noqa: F811
+def test_ops_tables_are_read_without_scrolling_sideways(browser: Any, site: Path) -> None:
     assert wide_tables(browser, site / "ops.html", *DESKTOP) == []
     # on a phone too: the formulas wrap at their spaces, inside their column
     assert wide_tables(browser, site / "ops.html", *PHONE) == []
@@ -90,7 +89,7 @@ return frames.map(frame => {
 
 
 @pytest.mark.slow
-def test_ops_tables_scroll_in_a_frame_under_their_header(browser: Any, site: Path) -> None:  # noqa: F811
+def test_ops_tables_scroll_in_a_frame_under_their_header(browser: Any, site: Path) -> None:
     browser.set_window_size(*DESKTOP)
     browser.get((site / "ops.html").as_uri())
     # each table scrolled 800 px down inside its frame: its header still on top
@@ -142,7 +141,7 @@ def _read(shown: str) -> str:
 
 
 @pytest.mark.slow
-def test_every_public_name_has_its_one_line_summary_in_the_reference(site: Path) -> None:  # noqa: F811
+def test_every_public_name_has_its_one_line_summary_in_the_reference(site: Path) -> None:
     sys.path.insert(0, str(DOCS_EXT))
     try:
         import apiref
@@ -193,7 +192,7 @@ def _printed(cell: dict[str, Any]) -> str:
     ["backward-by-hand", "from-micrograd", "gpt-on-names", "compile-a-loop", "continue-on-torch"],
 )
 def test_each_tutorial_notebook_runs_and_prints_what_the_page_shows(
-    site: Path,  # noqa: F811
+    site: Path,
     name: str,
     tmp_path: Path,
     monkeypatch: pytest.MonkeyPatch,
@@ -229,7 +228,7 @@ def test_each_tutorial_notebook_runs_and_prints_what_the_page_shows(
 
 
 @pytest.mark.slow
-def test_the_landing_page_starts_a_reader(site: Path) -> None:  # noqa: F811
+def test_the_landing_page_starts_a_reader(site: Path) -> None:
     html = (site / "index.html").read_text(encoding="utf-8")
     article = html[html.index("<article") : html.index("</article>")]
     text = re.sub(r"<[^>]+>", "", article)  # what the page says, in its order
@@ -248,7 +247,7 @@ def test_the_landing_page_starts_a_reader(site: Path) -> None:  # noqa: F811
 
 
 @pytest.mark.slow
-def test_every_page_names_the_favicon(site: Path) -> None:  # noqa: F811
+def test_every_page_names_the_favicon(site: Path) -> None:
     pages = sorted(site.rglob("*.html"))
     assert len(pages) >= 80
     for page in pages:
