@@ -24,6 +24,7 @@ import struct
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from itertools import islice
 from typing import Any
 
 from ..value.engine import Value
@@ -72,8 +73,12 @@ def classify(items: list[Any], shape: Any = None, symbolic_ints: bool = True) ->
     """The key of a call whose flattened arguments are ``items``, nested as
     ``shape`` says (see :func:`flatten`); with ``symbolic_ints`` False, ints
     and floats are keyed by their value (the function sees them as they are)."""
-    key: list[Any] = [shape]
     call = Call(())
+    if symbolic_ints and all(type(x) is float for x in items):  # only numbers: inputs
+        call.key = (shape, *[float] * len(items))
+        call.floats = list(items)
+        return call
+    key: list[Any] = [shape]
     numpy = sys.modules.get("numpy")
     for x in items:
         t = type(x)
@@ -115,8 +120,12 @@ def flatten(tree: Any) -> tuple[list[Any], Callable[[list[Any]], Any], Any]:
 
     def walk(x: Any) -> tuple[Callable[[Any], Any], Any]:
         if isinstance(x, (tuple, list)):
-            parts = [walk(y) for y in x]
             kind = type(x)
+            if x and all(type(y) is float for y in x):  # a row of numbers, in one step
+                items.extend(x)
+                n = len(x)
+                return (lambda it: kind(islice(it, n))), (kind, (None,) * n)
+            parts = [walk(y) for y in x]
             makers = [p for p, _ in parts]
             return (lambda it: kind(p(it) for p in makers)), (kind, tuple(s for _, s in parts))
         if isinstance(x, dict):
@@ -126,10 +135,14 @@ def flatten(tree: Any) -> tuple[list[Any], Callable[[list[Any]], Any], Any]:
             shape = (dict, tuple(keys), tuple(s for _, s in parts))
             return (lambda it: {k: p(it) for k, p in zip(keys, makers)}), shape
         items.append(x)
-        return (lambda it: next(it)), None
+        return _LEAF
 
     rebuild, shape = walk(tree)
     return items, lambda new: rebuild(iter(new)), shape
+
+
+#: An item's maker and shape in :func:`flatten` (the next new item, as it is).
+_LEAF: tuple[Callable[[Any], Any], Any] = (next, None)
 
 
 def _numpy_key(x: Any, numpy: Any) -> Any:

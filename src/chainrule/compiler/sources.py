@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import operator
 import sys
+from itertools import chain
 from types import BuiltinFunctionType, FunctionType, MethodType, ModuleType
 from typing import Any
 
@@ -48,6 +49,8 @@ _NOT_DATA = frozenset(("threading", "_thread", "queue", "logging", "multiprocess
 
 _MISSING = object()
 _OPAQUE = (type, ModuleType, FunctionType, BuiltinFunctionType, MethodType, Value)
+#: Rows: lists and tuples.
+_ROWS = frozenset((list, tuple))
 #: Types whose objects are compared, never entered (exactly these types).
 _LEAVES = frozenset((*_OPAQUE, float, int, str, bool, bytes, complex, type(None)))
 
@@ -133,6 +136,14 @@ def _enter(x: Any, out: list[Any], entered: set[int], budget: list[int]) -> None
         budget[0] -= n
         out.extend(items)
         if not leaves.issuperset(map(type, items)):
+            if _ROWS.issuperset(map(type, items)) and leaves.issuperset(
+                map(type, chain.from_iterable(items))
+            ):  # rows of numbers or Values (a data set, a weight matrix): one C-level pass
+                out.extend(map(len, items))
+                flat = list(chain.from_iterable(items))
+                budget[0] -= len(flat)
+                out.extend(flat)
+                continue
             stack.extend(
                 [
                     y
