@@ -345,6 +345,25 @@ def test_entries_at_any_depth_are_guarded() -> None:
         nested[0][0][0] = old
 
 
+def test_slots_are_guarded() -> None:
+    """An attribute in ``__slots__`` (no ``__dict__``) changed after tracing:
+    the replay uses the new number."""
+
+    class Scale:
+        __slots__ = ("k",)
+
+        def __init__(self) -> None:
+            self.k = 2.0
+
+    scale = Scale()
+    w = Value(1.0)
+    f = chainrule.compile(lambda x: w * x * scale.k)
+    for _ in range(2):
+        assert f(1.0).data == 2.0
+    scale.k = 3.0
+    assert f(1.0).data == 3.0
+
+
 def test_a_module_attribute_it_reads_is_guarded() -> None:
     """``settings.RATE`` of a module it reads: rebound after tracing, the
     replay uses the new number."""

@@ -180,11 +180,31 @@ def _items(x: Any, out: list[Any]) -> Any:
         items = [*d.keys(), *d.values()]
     else:
         items = []
-    for klass in type(x).__mro__:  # and its __slots__
-        for name in getattr(klass, "__slots__", ()):
-            if name not in ("__dict__", "__weakref__"):
-                items.extend((name, getattr(x, name, _MISSING)))
+    for name in _slots(type(x)):  # and its __slots__
+        items.extend((name, getattr(x, name, _MISSING)))
     return items if items or type(d) is dict else None
+
+
+_SLOTS: dict[type, tuple[str, ...]] = {}
+
+
+def _slots(t: type) -> tuple[str, ...]:
+    """The names in the ``__slots__`` of ``t`` and its bases (by the type
+    itself: classes live as long as their objects)."""
+    names = _SLOTS.get(t)
+    if names is None:
+        names = tuple(
+            name
+            for klass in t.__mro__
+            for name in (
+                (klass.__dict__.get("__slots__", ()),)
+                if isinstance(klass.__dict__.get("__slots__", ()), str)
+                else klass.__dict__.get("__slots__", ())
+            )
+            if name not in ("__dict__", "__weakref__")
+        )
+        _SLOTS[t] = names
+    return names
 
 
 def _collect(fn: Any, roots: list[tuple[Any, Any]], seen: set[int], level: int) -> None:
