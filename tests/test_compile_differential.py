@@ -156,7 +156,8 @@ class Meddlers:
 
     def _read(self) -> None:
         while not self.stop.is_set():
-            P, known = self.P, self.known
+            with self.lock:  # a list and the set of its entries from the same program
+                P, known = self.P, self.known
             for p in P:
                 if id(p) not in known:
                     self.foreign += 1
