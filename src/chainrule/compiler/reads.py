@@ -70,7 +70,8 @@ class Record:
 
     def __init__(self) -> None:
         self.guards: list[tuple[Callable[..., Any], Recipe, Any, Any]] = []
-        self.consumed: dict[int, tuple[TracedFloat, str]] = {}
+        # (keys.Identity of the read: the object itself, not its id) -> (it, file:line)
+        self.consumed: dict[Any, tuple[TracedFloat, str]] = {}
         self.reduction: _Reduction | None = None
         self.problems: list[str] = []
         self.leaf_recipes: dict[Any, Recipe] = {}

@@ -84,7 +84,9 @@ class Sources:
         False when there were more than :data:`LIMIT`)."""
         out: list[Any] = []
         budget = [LIMIT]
-        entered: set[int] = set()  # the containers entered (alive meanwhile: ids hold)
+        # the containers entered, by id for this walk only: each is held by `out`
+        # (its parent's entries, or a root), so no id is reused while the walk runs
+        entered: set[int] = set()
         for where, name in self.roots:
             if name is None:  # a closure cell
                 try:

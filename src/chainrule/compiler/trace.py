@@ -52,6 +52,7 @@ from ..value import (
 from ..value.engine import Value
 from ..value.primitives import Primitive
 from . import escapes, reads
+from .keys import Identity
 from .reads import Record, TracedFloat, traced
 
 _lock = threading.RLock()
@@ -244,7 +245,7 @@ def watching(record: Record, created: list[Value]) -> Iterator[None]:
 
     def keep_read(x: object, op: str) -> float:
         if type(x) is TracedFloat and threading.get_ident() == me:
-            record.consumed[id(x)] = (x, reads.where())
+            record.consumed[Identity(x)] = (x, reads.where())
             return x
         return as_float(x, op)
 

@@ -52,7 +52,7 @@ _LAYERS = (
     Sigmoid,
     Tanh,
 )
-for _layer in (*_LAYERS, Sigmoid, Tanh):
+for _layer in _LAYERS:
     _layer.__module__ = __name__
 
 __all__ = [
