@@ -344,6 +344,13 @@ class _Edges:
         else:
             targets = order = np.zeros(0, dtype=np.intp)
         sorted_targets = targets[order]
+        # every term's place in the eager pass (where a gather's pick makes
+        # two slots one node, their terms merge in this order: Program)
+        prog.term_rank = np.empty(self.count + 1, dtype=np.intp)
+        if self.count:
+            walk = np.lexsort((np.concatenate(self.inputs), np.concatenate(self.positions)))
+            prog.term_rank[walk] = np.arange(self.count)
+        prog.term_rank[-1] = self.count  # the padding term, last
         counts = np.bincount(targets, minlength=prog.n)
         starts = np.concatenate(([0], np.cumsum(counts)[:-1])).astype(np.intp)
         rank = np.arange(len(order)) - starts[sorted_targets]

@@ -20,6 +20,11 @@ slot pairs and one product (a plain term times a slot holding 1.0); the
 products of a layer of neurons on a batch gather each factor once and
 broadcast (:func:`_outer`).
 
+A gather (``P[i]``) has an alias slot; where its pick is an entry that
+the graph also uses directly (or another alias picks), eagerly one node,
+the entry's gradient adds the alias's terms among its own, in the eager
+pass's order (``term_rank``), not the alias's sum after them.
+
 So forward values and gradients are the eager ones bit for bit, inf and
 nan included, for the graph that was traced. Two things make the eager
 walk visit nodes in another order than the trace's: a read float used as
@@ -512,8 +517,10 @@ class GatherStep:
         val[self.first : self.stop] = val.take(self.picks(call))
 
     def backward(self, gout: np.ndarray, late: np.ndarray, call: Any, mask: Any) -> None:
-        """Add the aliases' gradients to the picked entries' (after their
-        own terms: ``late``)."""
+        """Add the aliases' gradients to the picked entries' after their
+        own terms (``late``): for a gather whose aliases are themselves
+        picked, or the root. Otherwise the picked entries add the aliases'
+        terms among their own (:meth:`Program._merge_picked`)."""
         if mask is not None:
             gout = np.where(mask, gout, 0.0)
         np.add.at(late, self.picks(call), gout)
@@ -547,6 +554,7 @@ class Program:
         self.node_guards: list[tuple[Callable[..., Any], np.ndarray, np.ndarray, Any]] = []
         self.node_slot: dict[Any, int] = {}
         self.n_terms = 0  # terms of the backward pass, group by group
+        self.term_rank = np.zeros(1, dtype=np.intp)  # per term, its place in the eager pass
         self.leaf_incoming = np.zeros((1, 0), dtype=np.intp)  # leaves' terms, slots 0...
         self.budget: Any = None  # the compiled function's account, for replay times
         self.eager_seconds = 0.0  # an eager call of its graph (the budget's estimate)
@@ -668,7 +676,8 @@ class Program:
         marks only."""
         plan = self._plan
         assert plan is not None
-        late = np.zeros(self.n if self._late else 0)  # gathers' terms, after a slot's own
+        late = np.zeros(self.n if self._late else 0)  # gathers' gradients, after a slot's own
+        merged: list[tuple[GatherStep, np.ndarray]] = []  # gathers whose terms merge
         kept = self._inputs
         inputs = None
         if kept is not None and kept[0] is val:
@@ -681,6 +690,7 @@ class Program:
             else:
                 g = sum_rows(terms.take(incoming), 0.0)  # 0.0 + the first term + the next ...
             if picked:
+                self._merge_picked(g, incoming, first, stop, merged, terms)
                 g += late[first:stop]
             if first <= root < stop:
                 g[root - first] = seed
@@ -705,7 +715,10 @@ class Program:
                 elif first <= root < stop:
                     g[root - first] = seed
                 if type(step) is GatherStep:
-                    step.backward(g, late, call, mask)
+                    if picked or first <= root < stop:
+                        step.backward(g, late, call, mask)
+                    else:
+                        merged.append((step, step.picks(call)))
                 elif i in direct and mask is None:
                     to = direct[i]
                     summed[to.consumer] = step.backward_direct(val, g, view, to)
@@ -717,6 +730,48 @@ class Program:
         if seen is not None:
             grad[~seen[:n_leaves]] = 0.0
         return grad
+
+    def _merge_picked(
+        self,
+        g: np.ndarray,
+        incoming: Any,
+        first: int,
+        stop: int,
+        merged: list[tuple[GatherStep, np.ndarray]],
+        terms: np.ndarray,
+    ) -> None:
+        """The gradients ``g`` of slots ``first:stop`` where a gather's
+        alias picked one this call: its own terms and the terms of every
+        alias that picked it, added from 0.0 in the eager pass's order
+        (``term_rank``), where the alias and the entry are one node."""
+        pad = self.n_terms
+        targets, sources = [], []
+        for step, picks in merged:
+            at = (picks >= first) & (picks < stop)
+            if not at.any():
+                continue
+            columns = step.incoming[:, at]
+            held = columns != pad
+            targets.append(np.broadcast_to(picks[at], columns.shape)[held])
+            sources.append(columns[held])
+        if not targets:
+            return
+        hit = np.unique(np.concatenate(targets))
+        if type(incoming) is slice:
+            own = (incoming.start + hit - first)[None, :]
+        else:
+            own = incoming[:, hit - first]
+        held = own != pad
+        every_target = np.concatenate([np.broadcast_to(hit, own.shape)[held], *targets])
+        every_source = np.concatenate([own[held], *sources])
+        order = np.lexsort((self.term_rank[every_source], every_target))
+        every_target, every_source = every_target[order], every_source[order]
+        column = np.searchsorted(hit, every_target)
+        starts = np.searchsorted(every_target, hit)
+        row = np.arange(len(every_target)) - starts[column]
+        matrix = np.full((int(row.max()) + 1, len(hit)), pad, dtype=np.intp)
+        matrix[row, column] = every_source
+        g[hit - first] = sum_rows(terms.take(matrix), 0.0)
 
     def _backward_plan(self) -> list[tuple[Any, Any, int, int, bool, int]]:
         """The steps with a backward pass, last first, with their incoming

@@ -316,12 +316,21 @@ def instruction_source(code: CodeType, lasti: int) -> str | None:
     return text.decode("utf-8", errors="replace")
 
 
+#: One thread at a time parses (and compiles) source to trees here and in
+#: :mod:`chainrule.compiler.rewrite`: CPython 3.11's AST objects keep one
+#: recursion counter per interpreter, and two threads converting trees at
+#: once (a switch inside, at a garbage collection) raise ``SystemError: AST
+#: constructor recursion depth mismatch``.
+AST_LOCK = threading.Lock()
+
+
 def _call_site(code: CodeType, lasti: int) -> Callable[..., Any] | None:
     source = instruction_source(code, lasti)
     if source is None:
         return None
     try:
-        node = ast.parse(source.strip(), mode="eval").body
+        with AST_LOCK:
+            node = ast.parse(source.strip(), mode="eval").body
     except SyntaxError:
         return None
     if (

@@ -44,6 +44,7 @@ from types import BuiltinFunctionType, CellType, CodeType, FunctionType, MethodT
 from typing import Any
 
 from .escapes import all_names, call_method
+from .reads import AST_LOCK
 from .symbolic import SymInt, gather
 
 _SUBSCRIPT = "_chainrule_subscript_"
@@ -104,11 +105,15 @@ def copied_code(code: CodeType) -> CodeType | None:
     found = _copies.get(code)
     if found is not None and found[0] is code:  # (code objects compare by value)
         return found[1]
-    try:
-        new = _make(code)
-    except (SyntaxError, ValueError, TypeError, RecursionError, MemoryError):
-        new = None
-    _copies[code] = (code, new)
+    with AST_LOCK:  # (see reads.AST_LOCK)
+        found = _copies.get(code)
+        if found is not None and found[0] is code:  # made by another thread meanwhile
+            return found[1]
+        try:
+            new = _make(code)
+        except (SyntaxError, ValueError, TypeError, RecursionError, MemoryError):
+            new = None
+        _copies[code] = (code, new)
     return new
 
 

@@ -116,9 +116,12 @@ def _enter(x: Any, out: list[Any], entered: set[int], budget: list[int]) -> None
     """Everything reachable from ``x`` through containers and plain
     objects, each entered once, depth first (a stack: no recursion limit).
     Run before every replay: a row of Values or numbers is checked by one
-    C-level pass over its entries' types."""
+    C-level pass over its entries' types; what an object of a type is
+    (a leaf, an array, a plain object and its ``__slots__``) is found once
+    per type (:func:`_kind`)."""
     stack = [x]
     leaves = _LEAVES
+    kinds = _KINDS
     while stack and budget[0] >= 0:
         x = stack.pop()
         t = type(x)
@@ -127,9 +130,27 @@ def _enter(x: Any, out: list[Any], entered: set[int], budget: list[int]) -> None
         elif t is dict:
             items = [*x.keys(), *x.values()]
         else:
-            items = _items(x, out)
-            if items is None:
+            kind = kinds.get(t)
+            if kind is None:
+                kind = _kind(t)
+            if kind is _SKIP:
                 continue
+            if kind is _ARRAY:
+                if x.nbytes <= ARRAY_KEY_BYTES and not x.dtype.hasobject:
+                    out.append(x.tobytes())
+                continue
+            slots = kind
+            d = getattr(x, "__dict__", None)
+            if type(d) is dict:
+                if "__wrapped__" in d:
+                    continue  # (a wrapped function, a compiled one: code, not data)
+                items = [*d.keys(), *d.values()]
+            elif not slots:
+                continue
+            else:
+                items = []
+            for name in slots:
+                items.extend((name, getattr(x, name, _MISSING)))
         if id(x) in entered:
             continue
         entered.add(id(x))
@@ -146,45 +167,33 @@ def _enter(x: Any, out: list[Any], entered: set[int], budget: list[int]) -> None
                 budget[0] -= len(flat)
                 out.extend(flat)
                 continue
-            stack.extend(
-                [
-                    y
-                    for y in reversed(items)
-                    if type(y) not in leaves and not isinstance(y, _OPAQUE) and y is not None
-                ]
-            )
+            stack.extend([y for y in reversed(items) if type(y) not in leaves])
+
+
+_SKIP = "skip"
+_ARRAY = "array"
+#: Per type, what :func:`_enter` does with its objects (by the type itself:
+#: classes live as long as their objects).
+_KINDS: dict[type, Any] = {}
+
+
+def _kind(t: type) -> Any:
+    """What an object of type ``t`` is to the walk: ``_SKIP`` (a number,
+    code, a module, a Value, a thread's lock: compared, never entered),
+    ``_ARRAY`` (a NumPy array: its bytes, when small), or a plain object:
+    its ``__slots__`` names (and its ``__dict__``, if it has one)."""
+    numpy = sys.modules.get("numpy")
+    if t in _ATOMS or t is type(None) or issubclass(t, _OPAQUE) or t.__module__ in _NOT_DATA:
+        kind: Any = _SKIP
+    elif numpy is not None and issubclass(t, numpy.ndarray):
+        kind = _ARRAY
+    else:
+        kind = _slots(t)
+    _KINDS[t] = kind  # (a type made before NumPy's import is not an array's)
+    return kind
 
 
 _ATOMS = (float, int, str, bool, bytes, complex)
-
-
-def _items(x: Any, out: list[Any]) -> Any:
-    """The entries of a container or plain object ``x`` (None: not one; a
-    small NumPy array's bytes go to ``out``)."""
-    t = type(x)
-    if t is list or t is tuple:
-        return x
-    if t is dict:
-        return [*x.keys(), *x.values()]
-    if t in _ATOMS or x is None or isinstance(x, _OPAQUE):
-        return None
-    numpy = sys.modules.get("numpy")
-    if numpy is not None and isinstance(x, numpy.ndarray):
-        if x.nbytes <= ARRAY_KEY_BYTES and not x.dtype.hasobject:
-            out.append(x.tobytes())
-        return None
-    if type(x).__module__ in _NOT_DATA:
-        return None
-    d = getattr(x, "__dict__", None)
-    if type(d) is dict:
-        if "__wrapped__" in d:
-            return None  # (a wrapped function, a compiled one: code, not data)
-        items = [*d.keys(), *d.values()]
-    else:
-        items = []
-    for name in _slots(type(x)):  # and its __slots__
-        items.extend((name, getattr(x, name, _MISSING)))
-    return items if items or type(d) is dict else None
 
 
 _SLOTS: dict[type, tuple[str, ...]] = {}
