@@ -8,8 +8,11 @@ runs the function once.
 
 from __future__ import annotations
 
+import functools
 import math
+import operator
 import statistics
+import struct
 import warnings
 from collections.abc import Callable
 from typing import Any
@@ -141,6 +144,48 @@ def test_math_exp_reproduction_of_the_issue() -> None:
     f = chainrule.compile(lambda x: w * math.exp(x))
     assert f(0.0).data == 1.5
     assert f(2.0).data == 1.5 * math.exp(2.0)  # 11.08, not the traced 1.5
+
+
+w_read = Value(0.5)
+ws_read = [Value(0.5), Value(-1.0), Value(2.0)]
+
+
+@pytest.mark.parametrize(
+    "f",
+    [
+        lambda x: x * math.exp(w_read.data),
+        lambda x: x * math.fsum(v.data for v in ws_read),  # a generator it consumes
+        lambda x: x * statistics.fmean([v.data for v in ws_read]),  # the standard library
+        lambda x: x * float(np.float64(w_read.data)),  # a NumPy constructor
+        lambda x: x * struct.unpack("d", struct.pack("d", 2 * w_read.data))[0],
+        lambda x: x * functools.reduce(operator.mul, [v.data for v in ws_read]),
+    ],
+)
+def test_a_number_read_from_a_value_through_opaque_code_gives_eagers_number(f: Any) -> None:
+    """A number read from a Value (``.data``) handed to code the trace
+    cannot see into (C, the standard library) is a guard: changed by a
+    training step, it traces again; before, the trace's number was frozen
+    (``math.exp(w.data)``: 1.65 at every call)."""
+    x = Value(2.0)
+    fast = chainrule.compile(f, budget=False)
+    for step in range(3):
+        w_read.data = ws_read[0].data = 0.5 + step
+        assert bits(fast(x).data) == bits(f(x).data)
+    assert fast.traces == 3  # each new number traced again
+    assert bits(fast(x).data) == bits(f(x).data) and fast.traces == 3  # the same: a replay
+
+
+def test_code_compile_cannot_copy_gets_its_reads_guarded() -> None:
+    """A function without source (``exec``) runs as it is: the numbers it
+    reads are guards, whatever it hands them to."""
+    space: dict[str, Any] = {"math": math, "w": Value(0.5)}
+    exec("def f(x):\n    return x * math.exp(w.data)", space)
+    f = space["f"]
+    fast = chainrule.compile(f, budget=False)
+    x = Value(2.0)
+    for step in range(3):
+        space["w"].data = 0.5 + step
+        assert bits(fast(x).data) == bits(f(x).data)
 
 
 def test_floats_used_only_with_values_stay_inputs() -> None:

@@ -462,8 +462,8 @@ class Compiled:
         # the trace runs the copy of fn that hands back gathers' stand-ins
         # instead of putting them in the user's lists (rewrite)
         out, created, run_seconds, escaped = run_traced(
-            rewrite.target(self.fn),
-            tuple(rebuild_args(fed)),
+            rewrite.call,
+            (self.fn, *rebuild_args(fed)),
             record,
             bool(call.floats),
             rewrite.RELAY,

@@ -79,7 +79,8 @@ _SAFE_METHODS = frozenset(
 )
 
 
-def _safe(f: Any) -> bool:
+def safe(f: Any) -> bool:
+    """Whether the C function ``f`` reads numbers only through their methods (or none)."""
     owner = getattr(f, "__self__", None)
     name = getattr(f, "__name__", None)
     if owner is builtins:
@@ -114,7 +115,7 @@ class CCalls:
         self._previous: Any = None
 
     def hook(self, frame: Any, event: str, arg: Any) -> None:
-        if event != "c_call" or self._ours(frame.f_code) or _safe(arg):
+        if event != "c_call" or self._ours(frame.f_code) or safe(arg):
             return
         f = frame.f_back  # called on behalf of compile's or the engine's own code?
         while f is not None and f.f_code is not self.stop:

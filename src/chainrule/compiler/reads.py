@@ -16,8 +16,11 @@ from (its *recipe*). What happens to it decides what a replay does:
   *guard*: the replay checks that it comes out the same and traces again
   when it does not.
 
-Functions that take the float apart without calling its methods
-(``math.exp(v.data)``) cannot be seen; use the Value's own methods.
+A function that takes the float apart without calling its methods
+(``math.exp(v.data)``) is seen where the user's code calls it: the trace
+runs copies of the user's functions whose calls go through
+:func:`chainrule.compiler.rewrite._call`, which makes the floats handed to
+such a function guards (:func:`read_whole_by`).
 """
 
 from __future__ import annotations
@@ -61,6 +64,9 @@ class TracedInt:
 def traced(value: float, recipe: Recipe) -> TracedFloat:
     t = TracedFloat(value)
     t.recipe = recipe
+    record = getattr(_tracing, "record", None)
+    if record is not None:
+        record.floats.append(t)
     return t
 
 
@@ -84,6 +90,7 @@ class Record:
         # pick again is the same alias, as eagerly the same entry
         self.picked: dict[Any, Any] = {}
         self.pins: list[str] = []  # how int arguments were used as numbers, for messages
+        self.floats: list[TracedFloat] = []  # every traced float made, in order (read_whole_by)
 
 
 _tracing = threading.local()
@@ -134,6 +141,45 @@ def same(a: float, b: float) -> bool:
     if a == b:
         return a != 0.0 or math.copysign(1.0, a) == math.copysign(1.0, b)
     return a != a and b != b
+
+
+def read_whole_by(f: Callable[..., Any], args: Any, kwargs: Any, name: str) -> Any:
+    """``f(*args, **kwargs)`` for a function the trace cannot see into (C
+    code, a library's, or code compile could not copy), which may read a
+    traced float whole (``math.exp(v.data)``): every traced float among its
+    arguments (and in their lists, tuples, dicts and sets) and every one
+    made while it runs (a generator it consumes) is a guard, so a replay
+    holds only while they are the same, bit for bit."""
+    record = current()
+    if record is None:
+        return f(*args, **kwargs)
+    made = len(record.floats)
+    found = [x for x in _within((args, kwargs)) if type(x) is TracedFloat]
+    out = f(*args, **kwargs)
+    found.extend(record.floats[made:])
+    for x in found:
+        guard_whole(x)
+    if found and not record.pins:
+        record.pins.append(f"a number read from a Value is read whole by {name} ({user_site()})")
+    return out
+
+
+def _within(x: Any, limit: int = 10_000) -> list[Any]:
+    """``x`` and what its lists, tuples, dicts and sets hold, at any depth
+    (at most ``limit`` entries: beyond, a C function's use cannot be followed)."""
+    found: list[Any] = []
+    stack = [x]
+    while stack and len(found) < limit:
+        y = stack.pop()
+        t = type(y)
+        if t is list or t is tuple or t is set or t is frozenset:
+            stack.extend(y)
+        elif t is dict:
+            stack.extend(y.keys())
+            stack.extend(y.values())
+        else:
+            found.append(y)
+    return found
 
 
 def guard_whole(x: TracedFloat) -> float:

@@ -43,8 +43,8 @@ import sysconfig
 from types import BuiltinFunctionType, CellType, CodeType, FunctionType, MethodType
 from typing import Any
 
-from .escapes import all_names, call_method
-from .reads import AST_LOCK
+from .escapes import all_names, call_method, describe, safe
+from .reads import AST_LOCK, read_whole_by
 from .symbolic import SymInt, gather
 
 _SUBSCRIPT = "_chainrule_subscript_"
@@ -304,8 +304,39 @@ def target(f: Any) -> Any:
 def _call(f: Any, /, *args: Any, **kwargs: Any) -> Any:
     """``f(*args, **kwargs)`` in a copy (C functions are called from this
     frame on the user's behalf: :class:`~chainrule.compiler.escapes.CCalls`
-    sees them)."""
-    return target(f)(*args, **kwargs)
+    sees them). A function the trace cannot see into (:func:`opaque`) gets
+    the traced floats it is handed, and those made while it runs, as
+    guards (:func:`~chainrule.compiler.reads.read_whole_by`)."""
+    g = target(f)
+    if g is f and opaque(f):
+        return read_whole_by(f, args, kwargs, describe(f))
+    return g(*args, **kwargs)
+
+
+#: Types whose constructors reach a number only through its methods (or
+#: not at all): ``float(x)`` calls ``x.__float__``, a guard.
+_PLAIN_TYPES = frozenset(
+    (float, int, bool, str, list, tuple, dict, set, frozenset, range, enumerate, zip, map)
+    + (filter, reversed, slice, object, type, property, staticmethod, classmethod, iter)
+)
+
+
+def opaque(f: Any) -> bool:
+    """Whether a call of ``f`` runs code the trace cannot follow that may
+    read a float whole: a C function not known to use only the float's
+    methods (``math.exp``, ``struct.pack``, ``np.float64``), or Python code
+    that runs without a copy (the standard library's, an installed
+    package's, code without source, a class's ``__init__``); never
+    chainrule's own."""
+    if type(f) is MethodType:
+        f = f.__func__
+    if type(f) is FunctionType:
+        return not f.__code__.co_filename.startswith(_PACKAGE + os.sep)
+    if isinstance(f, type):
+        return f not in _PLAIN_TYPES and not f.__module__.startswith("chainrule.")
+    if type(f) is BuiltinFunctionType:
+        return not safe(f)
+    return True  # a callable object without a copy of its __call__
 
 
 def _subscript(container: Any, key: Any) -> Any:
@@ -321,8 +352,8 @@ _call_cell = CellType(_call)
 
 
 def call(fn: Any, *args: Any) -> Any:
-    """``fn(*args)`` as a trace runs it: its copy."""
-    return target(fn)(*args)
+    """``fn(*args)`` as a trace runs it: its copy (as :func:`_call`)."""
+    return _call(fn, *args)
 
 
 #: The code of :func:`_call` and :func:`call`: C functions called from

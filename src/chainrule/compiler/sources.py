@@ -122,7 +122,8 @@ def _enter(x: Any, out: list[Any], entered: set[int], budget: list[int]) -> None
     stack = [x]
     leaves = _LEAVES
     kinds = _KINDS
-    while stack and budget[0] >= 0:
+    left = budget[0]
+    while stack and left >= 0:
         x = stack.pop()
         t = type(x)
         if t is list or t is tuple:
@@ -151,12 +152,13 @@ def _enter(x: Any, out: list[Any], entered: set[int], budget: list[int]) -> None
                 items = []
             for name in slots:
                 items.extend((name, getattr(x, name, _MISSING)))
-        if id(x) in entered:
+        i = id(x)
+        if i in entered:
             continue
-        entered.add(id(x))
+        entered.add(i)
         n = len(items)
         out.append(n)
-        budget[0] -= n
+        left -= n
         out.extend(items)
         if not leaves.issuperset(map(type, items)):
             if _ROWS.issuperset(map(type, items)) and leaves.issuperset(
@@ -164,10 +166,11 @@ def _enter(x: Any, out: list[Any], entered: set[int], budget: list[int]) -> None
             ):  # rows of numbers or Values (a data set, a weight matrix): one C-level pass
                 out.extend(map(len, items))
                 flat = list(chain.from_iterable(items))
-                budget[0] -= len(flat)
+                left -= len(flat)
                 out.extend(flat)
                 continue
             stack.extend([y for y in reversed(items) if type(y) not in leaves])
+    budget[0] = left
 
 
 _SKIP = "skip"
