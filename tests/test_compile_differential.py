@@ -5,7 +5,7 @@ A program is a list of operations on an accumulator Value: products and
 sums with parameters, floats through ``math`` (``exp``, ``isnan``), branches
 on the float and int arguments, a pick ``P[i]``, a global float changed
 between calls, a parameter replaced in its list between calls, a read of
-``.data``, a division by the float (``-0.0`` and ``0.0`` apart), another
+``.data`` (used as a number, and through ``math``), a division by the float (``-0.0`` and ``0.0`` apart), another
 compiled function called inside (nested) and its output used in more
 arithmetic (composed), an exception, a side effect on a list. Every call
 runs eagerly and compiled: the values bit for bit, the parameters'
@@ -41,7 +41,7 @@ from conftest import close
 
 pytestmark = pytest.mark.usefixtures("trace_every_graph")
 
-N_OPS = 14
+N_OPS = 15
 special = st.sampled_from([0.0, -0.0, 1.0, -1.5, 2.5, math.nan, math.inf, 1e-300])
 floats = st.one_of(st.floats(-3, 3, allow_nan=False), special)
 op = st.tuples(st.integers(0, N_OPS - 1), st.integers(0, 2))
@@ -90,8 +90,10 @@ def make(
                 acc = acc + acc * min(max(acc.data, -2.0), 2.0)
             elif code == 12:
                 acc = twelve(acc, x)
-            else:
+            elif code == 13:
                 acc = (acc - P[k]).relu() + acc
+            else:
+                acc = acc + P[k] * math.tanh(acc.data)  # a read through math
         return acc
 
     return f
