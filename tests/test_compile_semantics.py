@@ -390,6 +390,30 @@ def test_entries_at_any_depth_are_guarded() -> None:
         nested[0][0][0] = old
 
 
+shared_row = [1.5, 2.0]
+tangled: dict[str, Any] = {"rows": [shared_row, shared_row], "pairs": [(shared_row, Value(0.5))]}
+tangled["self"] = tangled  # a cycle
+tangled["rows"].append(tangled["rows"])  # a list that holds itself
+
+
+def through_tangled(x: float) -> Value:
+    row, w = tangled["pairs"][0]
+    return w * x * tangled["rows"][1][0] + row[1]
+
+
+def test_shared_rows_and_cycles_are_guarded() -> None:
+    """A row reached twice and containers that hold themselves: the guard
+    walk ends, and a float changed in the shared row is the new one."""
+    f = chainrule.compile(through_tangled)
+    for _ in range(3):
+        assert f(2.0).data == 0.5 * 2.0 * 1.5 + 2.0
+    shared_row[0] = 3.0
+    try:
+        assert f(2.0).data == through_tangled(2.0).data == 0.5 * 2.0 * 3.0 + 2.0
+    finally:
+        shared_row[0] = 1.5
+
+
 def test_slots_are_guarded() -> None:
     """An attribute in ``__slots__`` (no ``__dict__``) changed after tracing:
     the replay uses the new number."""

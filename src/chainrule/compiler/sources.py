@@ -114,62 +114,84 @@ class Sources:
 
 def _enter(x: Any, out: list[Any], entered: set[int], budget: list[int]) -> None:
     """Everything reachable from ``x`` through containers and plain
-    objects, each entered once, depth first (a stack: no recursion limit).
-    Run before every replay: a row of Values or numbers is checked by one
-    C-level pass over its entries' types; what an object of a type is
-    (a leaf, an array, a plain object and its ``__slots__``) is found once
-    per type (:func:`_kind`)."""
-    stack = [x]
+    objects, each entered once, level by level (no recursion limit).
+    Run before every replay, so the lists and tuples of a level are
+    entered together, in C-level passes (their lengths, then all their
+    entries); dicts and objects one by one, what an object of a type is
+    (a leaf, an array, a plain object and its ``__slots__``) found once per
+    type (:func:`_kind`)."""
+    level = [x]
     leaves = _LEAVES
     kinds = _KINDS
     left = budget[0]
-    while stack and left >= 0:
-        x = stack.pop()
-        t = type(x)
-        if t is list or t is tuple:
-            items = x
-        elif t is dict:
-            items = [*x.keys(), *x.values()]
+    while level and left >= 0:
+        below: list[Any] = []  # the next level
+        if _ROWS.issuperset(map(type, level)):  # (a list of rows: one pass)
+            rows, level = level, []
         else:
-            kind = kinds.get(t)
-            if kind is None:
-                kind = _kind(t)
-            if kind is _SKIP:
+            rows = []
+        for x in level:
+            t = type(x)
+            if t is list or t is tuple:
+                rows.append(x)
                 continue
-            if kind is _ARRAY:
-                if x.nbytes <= ARRAY_KEY_BYTES and not x.dtype.hasobject:
-                    out.append(x.tobytes())
-                continue
-            slots = kind
-            d = getattr(x, "__dict__", None)
-            if type(d) is dict:
-                if "__wrapped__" in d:
-                    continue  # (a wrapped function, a compiled one: code, not data)
-                items = [*d.keys(), *d.values()]
-            elif not slots:
-                continue
+            if t is dict:
+                items = [*x.keys(), *x.values()]
             else:
-                items = []
-            for name in slots:
-                items.extend((name, getattr(x, name, _MISSING)))
-        i = id(x)
-        if i in entered:
-            continue
-        entered.add(i)
-        n = len(items)
-        out.append(n)
-        left -= n
-        out.extend(items)
-        if not leaves.issuperset(map(type, items)):
-            if _ROWS.issuperset(map(type, items)) and leaves.issuperset(
-                map(type, chain.from_iterable(items))
-            ):  # rows of numbers or Values (a data set, a weight matrix): one C-level pass
-                out.extend(map(len, items))
-                flat = list(chain.from_iterable(items))
-                left -= len(flat)
-                out.extend(flat)
+                kind = kinds.get(t)
+                if kind is None:
+                    kind = _kind(t)
+                if kind is _SKIP:
+                    continue
+                if kind is _ARRAY:
+                    if x.nbytes <= ARRAY_KEY_BYTES and not x.dtype.hasobject:
+                        out.append(x.tobytes())
+                    continue
+                d = getattr(x, "__dict__", None)
+                if type(d) is dict:
+                    if "__wrapped__" in d:
+                        continue  # (a wrapped function, a compiled one: code, not data)
+                    items = [*d.keys(), *d.values()]
+                elif not kind:
+                    continue
+                else:
+                    items = []
+                for name in kind:  # its __slots__
+                    items.extend((name, getattr(x, name, _MISSING)))
+            i = id(x)
+            if i in entered:
                 continue
-            stack.extend([y for y in reversed(items) if type(y) not in leaves])
+            entered.add(i)
+            out.append(len(items))
+            left -= len(items)
+            out.extend(items)
+            below.extend([y for y in items if type(y) not in leaves])
+        if rows:
+            flat = list(chain.from_iterable(rows))
+            kinds_below = set(map(type, flat))
+            if not leaves.issuperset(kinds_below):
+                # rows that hold containers: each entered once (a cycle ends)
+                ids = set(map(id, rows))
+                if len(ids) < len(rows) or not ids.isdisjoint(entered):
+                    kept = []
+                    for row in rows:
+                        if id(row) not in entered:
+                            entered.add(id(row))
+                            kept.append(row)
+                    rows = kept
+                    flat = list(chain.from_iterable(rows))
+                else:
+                    entered |= ids
+                if _ROWS.issuperset(kinds_below):
+                    below.extend(flat)
+                else:
+                    below.extend([y for y in flat if type(y) not in leaves])
+            # (rows of numbers or Values only, a data set or a weight matrix:
+            # compared whole however often they are reached)
+            out.extend(map(len, rows))
+            left -= len(flat)
+            out.extend(flat)
+        level = below
     budget[0] = left
 
 
