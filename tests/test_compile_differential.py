@@ -6,10 +6,11 @@ sums with parameters, floats through ``math`` (``exp``, ``isnan``), branches
 on the float and int arguments, a pick ``P[i]``, a global float changed
 between calls, a parameter replaced in its list between calls, a read of
 ``.data`` (used as a number, and through ``math``), a division by the
-float (``-0.0`` and ``0.0`` apart), another compiled function called inside (nested) and its output used in more
-arithmetic (composed), an exception, a side effect on a list. Every call
-runs eagerly and compiled: the values bit for bit, the parameters'
-gradients (of the result used in more arithmetic) to 1e-12, the
+float (``-0.0`` and ``0.0`` apart), another compiled function called
+inside (nested) and its output used in more arithmetic (composed), an
+exception, a side effect on a list. Every call runs eagerly and compiled:
+the values bit for bit, the parameters' gradients (of the result used in
+more arithmetic) to 1e-12, the
 exceptions equal, the side effects equal. Meanwhile two threads read and
 write the parameters (:class:`Meddlers`): one checks that every entry of
 the parameter list is one the program put there (a trace never puts a
