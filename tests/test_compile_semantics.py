@@ -159,6 +159,7 @@ ws_read = [Value(0.5), Value(-1.0), Value(2.0)]
         lambda x: x * float(np.float64(w_read.data)),  # a NumPy constructor
         lambda x: x * struct.unpack("d", struct.pack("d", 2 * w_read.data))[0],
         lambda x: x * functools.reduce(operator.mul, [v.data for v in ws_read]),
+        lambda x: x * float(np.sum(np.array([0.0] * 20_000 + [w_read.data]))),  # past a look
     ],
 )
 def test_a_number_read_from_a_value_through_opaque_code_gives_eagers_number(f: Any) -> None:

@@ -154,7 +154,11 @@ def read_whole_by(f: Callable[..., Any], args: Any, kwargs: Any, name: str) -> A
     if record is None:
         return f(*args, **kwargs)
     made = len(record.floats)
-    found = [x for x in _within((args, kwargs)) if type(x) is TracedFloat]
+    within = _within((args, kwargs))
+    if within is None:  # too many to look through: every float made so far
+        made = 0
+        within = []
+    found = [x for x in within if type(x) is TracedFloat]
     out = f(*args, **kwargs)
     found.extend(record.floats[made:])
     for x in found:
@@ -164,12 +168,14 @@ def read_whole_by(f: Callable[..., Any], args: Any, kwargs: Any, name: str) -> A
     return out
 
 
-def _within(x: Any, limit: int = 10_000) -> list[Any]:
-    """``x`` and what its lists, tuples, dicts and sets hold, at any depth
-    (at most ``limit`` entries: beyond, a C function's use cannot be followed)."""
+def _within(x: Any, limit: int = 10_000) -> list[Any] | None:
+    """``x`` and what its lists, tuples, dicts and sets hold, at any depth;
+    None past ``limit`` entries."""
     found: list[Any] = []
     stack = [x]
-    while stack and len(found) < limit:
+    while stack:
+        if len(found) + len(stack) > limit:
+            return None
         y = stack.pop()
         t = type(y)
         if t is list or t is tuple or t is set or t is frozenset:
