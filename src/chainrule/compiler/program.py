@@ -555,6 +555,8 @@ class Program:
         self.node_slot: dict[Any, int] = {}
         self.n_terms = 0  # terms of the backward pass, group by group
         self.term_rank = np.zeros(1, dtype=np.intp)  # per term, its place in the eager pass
+        # (first slot, each gather's first slot and picks' bytes) -> _merge_layout's
+        self._merges: dict[Any, Any] = {}
         self.leaf_incoming = np.zeros((1, 0), dtype=np.intp)  # leaves' terms, slots 0...
         self.budget: Any = None  # the compiled function's account, for replay times
         self.eager_seconds = 0.0  # an eager call of its graph (the budget's estimate)
@@ -744,6 +746,26 @@ class Program:
         alias picked one this call: its own terms and the terms of every
         alias that picked it, added from 0.0 in the eager pass's order
         (``term_rank``), where the alias and the entry are one node."""
+        key = (first, *((step.first, picks.tobytes()) for step, picks in merged))
+        layout = self._merges.get(key)
+        if layout is None:
+            layout = self._merge_layout(incoming, first, stop, merged)
+            if len(self._merges) >= 64:  # (picks that change call after call)
+                self._merges.clear()
+            self._merges[key] = layout
+        if layout is not None:
+            hit, matrix = layout
+            g[hit - first] = sum_rows(terms.take(matrix), 0.0)
+
+    def _merge_layout(
+        self,
+        incoming: Any,
+        first: int,
+        stop: int,
+        merged: list[tuple[GatherStep, np.ndarray]],
+    ) -> tuple[np.ndarray, np.ndarray] | None:
+        """For :meth:`_merge_picked`: the picked slots and the matrix of
+        their terms (one column each, in order, padded), or None."""
         pad = self.n_terms
         targets, sources = [], []
         for step, picks in merged:
@@ -755,7 +777,7 @@ class Program:
             targets.append(np.broadcast_to(picks[at], columns.shape)[held])
             sources.append(columns[held])
         if not targets:
-            return
+            return None
         hit = np.unique(np.concatenate(targets))
         if type(incoming) is slice:
             own = (incoming.start + hit - first)[None, :]
@@ -771,7 +793,7 @@ class Program:
         row = np.arange(len(every_target)) - starts[column]
         matrix = np.full((int(row.max()) + 1, len(hit)), pad, dtype=np.intp)
         matrix[row, column] = every_source
-        g[hit - first] = sum_rows(terms.take(matrix), 0.0)
+        return hit, matrix
 
     def _backward_plan(self) -> list[tuple[Any, Any, int, int, bool, int]]:
         """The steps with a backward pass, last first, with their incoming
