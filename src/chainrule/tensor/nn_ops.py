@@ -36,7 +36,7 @@ from .tensor import Tensor, make
 #: ``(16, 8, 128, 128)`` (8 and 16 MB), softmax 0.60 in float64 at
 #: ``(32, 4, 64, 64)`` (4 MB) but 1.02 in float32 (2 MB), 1.1-1.35 at
 #: ``(32, 4, 32, 32)``.
-SPLIT_SCORE_BYTES = 1 << 22
+SPLIT_SCORE_BYTES = 1 << 19
 
 # ----------------------------------------------------------------------------
 # softmax and log-softmax
@@ -311,46 +311,116 @@ def masked_fill(x: Tensor, mask: Any, value: float) -> Tensor:
     return make(y, (x,), _masked_fill_vjp, m)
 
 
-def _split_threads(scores: np.ndarray) -> int:
-    """Threads for the elementwise work on ``scores``: 1 below
-    :data:`SPLIT_SCORE_BYTES` or without a batch axis to split."""
-    return row_threads(scores, SPLIT_SCORE_BYTES) if scores.ndim >= 3 else 1
+def _like(x: np.ndarray, shape: tuple[int, ...]) -> np.ndarray:
+    """A new array of ``shape`` laid out in memory as ``x`` is when ``x``
+    is a head-split view ``(B, T, H, d) -> (B, H, T, d)`` (merging its
+    heads back is then free), else C-ordered."""
+    if x.ndim == 4 and x.transpose(0, 2, 1, 3).flags.c_contiguous:
+        memory = np.empty((shape[0], shape[2], shape[1], shape[3]), x.dtype)
+        return memory.transpose(0, 2, 1, 3)
+    return np.empty(shape, x.dtype)
 
 
-def _split_softmax(s: np.ndarray, threads: int) -> np.ndarray | None:
-    """``shifted_exp(s)`` divided by its row sums, the batch cut into
-    ``threads`` parts computed at once: the same operations on the same
-    numbers (one shift, the maximum of all of ``s``). None where some row
-    needs its own shift (``shifted_exp``'s other case)."""
-    shift = s.max()
-    if not np.isfinite(shift):
-        return None
-    e = np.empty_like(s)
-    totals = np.empty((*s.shape[:-1], 1), dtype=s.dtype)
-    ones = _ones(s.shape[-1], s.dtype)
+def _scores(q: np.ndarray, k: np.ndarray, scale: float, causal: bool, out: np.ndarray) -> None:
+    """``q k^T * scale`` (masked when ``causal``) into ``out``."""
+    np.matmul(q, k.swapaxes(-1, -2), out=out)
+    out *= scale
+    if causal:
+        out += _additive_mask(out.shape[-2], out.shape[-1], out.dtype)
+
+
+def _softmax_entries(s: np.ndarray, redo: Any) -> None:
+    """``s`` replaced by its softmax over the last axis, in place, for a
+    stack of whole batch entries. Each entry ``s[b]`` is shifted by its own
+    maximum (one reduction over a long row: a maximum per short row costs
+    as much as the exponentials); an entry with inf or nan, or with a row
+    whose sum would lose precision under that shift, is computed again
+    (``redo(b)`` puts its scores back) with a shift per row. Entry by
+    entry, so a part of the batch gets the very numbers the whole does."""
+    n = s.shape[0]
+    shift = s.reshape(n, -1).max(axis=1)
+    finite = np.isfinite(shift)
+    s -= np.where(finite, shift, 0.0).astype(s.dtype).reshape((n,) + (1,) * (s.ndim - 1))
+    with np.errstate(over="ignore", invalid="ignore"):
+        np.exp(s, out=s)
+    total = np.matmul(s, _ones(s.shape[-1], s.dtype))[..., None]
+    with np.errstate(invalid="ignore"):
+        bad = ~finite | ~(total.reshape(n, -1).min(axis=1) >= _FLOOR)
+    for b in np.flatnonzero(bad):
+        sb = s[b]
+        redo(b, sb)
+        with np.errstate(invalid="ignore"):
+            sb -= sb.max(axis=-1, keepdims=True)
+        np.exp(sb, out=sb)
+        total[b] = np.matmul(sb, _ones(sb.shape[-1], sb.dtype))[..., None]
+    s /= total
+
+
+def _fusable(q: np.ndarray, k: np.ndarray, v: np.ndarray) -> bool:
+    """Whether ``q``, ``k`` and ``v`` are stacks of one batch shape (no
+    broadcasting) of one float dtype: the attention done per batch part."""
+    return (
+        q.ndim >= 3
+        and q.shape[:-2] == k.shape[:-2] == v.shape[:-2]
+        and q.dtype == k.dtype == v.dtype
+        and q.dtype.kind == "f"
+    )
+
+
+def _attention_threads(p: np.ndarray) -> int:
+    """Threads for an attention whose weights are ``p``: 1 below
+    :data:`SPLIT_SCORE_BYTES`."""
+    return row_threads(p, SPLIT_SCORE_BYTES)
+
+
+def _attention_forward(
+    q: np.ndarray, k: np.ndarray, v: np.ndarray, scale: float, causal: bool
+) -> tuple[np.ndarray, np.ndarray]:
+    """The output and the attention weights ``p``, each part of the batch
+    (scores, softmax, product with ``v``) done start to end on one thread:
+    one hand-off to the pool for the whole forward pass."""
+    batch = q.shape[:-2]
+    p = np.empty((*batch, q.shape[-2], k.shape[-2]), dtype=q.dtype)
+    y = _like(q, (*batch, q.shape[-2], v.shape[-1]))
 
     def part(lo: int, hi: int) -> None:
-        ep = e[lo:hi]
-        np.subtract(s[lo:hi], shift, out=ep)
-        np.exp(ep, out=ep)
-        np.matmul(ep, ones, out=totals[lo:hi, ..., 0])
-        if totals[lo:hi].min() >= _FLOOR:  # else all of it is done again, unsplit
-            ep /= totals[lo:hi]
+        sp = p[lo:hi]
+        _scores(q[lo:hi], k[lo:hi], scale, causal, sp)
 
-    run_parts(s.shape[0], threads, part)
-    if totals.min() < _FLOOR:
-        return None
-    return e
+        def redo(b: int, out: np.ndarray) -> None:
+            _scores(q[lo + b], k[lo + b], scale, causal, out)
+
+        _softmax_entries(sp, redo)
+        np.matmul(sp, v[lo:hi], out=y[lo:hi])
+
+    run_parts(p.shape[0], _attention_threads(p), part)
+    return y, p
+
+
+def _attention_backward_parts(
+    g: np.ndarray, q: np.ndarray, k: np.ndarray, v: np.ndarray, p: np.ndarray, scale: float
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """:func:`attention_backward` on arrays, each part of the batch start to
+    end on one thread (one hand-off), the score-sized temporary one per part."""
+    gq, gk, gv = _like(q, q.shape), _like(k, k.shape), _like(v, v.shape)
+    ones = _ones(p.shape[-1], p.dtype)
+
+    def part(lo: int, hi: int) -> None:
+        pp, gp = p[lo:hi], g[lo:hi]
+        np.matmul(pp.swapaxes(-1, -2), gp, out=gv[lo:hi])
+        gs = np.matmul(gp, v[lo:hi].swapaxes(-1, -2))
+        gs *= pp
+        gs -= pp * np.matmul(gs, ones)[..., None]
+        gs *= scale
+        np.matmul(gs, k[lo:hi], out=gq[lo:hi])
+        np.matmul(gs.swapaxes(-1, -2), q[lo:hi], out=gk[lo:hi])
+
+    run_parts(p.shape[0], _attention_threads(p), part)
+    return gq, gk, gv
 
 
 def _attention_weights(s: np.ndarray) -> np.ndarray:
-    """``softmax(s)`` over the last axis (a new array), split by batch
-    across threads when the scores are large."""
-    threads = _split_threads(s)
-    if threads > 1:
-        p = _split_softmax(s, threads)
-        if p is not None:
-            return p
+    """``softmax(s)`` over the last axis (a new array)."""
     p, total, _ = shifted_exp(s)
     p /= total
     return p
@@ -364,23 +434,13 @@ def attention_backward(
     ``p * (dp - sum(dp * p))`` with ``dp = g v^T``, times ``scale``; then
     ``dq = ds k`` and ``dk = ds^T q``. On arrays the score-sized arrays are
     updated in place: one temporary of that size."""
+    if not M.graph and _fusable(q, k, v) and g.shape == q.shape[:-1] + v.shape[-1:]:
+        return _attention_backward_parts(g, q, k, v, p, scale)
     gv = M.matmul(p.swapaxes(-1, -2), g)
     gs = M.matmul(g, v.swapaxes(-1, -2))
-    threads = 1 if M.graph or gs.shape != p.shape else _split_threads(gs)
-    if threads > 1:  # the same three lines below, on parts of the batch at once
-        ones = _ones(gs.shape[-1], gs.dtype)
-
-        def part(lo: int, hi: int) -> None:
-            gp, pp = gs[lo:hi], p[lo:hi]
-            gp *= pp
-            gp -= pp * np.matmul(gp, ones)[..., None]
-            gp *= scale
-
-        run_parts(gs.shape[0], threads, part)
-    else:
-        gs *= p
-        gs -= p * M.row_sum(gs)
-        gs *= scale
+    gs *= p
+    gs -= p * M.row_sum(gs)
+    gs *= scale
     gq = M.matmul(gs, k)
     gk = M.matmul(gs.swapaxes(-1, -2), q)
     return gq, gk, gv
@@ -411,6 +471,9 @@ def attention(
     qd, kd, vd = q.data, k.data, v.data
     if scale is None:
         scale = 1.0 / float(np.sqrt(qd.shape[-1]))
+    if _fusable(qd, kd, vd):
+        y, p = _attention_forward(qd, kd, vd, scale, causal)
+        return make(y, (q, k, v), _attention_vjp, (p, scale, causal))
     s = _mm(qd, kd.swapaxes(-1, -2))
     s *= scale
     if causal:
