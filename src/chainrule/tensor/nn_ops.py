@@ -374,14 +374,20 @@ def _attention_threads(p: np.ndarray) -> int:
 
 
 def _attention_forward(
-    q: np.ndarray, k: np.ndarray, v: np.ndarray, scale: float, causal: bool
+    q: np.ndarray,
+    k: np.ndarray,
+    v: np.ndarray,
+    scale: float,
+    causal: bool,
+    y: np.ndarray | None = None,
 ) -> tuple[np.ndarray, np.ndarray]:
-    """The output and the attention weights ``p``, each part of the batch
-    (scores, softmax, product with ``v``) done start to end on one thread:
-    one hand-off to the pool for the whole forward pass."""
+    """The output (into ``y`` when given) and the attention weights ``p``,
+    each part of the batch (scores, softmax, product with ``v``) done start
+    to end on one thread: one hand-off to the pool for the whole forward."""
     batch = q.shape[:-2]
     p = np.empty((*batch, q.shape[-2], k.shape[-2]), dtype=q.dtype)
-    y = _like(q, (*batch, q.shape[-2], v.shape[-1]))
+    if y is None:
+        y = _like(q, (*batch, q.shape[-2], v.shape[-1]))
 
     def part(lo: int, hi: int) -> None:
         sp = p[lo:hi]
@@ -398,11 +404,18 @@ def _attention_forward(
 
 
 def _attention_backward_parts(
-    g: np.ndarray, q: np.ndarray, k: np.ndarray, v: np.ndarray, p: np.ndarray, scale: float
+    g: np.ndarray,
+    q: np.ndarray,
+    k: np.ndarray,
+    v: np.ndarray,
+    p: np.ndarray,
+    scale: float,
+    out: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None,
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """:func:`attention_backward` on arrays, each part of the batch start to
-    end on one thread (one hand-off), the score-sized temporary one per part."""
-    gq, gk, gv = _like(q, q.shape), _like(k, k.shape), _like(v, v.shape)
+    """:func:`attention_backward` on arrays (into ``out`` when given), each
+    part of the batch start to end on one thread (one hand-off), the
+    score-sized temporary one per part."""
+    gq, gk, gv = out or (_like(q, q.shape), _like(k, k.shape), _like(v, v.shape))
     ones = _ones(p.shape[-1], p.dtype)
 
     def part(lo: int, hi: int) -> None:
@@ -482,6 +495,63 @@ def attention(
     return make(_mm(p, vd), (q, k, v), _attention_vjp, (p, scale, causal))
 
 
+def _self_attention_vjp(M: Any, g: Any, out: Tensor) -> tuple[Any, ...]:
+    n_head, scale, saved = out._ctx
+    x, wq, wk, wv = (M.of(t) for t in out._prev)
+    B, T, C = x.shape
+    D = C // n_head
+    if not M.graph:
+        x2, w, q, k, v, p = saved
+        gy = g.reshape(B, T, n_head, D).transpose(0, 2, 1, 3)
+        gqkv = np.empty((B, T, 3, n_head, D), dtype=x2.dtype)
+        parts = tuple(gqkv[:, :, i].transpose(0, 2, 1, 3) for i in range(3))
+        _attention_backward_parts(gy, q, k, v, p, scale, parts)
+        g2 = gqkv.reshape(B * T, 3 * C)
+        gx, gw = M.matmul_pair(g2, w, g2.T, x2)
+        return gx.reshape(x.shape), gw[:C], gw[C : 2 * C], gw[2 * C :]
+    # create_graph: the same steps as nodes (their own derivatives count)
+    x2 = x.reshape(B * T, C)
+
+    def heads(w: Any) -> Any:
+        return M.matmul(x2, w.T).reshape(B, T, n_head, D).transpose(0, 2, 1, 3)
+
+    q, k, v = heads(wq), heads(wk), heads(wv)
+    s = M.matmul(q, k.swapaxes(-1, -2)) * scale + _additive_mask(T, T, x.data.dtype)
+    gy = g.reshape(B, T, n_head, D).transpose(0, 2, 1, 3)
+    grads = attention_backward(M, gy, q, k, v, M.softmax(s), scale)
+    gx = None
+    gws = []
+    for gh, w in zip(grads, (wq, wk, wv)):
+        g2 = gh.transpose(0, 2, 1, 3).reshape(B * T, C)
+        gx = M.matmul(g2, w) if gx is None else gx + M.matmul(g2, w)
+        gws.append(M.matmul(g2.T, x2))
+    return (gx.reshape(x.shape), *gws)
+
+
+def self_attention(x: Tensor, wq: Tensor, wk: Tensor, wv: Tensor, n_head: int) -> Tensor:
+    """Causal multi-head self-attention of ``x`` ``(B, T, C)`` before its
+    output projection: ``attention`` of the heads of ``x wq^T``, ``x wk^T``
+    and ``x wv^T``, the heads merged back to ``(B, T, C)``; one node.
+
+    The three projections are one matrix product (with the three weights
+    stacked), so ``x`` is read once and its gradient is one product too;
+    the heads are views of that product, and the attention writes its
+    output, and its backward pass the projections' gradient, straight in
+    the ``(B, T, H, d)`` layout the products want.
+    """
+    xd = x.data
+    B, T, C = xd.shape
+    D = C // n_head
+    w = np.concatenate([wq.data, wk.data, wv.data])
+    qkv = _mm(xd.reshape(B * T, C), w.T).reshape(B, T, 3, n_head, D)
+    q, k, v = (qkv[:, :, i].transpose(0, 2, 1, 3) for i in range(3))
+    scale = 1.0 / float(np.sqrt(D))
+    y = np.empty((B, T, n_head, D), dtype=xd.dtype)
+    _, p = _attention_forward(q, k, v, scale, True, y.transpose(0, 2, 1, 3))
+    saved = (xd.reshape(B * T, C), w, q, k, v, p)
+    return make(y.reshape(B, T, C), (x, wq, wk, wv), _self_attention_vjp, (n_head, scale, saved))
+
+
 # ----------------------------------------------------------------------------
 # dropout
 # ----------------------------------------------------------------------------
@@ -522,5 +592,6 @@ __all__ = [
     "log_softmax",
     "masked_fill",
     "rms_norm",
+    "self_attention",
     "softmax",
 ]
