@@ -27,15 +27,14 @@ from .blas import row_threads, run_parts
 from .rows import _FLOOR, _ones, row_mean, shifted_exp
 from .tensor import Tensor, make
 
-#: Bytes of an attention's scores (batch x heads x queries x keys) from
-#: which their softmax, and the softmax's part of the backward pass, are
-#: split by batch across :func:`chainrule.get_num_threads` threads (as the
-#: products are, :mod:`chainrule.tensor.blas`). Measured on 2 cores (the
-#: measuring process at the highest priority on a machine at load 6),
-#: split / unsplit time: softmax 0.58 and backward 0.73-0.74 at
-#: ``(16, 8, 128, 128)`` (8 and 16 MB), softmax 0.60 in float64 at
-#: ``(32, 4, 64, 64)`` (4 MB) but 1.02 in float32 (2 MB), 1.1-1.35 at
-#: ``(32, 4, 32, 32)``.
+#: Bytes of an attention's weights (batch x heads x queries x keys) from
+#: which the whole attention -- scores, softmax, the product with the
+#: values, and the same for its backward pass -- is split by batch across
+#: :func:`chainrule.get_num_threads` threads, each part start to end on one
+#: thread: one hand-off to the pool each way (about 80 microseconds on the
+#: project's 2-core machine), where splitting each product and the softmax
+#: on its own took 3 forward and 4-5 backward. 512 KB: ``gpt-sizes``' float32
+#: attention at embedding 64, ``(32, 4, 32, 32)``, and up.
 SPLIT_SCORE_BYTES = 1 << 19
 
 # ----------------------------------------------------------------------------
