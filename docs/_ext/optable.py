@@ -511,6 +511,12 @@ TENSOR: dict[str, TensorOp] = {
         "torch.nn.functional.scaled_dot_product_attention",
         "`dp = g v^T`, `ds = p * (dp - sum(dp * p))`; `ds k * scale`, `ds^T q * scale`, `p^T g`",
     ),
+    "_self_attention_vjp": TensorOp(
+        "ct.nn_ops.self_attention(q, x.T @ y, y.T @ z, z.T @ x, 2)",
+        "causal attention of the heads of x wq^T, x wk^T, x wv^T (one product), one node",
+        "torch.nn.functional.scaled_dot_product_attention",
+        "attention's, then `gq wq + gk wk + gv wv` (one product); `gq^T x`, `gk^T x`, `gv^T x`",
+    ),
     "_log_sigmoid_vjp": TensorOp(
         "ct.log_sigmoid(x)",
         "log(sigmoid(x)), stable",

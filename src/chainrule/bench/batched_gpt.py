@@ -98,6 +98,7 @@ def limit_threads(n: int) -> None:
     """BLAS (NumPy's, and any other loaded) to ``n`` threads for the rest of
     the process, through threadpoolctl, and the Tensor engine's own thread
     pool (:func:`chainrule.set_num_threads`) to as many."""
+    import numpy  # noqa: F401 - loaded first: threadpoolctl limits only loaded BLAS libraries
     from threadpoolctl import threadpool_limits
 
     from ..threads import set_num_threads

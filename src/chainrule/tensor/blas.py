@@ -218,6 +218,9 @@ def run_parts(rows: int, threads: int, part: Callable[[int, int], None]) -> None
     NumPy directly, never this module's routing). An error in a part is
     raised here, after every part has finished."""
     parts = min(threads, rows)
+    if parts <= 1:  # one part: on this thread, BLAS on one thread as for a split
+        _on_blas_threads(1, lambda: part(0, rows))
+        return
     bounds = [rows * i // parts for i in range(parts + 1)]
 
     def compute() -> None:

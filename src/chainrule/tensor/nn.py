@@ -35,7 +35,7 @@ from .layers import (
     Tanh,
     _dtype,
 )
-from .nn_ops import attention, cross_entropy
+from .nn_ops import attention, cross_entropy, self_attention
 from .tensor import Tensor
 
 # Where users import them from, and where errors and the reference name them.
@@ -108,11 +108,32 @@ class CausalSelfAttention(Module):
         H = self.n_head
         heads = (B, T, H, C // H)
 
+        projections = (self.wq, self.wk, self.wv)
+        if _fusable(x, projections):  # the same numbers, one node, fewer passes
+            w = [p.weight for p in projections]
+            return self.wo(self_attention(x, w[0], w[1], w[2], H))
+
         def split(w: Linear) -> Tensor:  # (B, T, C) -> (B, H, T, C/H)
             return w(x).reshape(heads).transpose(0, 2, 1, 3)
 
         y = attention(split(self.wq), split(self.wk), split(self.wv), causal=True)
         return self.wo(y.transpose(0, 2, 1, 3).reshape(B, T, C))
+
+
+def _fusable(x: Tensor, projections: tuple[Linear, ...]) -> bool:
+    """Whether :func:`self_attention` can do the projections: no biases,
+    square float weights of ``x``'s dtype (a model's own, unchanged)."""
+    d = x.data
+    return (
+        d.ndim == 3
+        and d.dtype.kind == "f"
+        and all(
+            p.bias is None
+            and p.weight.data.dtype == d.dtype
+            and p.weight.data.shape == (d.shape[-1], d.shape[-1])
+            for p in projections
+        )
+    )
 
 
 class FeedForward(Module):

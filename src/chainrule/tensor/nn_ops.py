@@ -27,16 +27,15 @@ from .blas import row_threads, run_parts
 from .rows import _FLOOR, _ones, row_mean, shifted_exp
 from .tensor import Tensor, make
 
-#: Bytes of an attention's scores (batch x heads x queries x keys) from
-#: which their softmax, and the softmax's part of the backward pass, are
-#: split by batch across :func:`chainrule.get_num_threads` threads (as the
-#: products are, :mod:`chainrule.tensor.blas`). Measured on 2 cores (the
-#: measuring process at the highest priority on a machine at load 6),
-#: split / unsplit time: softmax 0.58 and backward 0.73-0.74 at
-#: ``(16, 8, 128, 128)`` (8 and 16 MB), softmax 0.60 in float64 at
-#: ``(32, 4, 64, 64)`` (4 MB) but 1.02 in float32 (2 MB), 1.1-1.35 at
-#: ``(32, 4, 32, 32)``.
-SPLIT_SCORE_BYTES = 1 << 22
+#: Bytes of an attention's weights (batch x heads x queries x keys) from
+#: which the whole attention -- scores, softmax, the product with the
+#: values, and the same for its backward pass -- is split by batch across
+#: :func:`chainrule.get_num_threads` threads, each part start to end on one
+#: thread: one hand-off to the pool each way (about 80 microseconds on the
+#: project's 2-core machine), where splitting each product and the softmax
+#: on its own took 3 forward and 4-5 backward. 512 KB: ``gpt-sizes``' float32
+#: attention at embedding 64, ``(32, 4, 32, 32)``, and up.
+SPLIT_SCORE_BYTES = 1 << 19
 
 # ----------------------------------------------------------------------------
 # softmax and log-softmax
@@ -311,46 +310,129 @@ def masked_fill(x: Tensor, mask: Any, value: float) -> Tensor:
     return make(y, (x,), _masked_fill_vjp, m)
 
 
-def _split_threads(scores: np.ndarray) -> int:
-    """Threads for the elementwise work on ``scores``: 1 below
-    :data:`SPLIT_SCORE_BYTES` or without a batch axis to split."""
-    return row_threads(scores, SPLIT_SCORE_BYTES) if scores.ndim >= 3 else 1
+def _like(x: np.ndarray, shape: tuple[int, ...]) -> np.ndarray:
+    """A new array of ``shape`` laid out in memory as ``x`` is when ``x``
+    is a head-split view ``(B, T, H, d) -> (B, H, T, d)`` (merging its
+    heads back is then free), else C-ordered."""
+    if x.ndim == 4 and x.transpose(0, 2, 1, 3).flags.c_contiguous:
+        memory = np.empty((shape[0], shape[2], shape[1], shape[3]), x.dtype)
+        return memory.transpose(0, 2, 1, 3)
+    return np.empty(shape, x.dtype)
 
 
-def _split_softmax(s: np.ndarray, threads: int) -> np.ndarray | None:
-    """``shifted_exp(s)`` divided by its row sums, the batch cut into
-    ``threads`` parts computed at once: the same operations on the same
-    numbers (one shift, the maximum of all of ``s``). None where some row
-    needs its own shift (``shifted_exp``'s other case)."""
-    shift = s.max()
-    if not np.isfinite(shift):
-        return None
-    e = np.empty_like(s)
-    totals = np.empty((*s.shape[:-1], 1), dtype=s.dtype)
-    ones = _ones(s.shape[-1], s.dtype)
+def _scores(q: np.ndarray, k: np.ndarray, scale: float, causal: bool, out: np.ndarray) -> None:
+    """``q k^T * scale`` (masked when ``causal``) into ``out``."""
+    np.matmul(q, k.swapaxes(-1, -2), out=out)
+    out *= scale
+    if causal:
+        out += _additive_mask(out.shape[-2], out.shape[-1], out.dtype)
+
+
+def _softmax_entries(s: np.ndarray, redo: Any) -> None:
+    """``s`` replaced by its softmax over the last axis, in place, for a
+    stack of whole batch entries. Each entry ``s[b]`` is shifted by its own
+    maximum (one reduction over a long row: a maximum per short row costs
+    as much as the exponentials); an entry with inf or nan, or with a row
+    whose sum would lose precision under that shift, is computed again
+    (``redo(b)`` puts its scores back) with a shift per row. Entry by
+    entry, so a part of the batch gets the very numbers the whole does."""
+    n = s.shape[0]
+    shift = s.reshape(n, -1).max(axis=1)
+    finite = np.isfinite(shift)
+    s -= np.where(finite, shift, 0.0).astype(s.dtype).reshape((n,) + (1,) * (s.ndim - 1))
+    with np.errstate(over="ignore", invalid="ignore"):
+        np.exp(s, out=s)
+    total = np.matmul(s, _ones(s.shape[-1], s.dtype))[..., None]
+    with np.errstate(invalid="ignore"):
+        bad = ~finite | ~(total.reshape(n, -1).min(axis=1) >= _FLOOR)
+    for b in np.flatnonzero(bad):
+        sb = s[b]
+        redo(b, sb)
+        with np.errstate(invalid="ignore"):
+            sb -= sb.max(axis=-1, keepdims=True)
+        np.exp(sb, out=sb)
+        total[b] = np.matmul(sb, _ones(sb.shape[-1], sb.dtype))[..., None]
+    s /= total
+
+
+def _fusable(q: np.ndarray, k: np.ndarray, v: np.ndarray) -> bool:
+    """Whether ``q``, ``k`` and ``v`` are stacks of one batch shape (no
+    broadcasting) of one float dtype: the attention done per batch part."""
+    return (
+        q.ndim >= 3
+        and q.shape[:-2] == k.shape[:-2] == v.shape[:-2]
+        and q.dtype == k.dtype == v.dtype
+        and q.dtype.kind == "f"
+    )
+
+
+def _attention_threads(p: np.ndarray) -> int:
+    """Threads for an attention whose weights are ``p``: 1 below
+    :data:`SPLIT_SCORE_BYTES`."""
+    return row_threads(p, SPLIT_SCORE_BYTES)
+
+
+def _attention_forward(
+    q: np.ndarray,
+    k: np.ndarray,
+    v: np.ndarray,
+    scale: float,
+    causal: bool,
+    y: np.ndarray | None = None,
+) -> tuple[np.ndarray, np.ndarray]:
+    """The output (into ``y`` when given) and the attention weights ``p``,
+    each part of the batch (scores, softmax, product with ``v``) done start
+    to end on one thread: one hand-off to the pool for the whole forward."""
+    batch = q.shape[:-2]
+    p = np.empty((*batch, q.shape[-2], k.shape[-2]), dtype=q.dtype)
+    if y is None:
+        y = _like(q, (*batch, q.shape[-2], v.shape[-1]))
 
     def part(lo: int, hi: int) -> None:
-        ep = e[lo:hi]
-        np.subtract(s[lo:hi], shift, out=ep)
-        np.exp(ep, out=ep)
-        np.matmul(ep, ones, out=totals[lo:hi, ..., 0])
-        if totals[lo:hi].min() >= _FLOOR:  # else all of it is done again, unsplit
-            ep /= totals[lo:hi]
+        sp = p[lo:hi]
+        _scores(q[lo:hi], k[lo:hi], scale, causal, sp)
 
-    run_parts(s.shape[0], threads, part)
-    if totals.min() < _FLOOR:
-        return None
-    return e
+        def redo(b: int, out: np.ndarray) -> None:
+            _scores(q[lo + b], k[lo + b], scale, causal, out)
+
+        _softmax_entries(sp, redo)
+        np.matmul(sp, v[lo:hi], out=y[lo:hi])
+
+    run_parts(p.shape[0], _attention_threads(p), part)
+    return y, p
+
+
+def _attention_backward_parts(
+    g: np.ndarray,
+    q: np.ndarray,
+    k: np.ndarray,
+    v: np.ndarray,
+    p: np.ndarray,
+    scale: float,
+    out: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """:func:`attention_backward` on arrays (into ``out`` when given), each
+    part of the batch start to end on one thread (one hand-off), the
+    score-sized temporary one per part."""
+    gq, gk, gv = out or (_like(q, q.shape), _like(k, k.shape), _like(v, v.shape))
+    ones = _ones(p.shape[-1], p.dtype)
+
+    def part(lo: int, hi: int) -> None:
+        pp, gp = p[lo:hi], g[lo:hi]
+        np.matmul(pp.swapaxes(-1, -2), gp, out=gv[lo:hi])
+        gs = np.matmul(gp, v[lo:hi].swapaxes(-1, -2))
+        gs *= pp
+        gs -= pp * np.matmul(gs, ones)[..., None]
+        gs *= scale
+        np.matmul(gs, k[lo:hi], out=gq[lo:hi])
+        np.matmul(gs.swapaxes(-1, -2), q[lo:hi], out=gk[lo:hi])
+
+    run_parts(p.shape[0], _attention_threads(p), part)
+    return gq, gk, gv
 
 
 def _attention_weights(s: np.ndarray) -> np.ndarray:
-    """``softmax(s)`` over the last axis (a new array), split by batch
-    across threads when the scores are large."""
-    threads = _split_threads(s)
-    if threads > 1:
-        p = _split_softmax(s, threads)
-        if p is not None:
-            return p
+    """``softmax(s)`` over the last axis (a new array)."""
     p, total, _ = shifted_exp(s)
     p /= total
     return p
@@ -364,23 +446,13 @@ def attention_backward(
     ``p * (dp - sum(dp * p))`` with ``dp = g v^T``, times ``scale``; then
     ``dq = ds k`` and ``dk = ds^T q``. On arrays the score-sized arrays are
     updated in place: one temporary of that size."""
+    if not M.graph and _fusable(q, k, v) and g.shape == q.shape[:-1] + v.shape[-1:]:
+        return _attention_backward_parts(g, q, k, v, p, scale)
     gv = M.matmul(p.swapaxes(-1, -2), g)
     gs = M.matmul(g, v.swapaxes(-1, -2))
-    threads = 1 if M.graph or gs.shape != p.shape else _split_threads(gs)
-    if threads > 1:  # the same three lines below, on parts of the batch at once
-        ones = _ones(gs.shape[-1], gs.dtype)
-
-        def part(lo: int, hi: int) -> None:
-            gp, pp = gs[lo:hi], p[lo:hi]
-            gp *= pp
-            gp -= pp * np.matmul(gp, ones)[..., None]
-            gp *= scale
-
-        run_parts(gs.shape[0], threads, part)
-    else:
-        gs *= p
-        gs -= p * M.row_sum(gs)
-        gs *= scale
+    gs *= p
+    gs -= p * M.row_sum(gs)
+    gs *= scale
     gq = M.matmul(gs, k)
     gk = M.matmul(gs.swapaxes(-1, -2), q)
     return gq, gk, gv
@@ -411,12 +483,72 @@ def attention(
     qd, kd, vd = q.data, k.data, v.data
     if scale is None:
         scale = 1.0 / float(np.sqrt(qd.shape[-1]))
+    if _fusable(qd, kd, vd):
+        y, p = _attention_forward(qd, kd, vd, scale, causal)
+        return make(y, (q, k, v), _attention_vjp, (p, scale, causal))
     s = _mm(qd, kd.swapaxes(-1, -2))
     s *= scale
     if causal:
         s += _additive_mask(s.shape[-2], s.shape[-1], s.dtype)
     p = _attention_weights(s)
     return make(_mm(p, vd), (q, k, v), _attention_vjp, (p, scale, causal))
+
+
+def _self_attention_vjp(M: Any, g: Any, out: Tensor) -> tuple[Any, ...]:
+    n_head, scale, saved = out._ctx
+    x, wq, wk, wv = (M.of(t) for t in out._prev)
+    B, T, C = x.shape
+    D = C // n_head
+    if not M.graph:
+        x2, w, q, k, v, p = saved
+        gy = g.reshape(B, T, n_head, D).transpose(0, 2, 1, 3)
+        gqkv = np.empty((B, T, 3, n_head, D), dtype=x2.dtype)
+        parts = tuple(gqkv[:, :, i].transpose(0, 2, 1, 3) for i in range(3))
+        _attention_backward_parts(gy, q, k, v, p, scale, parts)
+        g2 = gqkv.reshape(B * T, 3 * C)
+        gx, gw = M.matmul_pair(g2, w, g2.T, x2)
+        return gx.reshape(x.shape), gw[:C], gw[C : 2 * C], gw[2 * C :]
+    # create_graph: the same steps as nodes (their own derivatives count)
+    x2 = x.reshape(B * T, C)
+
+    def heads(w: Any) -> Any:
+        return M.matmul(x2, w.T).reshape(B, T, n_head, D).transpose(0, 2, 1, 3)
+
+    q, k, v = heads(wq), heads(wk), heads(wv)
+    s = M.matmul(q, k.swapaxes(-1, -2)) * scale + _additive_mask(T, T, x.data.dtype)
+    gy = g.reshape(B, T, n_head, D).transpose(0, 2, 1, 3)
+    grads = attention_backward(M, gy, q, k, v, M.softmax(s), scale)
+    gx = None
+    gws = []
+    for gh, w in zip(grads, (wq, wk, wv)):
+        g2 = gh.transpose(0, 2, 1, 3).reshape(B * T, C)
+        gx = M.matmul(g2, w) if gx is None else gx + M.matmul(g2, w)
+        gws.append(M.matmul(g2.T, x2))
+    return (gx.reshape(x.shape), *gws)
+
+
+def self_attention(x: Tensor, wq: Tensor, wk: Tensor, wv: Tensor, n_head: int) -> Tensor:
+    """Causal multi-head self-attention of ``x`` ``(B, T, C)`` before its
+    output projection: ``attention`` of the heads of ``x wq^T``, ``x wk^T``
+    and ``x wv^T``, the heads merged back to ``(B, T, C)``; one node.
+
+    The three projections are one matrix product (with the three weights
+    stacked), so ``x`` is read once and its gradient is one product too;
+    the heads are views of that product, and the attention writes its
+    output, and its backward pass the projections' gradient, straight in
+    the ``(B, T, H, d)`` layout the products want.
+    """
+    xd = x.data
+    B, T, C = xd.shape
+    D = C // n_head
+    w = np.concatenate([wq.data, wk.data, wv.data])
+    qkv = _mm(xd.reshape(B * T, C), w.T).reshape(B, T, 3, n_head, D)
+    q, k, v = (qkv[:, :, i].transpose(0, 2, 1, 3) for i in range(3))
+    scale = 1.0 / float(np.sqrt(D))
+    y = np.empty((B, T, n_head, D), dtype=xd.dtype)
+    _, p = _attention_forward(q, k, v, scale, True, y.transpose(0, 2, 1, 3))
+    saved = (xd.reshape(B * T, C), w, q, k, v, p)
+    return make(y.reshape(B, T, C), (x, wq, wk, wv), _self_attention_vjp, (n_head, scale, saved))
 
 
 # ----------------------------------------------------------------------------
@@ -459,5 +591,6 @@ __all__ = [
     "log_softmax",
     "masked_fill",
     "rms_norm",
+    "self_attention",
     "softmax",
 ]
