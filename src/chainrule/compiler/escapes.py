@@ -147,17 +147,17 @@ _scanned: dict[CodeType, bool] = {}
 def reads_type(fn: Callable[..., Any], depth: int = 3) -> bool:
     """Whether ``fn``'s code, or that of the functions it names in its
     globals and closure (``depth`` levels), reads the builtin ``type``."""
-    seen: set[int] = set()
+    seen: set[FunctionType] = set()  # the functions themselves: kept alive, by identity
 
     def visit(f: Any, level: int) -> bool:
         if isinstance(f, MethodType):
             f = f.__func__
-        if not isinstance(f, FunctionType) or id(f) in seen:
+        if not isinstance(f, FunctionType) or f in seen:
             if not isinstance(f, FunctionType) and callable(f) and level == depth:
                 call = call_method(f)
                 return visit(call, level) if isinstance(call, FunctionType) else False
             return False
-        seen.add(id(f))
+        seen.add(f)
         if code_reads_type(f.__code__):
             return True
         if level == 0:

@@ -37,7 +37,7 @@ from typing import Any
 
 from ..value.engine import Value
 from .escapes import call_method
-from .keys import ARRAY_KEY_BYTES
+from .keys import ARRAY_KEY_BYTES, Identity
 
 #: Entries compared per snapshot at most: a function that reads more runs eagerly.
 LIMIT = 100_000
@@ -243,11 +243,14 @@ def _slots(t: type) -> tuple[str, ...]:
     return names
 
 
-def _collect(fn: Any, roots: list[tuple[Any, Any]], seen: set[int], level: int) -> None:
-    """The bindings ``fn`` reads (and, ``level`` deep, the functions it names)."""
-    if id(fn) in seen:
+def _collect(fn: Any, roots: list[tuple[Any, Any]], seen: set[Identity], level: int) -> None:
+    """The bindings ``fn`` reads (and, ``level`` deep, the functions it
+    names). ``seen``: the functions visited, each kept alive (a bound
+    method made here is not mistaken for a later one at its address)."""
+    me = Identity(fn)
+    if me in seen:
         return
-    seen.add(id(fn))
+    seen.add(me)
     helpers: list[Any] = []
     if isinstance(fn, MethodType):
         obj = fn.__self__
