@@ -36,6 +36,8 @@ from collections.abc import Callable
 from types import CodeType, FrameType
 from typing import Any
 
+from .escapes import describe
+
 #: A recipe: ("node", Value) | ("arg", i) | ("int", i) | ("op", f, a, b)
 #: | ("reduce", f, [recipes]); "arg" is a float argument, "int" an int one.
 Recipe = tuple[Any, ...]
@@ -143,7 +145,7 @@ def same(a: float, b: float) -> bool:
     return a != a and b != b
 
 
-def read_whole_by(f: Callable[..., Any], args: Any, kwargs: Any, name: str) -> Any:
+def read_whole_by(f: Callable[..., Any], args: Any, kwargs: Any) -> Any:
     """``f(*args, **kwargs)`` for a function the trace cannot see into (C
     code, a library's, or code compile could not copy), which may read a
     traced float whole (``math.exp(v.data)``): every traced float among its
@@ -164,6 +166,7 @@ def read_whole_by(f: Callable[..., Any], args: Any, kwargs: Any, name: str) -> A
     for x in found:
         guard_whole(x)
     if found and not record.pins:
+        name = describe(f)
         record.pins.append(f"a number read from a Value is read whole by {name} ({user_site()})")
     return out
 

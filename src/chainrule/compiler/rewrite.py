@@ -15,8 +15,9 @@ which
 * every call ``f(...)`` is ``_call(f, ...)``: a function, a bound method
   or an object whose class defines ``__call__`` in Python runs as such a
   copy in turn (so ``gpt()``, ``linear()``, ``model(x)`` are followed),
-  anything else (builtins, classes, C code) runs as it is. Calls of a
-  builtin's name (``len``, ``max``, ``zip``) are left as written.
+  anything else (builtins, classes, C code) runs as it is, the traced
+  floats it is handed guards where it may read them whole (:func:`opaque`).
+  Calls of a builtin's name (``len``, ``max``, ``zip``) are left as written.
 
 A copy is a new function object with the original's globals, closure
 cells, defaults and keyword defaults; the user's function is not
@@ -43,7 +44,7 @@ import sysconfig
 from types import BuiltinFunctionType, CellType, CodeType, FunctionType, MethodType
 from typing import Any
 
-from .escapes import all_names, call_method, describe, safe
+from .escapes import all_names, call_method, safe
 from .reads import AST_LOCK, read_whole_by
 from .symbolic import SymInt, gather
 
@@ -309,7 +310,7 @@ def _call(f: Any, /, *args: Any, **kwargs: Any) -> Any:
     guards (:func:`~chainrule.compiler.reads.read_whole_by`)."""
     g = target(f)
     if g is f and opaque(f):
-        return read_whole_by(f, args, kwargs, describe(f))
+        return read_whole_by(f, args, kwargs)
     return g(*args, **kwargs)
 
 
