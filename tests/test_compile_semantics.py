@@ -415,6 +415,37 @@ def test_shared_rows_and_cycles_are_guarded() -> None:
         shared_row[0] = 1.5
 
 
+def test_a_row_whose_entry_becomes_a_row_is_walked_again() -> None:
+    """Before a replay the guard walk takes a row level's types from the
+    trace's walk; an entry replaced by a list of Values (the level's types
+    change) is walked into, and the Value in it read; equal floats that
+    are new objects still hold, a float replaced by one of another sign
+    does not."""
+    w = Value(2.0)
+    table: list[list[Any]] = [[1.0, 0.0]]
+
+    def f(x: float) -> Any:
+        second = table[0][1]
+        extra = sum(second, Value(0.0)) if isinstance(second, list) else second
+        return w * x * table[0][0] + extra
+
+    g = chainrule.compile(f)
+    for _ in range(3):
+        assert g(1.0).data == 2.0
+    retraces = g.stats()["retraces"]
+    table[0][0] = float("1.0")  # a new float object, the same number
+    table[0][1] = 0.0 + 0.0
+    assert g(1.0).data == 2.0
+    assert g.stats()["retraces"] == retraces  # (the same numbers: the trace holds)
+    table[0][1] = -0.0  # not the same number
+    assert g(1.0).data == 2.0
+    assert g.stats()["retraces"] == retraces + 1
+    table[0][1] = [Value(5.0)]
+    assert g(1.0).data == f(1.0).data == 7.0
+    table[0][1][0].data = 6.0
+    assert g(1.0).data == f(1.0).data == 8.0
+
+
 def test_slots_are_guarded() -> None:
     """An attribute in ``__slots__`` (no ``__dict__``) changed after tracing:
     the replay uses the new number."""

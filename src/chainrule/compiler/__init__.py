@@ -197,7 +197,7 @@ class _Entry:
         self.outputs = outputs
         self.holds = holds  # whether a call's int arguments are ones this trace holds for
         self.eager_seconds = eager_seconds  # an eager call of this graph (budget.eager_of)
-        self.snapshot: list[Any] = []  # the globals, closures and self it read (sources)
+        self.snapshot: Any = None  # the globals, closures and self it read (sources)
 
 
 class Compiled:

@@ -79,14 +79,18 @@ class Sources:
         self.complete = True  # the last take() saw everything (at most LIMIT entries)
         _collect(fn, self.roots, set(), LEVELS)
 
-    def take(self) -> list[Any]:
+    def take(self, known: Snapshot | None = None) -> Snapshot:
         """The state now: a flat list of entries and lengths (``complete``
-        False when there were more than :data:`LIMIT`)."""
-        out: list[Any] = []
+        False when there were more than :data:`LIMIT`). With ``known`` (an
+        earlier take), a row level's types are taken to be the ones it had
+        there: the result is then the state only if it is ``known`` entry
+        for entry (:meth:`hold`)."""
+        out = Snapshot()
         budget = [LIMIT]
         # the containers entered, by id for this walk only: each is held by `out`
         # (its parent's entries, or a root), so no id is reused while the walk runs
         entered: set[int] = set()
+        assumed = None if known is None else known.kinds
         for where, name in self.roots:
             if name is None:  # a closure cell
                 try:
@@ -98,28 +102,51 @@ class Sources:
             else:
                 x = getattr(where, name, _MISSING)
             out.append(x)
-            _enter(x, out, entered, budget)
+            _enter(x, out, entered, budget, assumed)
         self.complete = budget[0] >= 0
         return out
 
-    def hold(self, old: list[Any]) -> bool:
-        """Whether every binding is as it was in ``old`` (a :meth:`take`)."""
-        now = self.take()
-        if len(now) != len(old):
-            return False
-        if all(map(operator.is_, now, old)):
+    def hold(self, old: Snapshot) -> bool:
+        """Whether every binding is as it was in ``old`` (a :meth:`take`).
+        Before every replay: first a walk that takes each row level's types
+        from ``old`` (the type scan of a model's rows of parameters is most
+        of a walk), which is the state when it is ``old``'s objects one for
+        one (the same objects are of the same types); else the full walk,
+        whose numbers may equal ``old``'s without being the same objects."""
+        now = self.take(old)
+        if len(now) == len(old) and all(map(operator.is_, now, old)):
             return True
-        return all(map(_same, now, old))
+        now = self.take()
+        return len(now) == len(old) and all(map(_same, now, old))
 
 
-def _enter(x: Any, out: list[Any], entered: set[int], budget: list[int]) -> None:
+class Snapshot(list[Any]):
+    """A :meth:`Sources.take`: its entries, and the types of each row
+    level's entries, by the level's place in it (``kinds``)."""
+
+    __slots__ = ("kinds",)
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.kinds: dict[int, frozenset[type]] = {}
+
+
+def _enter(
+    x: Any,
+    out: Snapshot,
+    entered: set[int],
+    budget: list[int],
+    assumed: dict[int, frozenset[type]] | None,
+) -> None:
     """Everything reachable from ``x`` through containers and plain
     objects, each entered once, level by level (no recursion limit).
     Run before every replay, so the lists and tuples of a level are
     entered together, in C-level passes (their lengths, then all their
     entries); dicts and objects one by one, what an object of a type is
     (a leaf, an array, a plain object and its ``__slots__``) found once per
-    type (:func:`_kind`)."""
+    type (:func:`_kind`). The types of a row level's entries are kept in
+    ``out.kinds`` by the level's place; with ``assumed`` (an earlier walk's
+    kinds) they are taken from there (see :meth:`Sources.hold`)."""
     level = [x]
     leaves = _LEAVES
     kinds = _KINDS
@@ -168,7 +195,11 @@ def _enter(x: Any, out: list[Any], entered: set[int], budget: list[int]) -> None
             below.extend([y for y in items if type(y) not in leaves])
         if rows:
             flat = list(chain.from_iterable(rows))
-            kinds_below = set(map(type, flat))
+            at = len(out)
+            kinds_below = None if assumed is None else assumed.get(at)
+            if kinds_below is None:
+                kinds_below = frozenset(map(type, flat))
+            out.kinds[at] = kinds_below
             if not leaves.issuperset(kinds_below):
                 # rows that hold containers: each entered once (a cycle ends)
                 ids = set(map(id, rows))
