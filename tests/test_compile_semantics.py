@@ -526,7 +526,9 @@ def test_the_budget_refuses_when_tracing_is_two_eager_calls_in_the_red() -> None
     b = Budget()
     assert b.first_sight("a") == "eager"  # the first call: eagerly, timed
     b.ran_eagerly(0.1, "a")
-    assert b.first_sight("b") == "trace"  # nothing to pay back yet: at once
+    assert b.first_sight("b") == "eager"  # a graph met once is not traced
+    b.ran_eagerly(0.1, "b")
+    assert b.first_sight("b") == "trace"  # met again: its replays to come repay a trace
     assert b.refuse() is None
     b.traced(1.0, 0.4, b.eager_of("b", 0.4))  # its run over the calibration: 0.1 s
     assert b.eager_of("a", 9.9) == 0.1  # a graph that ran eagerly: its own time
@@ -539,6 +541,40 @@ def test_the_budget_refuses_when_tracing_is_two_eager_calls_in_the_red() -> None
         b.backward(0.001, 0.1)
     assert b.extra == pytest.approx(0.9 - 2 * 0.298)
     assert b.refuse() is None
+
+
+@pytest.mark.budget
+def test_a_graph_is_traced_when_its_replays_to_come_should_repay_the_trace() -> None:
+    """Graphs cycling through 20 lengths, each met 7 times in 150 calls,
+    whose trace costs tens of calls: none is traced (each call eager, as
+    timed); a graph met at every call is traced when met again; with a
+    trace measured cheap (2 calls), the cycling graphs are traced."""
+    from chainrule.compiler import budget
+
+    def sights(b: budget.Budget, keys: list[Any], eager: float) -> list[str]:
+        out = []
+        for key in keys:
+            sight = b.first_sight(key)
+            out.append(sight)
+            if sight in ("eager", "rare"):
+                b.ran_eagerly(eager, key)
+        return out
+
+    cycling = [("length", k % 20) for k in range(150)]
+    # the priors: a trace 1 ms + 15 calls of 0.3 ms; a replay saves half a
+    # call and its backward (0.45 ms): 12 replays to come repay it
+    b = budget.Budget()
+    got = sights(b, cycling, 3e-4)
+    assert "trace" not in got and got.count("rare") == 150 - 20
+    assert b.mostly_met_once()  # (the one warning)
+    assert budget.Budget().trace_estimate(3e-4) == pytest.approx(1e-3 + 15 * 3e-4)
+    loop = budget.Budget()
+    assert sights(loop, ["step"] * 2, 3e-4) == ["eager", "trace"]
+    cheap = budget.Budget()
+    cheap.traced(2e-3, 1e-3, 3e-4)  # a trace measured: 1.7 ms beyond a call of 0.3 ms
+    assert cheap.trace_estimate(3e-4) == pytest.approx(1.7e-3)
+    got = sights(cheap, cycling, 3e-4)
+    assert got[:20] == ["eager"] * 20 and got[20] == "trace"  # met again: 2 * 100 / 21 to come
 
 
 @pytest.mark.budget
@@ -593,6 +629,7 @@ def test_a_function_too_small_to_gain_runs_eagerly_until_a_call_grows(
     a longer call hands it back to the budget."""
     from chainrule.compiler import budget
 
+    monkeypatch.setattr(budget, "MIN_CALL", 1.0)  # every call short, whatever the load
     w = Value(0.5)
     f = chainrule.compile(lambda xs: sum(w * x for x in xs))
     with pytest.warns(CompileWarning, match="too short for a replay"):
@@ -602,6 +639,7 @@ def test_a_function_too_small_to_gain_runs_eagerly_until_a_call_grows(
         warnings.simplefilter("error")  # said once
         assert f([2.0, 4.0]).data == 3.0
         monkeypatch.setattr(budget, "MIN_CALL", 0.0)  # every call is now long enough
+        monkeypatch.setattr(budget, "TRACE_FIXED", 0.0)  # and a trace 15 of its calls
         assert f([2.0]).data == 1.0
         assert f.small is None
         assert f([2.0]).data == 1.0  # grown: its graph met once runs eagerly
@@ -619,6 +657,7 @@ def test_the_warning_names_an_int_used_as_a_number(monkeypatch: pytest.MonkeyPat
     from chainrule.compiler import budget
 
     monkeypatch.setattr(budget, "MIN_CALL", 0.0)  # not too small to gain, however fast
+    monkeypatch.setattr(budget, "TRACE_FIXED", 0.0)  # and a trace 15 of its calls
     w = Value(1.5)
     f = chainrule.compile(lambda i: w * float(i))
     with warnings.catch_warnings(record=True) as caught:

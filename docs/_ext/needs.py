@@ -7,17 +7,25 @@ runs it, in place of the output, and the build goes on without a warning.
 So ``pip install -e '.[docs]'`` builds the whole site without PyTorch (a
 large download the other pages do not need), and a build with the ``torch``
 extra too shows the PyTorch tutorial's real output.
+
+A command whose standard error the page hides (``:nostderr:``) and that
+fails has that standard error in the build's warnings: the failure says
+why, where the page's output alone would not.
 """
 
 from __future__ import annotations
 
 import importlib.util
+import sys
 from typing import Any
 
 from docutils import nodes
 from docutils.parsers.rst import directives
 from sphinx.application import Sphinx
-from sphinxcontrib.programoutput import ProgramOutputDirective
+from sphinx.util import logging
+from sphinxcontrib.programoutput import Command, ProgramOutputCache, ProgramOutputDirective
+
+logger = logging.getLogger(__name__)
 
 #: Module -> the extra that installs it, as the note names it.
 EXTRAS = {"torch": "torch"}
@@ -52,8 +60,37 @@ class ProgramOutputIfInstalled(ProgramOutputDirective):
         return [note]
 
 
+class Outputs(ProgramOutputCache):
+    """programoutput's cache of the commands' outputs, which also reports
+    the hidden standard error of a command that fails."""
+
+    def __missing__(self, command: Command) -> tuple[int, str]:
+        if not command.hide_standard_error:
+            return super().__missing__(command)
+        process = command.execute()  # (its standard error piped)
+        out, err = process.communicate()
+        encoding = sys.getfilesystemencoding()
+        if process.returncode != 0:
+            tail = err.decode(encoding, "replace").strip()[-4000:]
+            logger.warning(
+                "command %s exited %s; its standard error (hidden on the page):\n%s",
+                command,
+                process.returncode,
+                tail or "(empty)",
+            )
+        result = (process.returncode, out.decode(encoding, "replace").rstrip())
+        self[command] = result
+        return result
+
+
+def _outputs(app: Sphinx) -> None:
+    if not hasattr(app.env, "programoutput_cache"):
+        app.env.programoutput_cache = Outputs()
+
+
 def setup(app: Sphinx) -> dict[str, Any]:
     app.setup_extension("sphinxcontrib.programoutput")
+    app.connect("builder-inited", _outputs, priority=100)  # before programoutput's own
     for name in ("program-output", "command-output"):
         app.add_directive(name, ProgramOutputIfInstalled, override=True)
     return {"parallel_read_safe": True, "parallel_write_safe": True}

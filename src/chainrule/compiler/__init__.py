@@ -374,15 +374,19 @@ class Compiled:
                 self._drop(call.key, entry)
         with self._lock:
             sight = self.budget.first_sight(call.key)
-            warn = sight == "eager" and not self._warned and self.budget.mostly_met_once()
+            warn = sight in ("eager", "rare") and not self._warned and self.budget.mostly_met_once()
             last, self._last_key = self._last_key, call.key
-        if warn and last is not None:  # a graph met once is not traced: most calls meet one
-            self._warn_eager(
-                f"most of the last {budget.WINDOW} calls met a graph not seen before "
-                f"({describe(last, call.key, self._why)})",
-                4,
-            )
-        if sight == "eager":  # the first call, or a graph met once while tracing has not paid
+        if warn and last is not None:  # most calls meet a graph that is not traced
+            if sight == "rare":
+                reason = (
+                    f"most of the last {budget.WINDOW} calls met a graph met too rarely to "
+                    "repay a trace (a trace costs about "
+                    f"{self.budget.trace_estimate(self.budget.eager_estimate()) * 1e3:.3g} ms)"
+                )
+            else:
+                reason = f"most of the last {budget.WINDOW} calls met a graph not seen before"
+            self._warn_eager(f"{reason} ({describe(last, call.key, self._why)})", 4)
+        if sight in ("eager", "rare"):  # the first call, a graph met once, or met too rarely
             return self._timed_eager(rebuild_args(items), call.key)
         if sight == "small":
             self._too_small(self.budget.eager_estimate(), 4)

@@ -12,11 +12,17 @@ replay saves time. :class:`Budget` decides, in seconds:
 * **A function too small to gain runs eagerly**: an eager call under
   :data:`MIN_CALL` (a replay's fixed cost leaves nothing to save); it is
   reconsidered if a later call takes longer than that.
-* **A new graph is traced at once while tracing has paid** (to within
-  what one replay saves); while the traces made are further from paid
-  back, a graph is traced only the second time it is met (a graph met
-  once is never traced: a loop whose every call is new pays little for
-  tracing).
+* **A graph is traced when met again, if its replays to come should
+  repay the trace** (a graph met once is never traced: a loop whose every
+  call is new pays nothing for tracing). The replays to come are the
+  times it was met before, scaled up while the function has been called
+  fewer than :data:`HORIZON` times: met in 2 of the first 4 calls, 25 to
+  come; met 7 times in 150 calls, 6. What a replay saves and what a trace
+  costs are those measured on this function, before any :data:`SAVED` of
+  a call and :data:`TRACE_FIXED` plus :data:`TRACE_PER_CALL` calls. A
+  training loop's graphs are traced when first met again; a function
+  cycling through graphs each met a few times, whose trace costs tens of
+  its calls, runs eagerly (one warning).
 * **The account** (:meth:`Budget.refuse`): the *extra* time traces cost
   beyond an eager call, minus what replays saved against one. A trace is
   refused when the extra exceeds :data:`ALLOWANCE` eager calls (with their
@@ -50,12 +56,26 @@ ALLOWANCE = 2.0
 MIN_CALL = 2e-4
 #: The graphs met once and not traced that are remembered (their keys).
 SEEN = 64
+#: The graphs without a trace whose sightings are counted (their keys).
+SEEN_COUNTS = 1024
 #: How many times slower a traced run is than an eager call, until an eager
 #: call is timed (watching every operation; measured 3 to 9 on small functions).
 WATCHED = 4.0
 #: An eager backward pass's time per second of its forward (the engine's
 #: walk and chain rule: about twice, on micrograd's and microgpt's graphs).
 BACKWARD = 2.0
+#: A trace's cost beyond an eager call, before any trace is measured: this
+#: many seconds plus :data:`TRACE_PER_CALL` eager calls (measured here: a
+#: graph of tanh and products, 30 to 9,000 nodes, 0.7 ms plus 13 to 16
+#: calls; microgpt's graph of a name, 2 to 10 calls).
+TRACE_FIXED = 1e-3
+TRACE_PER_CALL = 15.0
+#: The share of an eager call with its backward that a replay saves,
+#: before any replay is measured.
+SAVED = 0.5
+#: Calls ahead a function is expected to be called at least (a graph's
+#: sightings so far scaled to it, while it has been called fewer times).
+HORIZON = 100
 #: The recent calls looked at, and how many of them tracing means "most".
 WINDOW = 16
 MOSTLY = 12
@@ -93,6 +113,11 @@ class Budget:
         # graphs met once while tracing had not paid, traced when met again
         # (key -> its eager call's seconds)
         self.seen: collections.OrderedDict[Any, float | None] = collections.OrderedDict()
+        self.calls = 0  # calls the budget saw: replays and calls without a trace
+        # how often each graph without a trace was met (the last SEEN_COUNTS)
+        self.sightings: collections.OrderedDict[Any, int] = collections.OrderedDict()
+        # each trace's cost beyond an eager call, per second of that call
+        self.trace_per_call: collections.deque[float] = collections.deque(maxlen=WINDOW)
 
     def active(self) -> bool:
         """Whether the budget decides (enabled, and ``ALLOWANCE`` finite)."""
@@ -100,20 +125,49 @@ class Budget:
 
     def first_sight(self, key: Any) -> str:
         """What a call whose graph has no trace does: ``"trace"``,
-        ``"eager"`` (timed, its key remembered) or ``"small"`` (too small to
-        gain: eagerly from now on)."""
+        ``"eager"`` (timed, its key remembered), ``"rare"`` (the same: met
+        too rarely to repay a trace) or ``"small"`` (too small to gain:
+        eagerly from now on)."""
         if not self.active():
             return "trace"
+        self.calls += 1
+        met = self.sightings.pop(key, 0) + 1
+        self.sightings[key] = met
+        if len(self.sightings) > SEEN_COUNTS:
+            self.sightings.popitem(last=False)
         if not self.eager_runs:
             self.remember(key)
             return "eager"  # the first call: an eager call's time
         if self.eager_estimate() < MIN_CALL:
             return "small"
-        if (self.grew or self.extra > self.next_saving()) and key not in self.seen:
+        if met == 1 or ((self.grew or self.extra > self.next_saving()) and key not in self.seen):
             self.remember(key)
             self.met_once.append(True)
-            return "eager"  # tracing has not paid yet: trace it when met again
+            return "eager"  # not met before (or forgotten while tracing had not paid)
+        if not self.repays(key, met):
+            self.remember(key)
+            self.met_once.append(True)
+            return "rare"
         return "trace"
+
+    def repays(self, key: Any, met: int) -> bool:
+        """Whether the replays to come of the graph of ``key``, met ``met``
+        times so far (this time too), should save more than its trace
+        would cost."""
+        eager = self.seen.get(key) or self.eager_estimate()
+        whole = eager * (1.0 + self.backward_ratio())
+        saved = max(0.0, 1.0 - statistics.median(self.replays)) if self.replays else SAVED
+        to_come = (met - 1) * max(1.0, HORIZON / self.calls)
+        return to_come * whole * saved >= self.trace_estimate(eager)
+
+    def trace_estimate(self, eager: float) -> float:
+        """A trace's cost beyond an eager call, for a graph whose eager
+        call takes ``eager``: as the traces made so far (per second of
+        their eager call), before any :data:`TRACE_FIXED` plus
+        :data:`TRACE_PER_CALL` calls."""
+        if self.trace_per_call:
+            return statistics.median(self.trace_per_call) * eager
+        return TRACE_FIXED + TRACE_PER_CALL * eager
 
     def mostly_met_once(self) -> bool:
         """Whether most of the last :data:`WINDOW` calls met a graph for the
@@ -166,6 +220,8 @@ class Budget:
         self.traced_runs.append(run_seconds)
         extra = seconds - eager
         self.trace_extra.append(max(extra, 0.0))
+        if eager > 0.0:
+            self.trace_per_call.append(max(extra, 0.0) / eager)
         self.extra += extra
         self.grew = False
         self.recent.append(True)
@@ -176,6 +232,7 @@ class Budget:
         takes about ``eager_seconds`` (:meth:`eager_of`)."""
         self.replay_seconds += seconds
         self.extra -= eager_seconds - seconds
+        self.calls += 1
         self.recent.append(False)
         self.met_once.append(False)
         self.replays.append(seconds / eager_seconds if eager_seconds > 0.0 else math.inf)
