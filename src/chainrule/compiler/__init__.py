@@ -328,14 +328,14 @@ class Compiled:
             return self.fn(*args)
         if self.small is not None:
             return self._small_call(args)
-        if not self.budget.eager_runs and self.budget.active():
-            return self._first_call(args)
-        try:
-            import numpy  # noqa: F401
-        except ImportError:
-            raise ImportError(
-                "chainrule.compile replays graphs with NumPy: pip install numpy"
-            ) from None
+        first = not self.budget.eager_runs and self.budget.active()
+        if not first:
+            try:
+                import numpy  # noqa: F401
+            except ImportError:
+                raise ImportError(
+                    "chainrule.compile replays graphs with NumPy: pip install numpy"
+                ) from None
 
         items, rebuild_args, shape = flatten(list(args))
         if self.symbolic_ints is None:
@@ -346,6 +346,10 @@ class Compiled:
             call = classify(items, shape, self.symbolic_ints)
         except NotReplayable as e:
             return self._eager(str(e), args)
+        if first:  # (its graph counted as met)
+            with self._lock:
+                self.budget.first_sight(call.key)
+            return self._first_call(args)
         while True:
             with self._lock:
                 entry = self._lookup(call)

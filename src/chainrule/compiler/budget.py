@@ -12,17 +12,23 @@ replay saves time. :class:`Budget` decides, in seconds:
 * **A function too small to gain runs eagerly**: an eager call under
   :data:`MIN_CALL` (a replay's fixed cost leaves nothing to save); it is
   reconsidered if a later call takes longer than that.
-* **A graph is traced when met again, if its replays to come should
-  repay the trace** (a graph met once is never traced: a loop whose every
-  call is new pays nothing for tracing). The replays to come are the
-  times it was met before, scaled up while the function has been called
-  fewer than :data:`HORIZON` times: met in 2 of the first 4 calls, 25 to
-  come; met 7 times in 150 calls, 6. What a replay saves and what a trace
-  costs are those measured on this function, before any :data:`SAVED` of
-  a call and :data:`TRACE_FIXED` plus :data:`TRACE_PER_CALL` calls. A
-  training loop's graphs are traced when first met again; a function
-  cycling through graphs each met a few times, whose trace costs tens of
-  its calls, runs eagerly (one warning).
+* **A graph is traced when its replays to come should repay the
+  trace.** The replays to come are the times it was met before (or, if
+  more, the times the function's average graph was met again), scaled up
+  while the function has been called fewer than :data:`HORIZON` times:
+  met in 2 of the first 4 calls, 25 to come; met 7 times in 150 calls, 6;
+  a new graph in a loop whose every call so far was new, none (a loop
+  whose every call is new pays nothing for tracing). What a replay saves
+  and what a trace costs are those measured on this function, before any
+  :data:`SAVED` of a call and :data:`TRACE_FIXED` plus
+  :data:`TRACE_PER_CALL` calls. A training loop's graphs are traced when
+  first met, or met again; a function cycling through graphs each met a
+  few times, whose trace costs tens of its calls, runs eagerly (one
+  warning).
+* **A new graph is traced at once while tracing has paid** (to within
+  what one replay saves, and if it repays its trace); while the traces
+  made are further from paid back, a graph is traced only the second
+  time it is met.
 * **The account** (:meth:`Budget.refuse`): the *extra* time traces cost
   beyond an eager call, minus what replays saved against one. A trace is
   refused when the extra exceeds :data:`ALLOWANCE` eager calls (with their
@@ -114,6 +120,7 @@ class Budget:
         # (key -> its eager call's seconds)
         self.seen: collections.OrderedDict[Any, float | None] = collections.OrderedDict()
         self.calls = 0  # calls the budget saw: replays and calls without a trace
+        self.graphs = 0  # the graphs among them (each counted when first met)
         # how often each graph without a trace was met (the last SEEN_COUNTS)
         self.sightings: collections.OrderedDict[Any, int] = collections.OrderedDict()
         # each trace's cost beyond an eager call, per second of that call
@@ -133,6 +140,8 @@ class Budget:
         self.calls += 1
         met = self.sightings.pop(key, 0) + 1
         self.sightings[key] = met
+        if met == 1:
+            self.graphs += 1
         if len(self.sightings) > SEEN_COUNTS:
             self.sightings.popitem(last=False)
         if not self.eager_runs:
@@ -140,10 +149,10 @@ class Budget:
             return "eager"  # the first call: an eager call's time
         if self.eager_estimate() < MIN_CALL:
             return "small"
-        if met == 1 or ((self.grew or self.extra > self.next_saving()) and key not in self.seen):
+        if (self.grew or self.extra > self.next_saving()) and key not in self.seen:
             self.remember(key)
             self.met_once.append(True)
-            return "eager"  # not met before (or forgotten while tracing had not paid)
+            return "eager"  # tracing has not paid yet: trace it when met again
         if not self.repays(key, met):
             self.remember(key)
             self.met_once.append(True)
@@ -157,7 +166,9 @@ class Budget:
         eager = self.seen.get(key) or self.eager_estimate()
         whole = eager * (1.0 + self.backward_ratio())
         saved = max(0.0, 1.0 - statistics.median(self.replays)) if self.replays else SAVED
-        to_come = (met - 1) * max(1.0, HORIZON / self.calls)
+        # met again so far: this graph, or (if more) the average graph
+        again = max(met - 1, (self.calls - self.graphs) / self.graphs)
+        to_come = again * max(1.0, HORIZON / self.calls)
         return to_come * whole * saved >= self.trace_estimate(eager)
 
     def trace_estimate(self, eager: float) -> float:
