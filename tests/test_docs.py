@@ -154,6 +154,40 @@ def test_a_command_whose_module_is_missing_is_shown_as_not_run(tmp_path: Path) -
     assert "42" in text
 
 
+def test_a_failing_command_whose_stderr_the_page_hides_shows_it_in_the_warning(
+    tmp_path: Path,
+) -> None:
+    """``:nostderr:`` hides a command's standard error on the page; when the
+    command fails, the build's warning carries it (docs/_ext/needs.py), and
+    a command that succeeds shows only its output."""
+    import subprocess
+
+    (tmp_path / "conf.py").write_text(
+        f"import sys\nsys.path.insert(0, {str(DOCS / '_ext')!r})\n"
+        "extensions = ['myst_parser', 'needs']\n",
+        encoding="utf-8",
+    )
+    fails = "import sys; print('done'); sys.stderr.write('rank 1: closed by peer'); sys.exit(3)"
+    works = "import sys; print('fine'); sys.stderr.write('a note')"
+    (tmp_path / "index.md").write_text(
+        f'# Page\n\n```{{program-output}} {sys.executable} -c "{fails}"\n:nostderr:\n```\n\n'
+        f'```{{program-output}} {sys.executable} -c "{works}"\n:nostderr:\n```\n',
+        encoding="utf-8",
+    )
+    done = subprocess.run(
+        [sys.executable, "-m", "sphinx", "-q", "-b", "text"]
+        + [str(tmp_path), str(tmp_path / "out")],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    assert "exited 3; its standard error (hidden on the page):" in done.stderr
+    assert "rank 1: closed by peer" in done.stderr and "a note" not in done.stderr
+    text = (tmp_path / "out" / "index.txt").read_text(encoding="utf-8")
+    assert "done" in text and "fine" in text and "closed by peer" not in text
+
+
 def test_the_pages_commands_that_need_pytorch_say_so() -> None:
     """PyTorch is not in the docs extra: every command of the site that runs
     it (torchrun) or reads what it wrote is marked ``:needs: torch``."""
