@@ -332,10 +332,11 @@ def _softmax_entries(s: np.ndarray, redo: Any) -> None:
     """``s`` replaced by its softmax over the last axis, in place, for a
     stack of whole batch entries. Each entry ``s[b]`` is shifted by its own
     maximum (one reduction over a long row: a maximum per short row costs
-    as much as the exponentials); an entry with inf or nan, or with a row
-    whose sum would lose precision under that shift, is computed again
-    (``redo(b)`` puts its scores back) with a shift per row. Entry by
-    entry, so a part of the batch gets the very numbers the whole does."""
+    as much as the exponentials); the entries with inf or nan, or with a
+    row whose sum would lose precision under that shift (a trained model's
+    scores spread wide), are computed again all at once (``redo(bad)``
+    returns their scores) with a shift per row. Entry by entry, so a part
+    of the batch gets the very numbers the whole does."""
     n = s.shape[0]
     shift = s.reshape(n, -1).max(axis=1)
     finite = np.isfinite(shift)
@@ -344,14 +345,14 @@ def _softmax_entries(s: np.ndarray, redo: Any) -> None:
         np.exp(s, out=s)
     total = np.matmul(s, _ones(s.shape[-1], s.dtype))[..., None]
     with np.errstate(invalid="ignore"):
-        bad = ~finite | ~(total.reshape(n, -1).min(axis=1) >= _FLOOR)
-    for b in np.flatnonzero(bad):
-        sb = s[b]
-        redo(b, sb)
+        bad = np.flatnonzero(~finite | ~(total.reshape(n, -1).min(axis=1) >= _FLOOR))
+    if bad.size:
+        sb = redo(bad)
         with np.errstate(invalid="ignore"):
             sb -= sb.max(axis=-1, keepdims=True)
         np.exp(sb, out=sb)
-        total[b] = np.matmul(sb, _ones(sb.shape[-1], sb.dtype))[..., None]
+        s[bad] = sb
+        total[bad] = np.matmul(sb, _ones(sb.shape[-1], sb.dtype))[..., None]
     s /= total
 
 
@@ -392,8 +393,10 @@ def _attention_forward(
         sp = p[lo:hi]
         _scores(q[lo:hi], k[lo:hi], scale, causal, sp)
 
-        def redo(b: int, out: np.ndarray) -> None:
-            _scores(q[lo + b], k[lo + b], scale, causal, out)
+        def redo(bad: np.ndarray) -> np.ndarray:
+            out = np.empty((len(bad), *sp.shape[1:]), dtype=sp.dtype)
+            _scores(q[lo + bad], k[lo + bad], scale, causal, out)
+            return out
 
         _softmax_entries(sp, redo)
         np.matmul(sp, v[lo:hi], out=y[lo:hi])
