@@ -33,9 +33,14 @@ from .tensor import Tensor, make
 #: :func:`chainrule.get_num_threads` threads, each part start to end on one
 #: thread: one hand-off to the pool each way (about 80 microseconds on the
 #: project's 2-core machine), where splitting each product and the softmax
-#: on its own took 3 forward and 4-5 backward. 512 KB: ``gpt-sizes``' float32
-#: attention at embedding 64, ``(32, 4, 32, 32)``, and up.
-SPLIT_SCORE_BYTES = 1 << 19
+#: on its own took 3 forward and 4-5 backward. 2 MB: ``gpt-sizes``' float32
+#: attention at embedding 128, ``(32, 4, 64, 64)``, and up. Not at embedding
+#: 64 (512 KB in float32, 1 MB in float64): there the step's products run on
+#: OpenBLAS's threads, which spin after each and take the core a pool
+#: thread would get (see :mod:`chainrule.tensor.blas`): on a quiet machine
+#: the step took 10.2-12.4 ms (float32) that way, unsplit, against
+#: 14.8-16.1 ms with the attention and the products on the pool.
+SPLIT_SCORE_BYTES = 1 << 21
 
 # ----------------------------------------------------------------------------
 # softmax and log-softmax
