@@ -464,7 +464,9 @@ def test_causal_masking(torch: Any) -> None:
 
 
 @pytest.mark.parametrize("causal", [True, False])
-@pytest.mark.parametrize("shape", [(5, 3), (2, 4, 3), (2, 2, 4, 3)])
+@pytest.mark.parametrize(
+    "shape", [(5, 3), (2, 4, 3), (2, 2, 4, 3), (2, 2, 128, 4), (2, 2, 129, 4)]
+)  # 128 and 129 queries: a causal attention in two halves (nn_ops.CAUSAL_HALVES_FROM)
 def test_attention(torch: Any, causal: bool, shape: tuple[int, ...]) -> None:
     rng = np.random.default_rng(8)
     arrays = [rng.normal(size=shape) for _ in range(3)]

@@ -61,6 +61,14 @@ Arm = Callable[[], Callable[[], Any]]
 #: runs, its figure is marked not representative.
 LOAD_LIMIT_PER_CORE = 0.5
 
+#: Seconds of rest before each timed run of interleaved engines: BLAS and
+#: OpenMP threads spin for a while after their work (OpenBLAS's for 2^28
+#: cycles, about 0.11 s at 2.4 GHz), and would take the cores from the
+#: next engine's threads; after the rest every engine starts on idle cores,
+#: runs one untimed step (its threads woken, its data back in the caches,
+#: as in a training loop) and then the timed one.
+REST_SECONDS = 0.15
+
 #: A model size of the ``gpt-sizes`` sweep: embedding, heads, layers, block
 #: (context length) and batch.
 GPTSize = tuple[int, int, int, int, int]
@@ -241,6 +249,10 @@ def measure_together(
         for result, arm in arms:
             if result.note:
                 continue
+            if len(arms) > 1 and timed:  # idle cores, then one step to wake them
+                time.sleep(REST_SECONDS)
+                if _run_once(result, arm) is None:
+                    continue
             ran = _run_once(result, arm)
             if ran is not None:
                 result.samples.append(ran[0] if timed else float(ran[1]))

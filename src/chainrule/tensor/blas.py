@@ -9,20 +9,26 @@ size, as PyTorch decides per op how many threads a product gets:
   for a matrix product, ``m n`` above 9,216 for a matrix-vector one). For
   the products of a small transformer (a ``(2048, 16) @ (16, 64)``) waking
   the other threads costs more than the product. So a product below
-  :data:`MULTITHREAD_WORK` multiply-adds runs on one BLAS thread, a larger
-  one on all the engine's threads: a matrix product with at least
-  :data:`MIN_SPLIT_ROWS` rows per thread cut by its rows into one part per
-  thread, each part on the pool (below) with BLAS on one thread
-  (:func:`split_rows`); any other on OpenBLAS's own threads. OpenBLAS's
-  threads wait for each other inside every product (they spin, then
-  sleep), which costs most when another process holds a core; parts of
-  whole rows never wait for each other until the end. A part may round
-  differently from the whole product on one thread (OpenBLAS picks its
-  blocking by size), as OpenBLAS's own threads may.
+  :data:`MULTITHREAD_WORK` multiply-adds, or with a side shorter than
+  :data:`MIN_THREADED_SIDE`, runs on one BLAS thread; a larger one on all
+  the engine's threads: up to :data:`POOL_WORK` on OpenBLAS's own threads,
+  which spin for a while after each product and so answer the next at
+  once; from there, a matrix product with at least :data:`MIN_SPLIT_ROWS`
+  rows per thread is cut by its rows into one part per thread, each part
+  on the pool (below) with BLAS on one thread (:func:`split_rows`): parts
+  of whole rows never wait for each other until the end, and a part is
+  long enough to pay for waking a pool thread (about 90 microseconds). A
+  part may round differently from the whole product on one thread
+  (OpenBLAS picks its blocking by size), as OpenBLAS's own threads may.
+  The two kinds are not mixed in one step of the ``gpt-sizes`` models:
+  OpenBLAS's spinning threads take the core from the pool's (measured: a
+  product cut by rows right after one on OpenBLAS's threads ran no faster
+  than on one thread).
 * **Two independent products** (a linear layer's two gradients, ``g @ W``
-  and ``g^T @ x``, of equal size) run at once, one on each of two threads
-  with BLAS on one thread, from :data:`SPLIT_WORK` multiply-adds in all
+  and ``g^T @ x``, of equal size) of :data:`POOL_WORK` multiply-adds each
+  or more run at once on two threads, one on each with BLAS on one thread
   (:func:`matmul_pair`): each the very same BLAS call as on one thread.
+  Smaller pairs go one after the other, each as one product.
 * **A stack of products** (attention's ``q @ k^T`` and ``weights @ v`` over
   batch and heads, and their backward). NumPy's ``matmul`` runs the stack's
   products one after the other, each small enough to stay on one BLAS
@@ -52,6 +58,17 @@ forward's large products by rows 1425 ms against 1990 ms. A busy machine
 exaggerates the difference (OpenBLAS's waiting threads suffer most from
 it); a quiet machine's figures come from ``chainrule bench``.
 
+Measured quiet (nothing else running; each in a process of its own,
+medians of 7 steps): the pool's hand-off costs about 90 microseconds, so
+at embedding 64 (products of 4-17 million multiply-adds, 0.1-0.4 ms each
+in float32) the pool gained little: a ``(1024, 64) @ (64, 256)`` float32
+took 0.79 of its one-thread time cut by rows and 0.55 on OpenBLAS's
+threads, and the whole step at embedding 64 on two threads 14.8-16.1 ms
+with pairs and cuts on the pool, 10.2-12.4 ms with every product on
+OpenBLAS's threads (float64: 29-31 ms and 20-23 ms). At embedding 128
+and 256 the pool was faster (embedding 256 float32: 325 ms against 362-384
+ms), hence :data:`POOL_WORK`.
+
 The machine's load does not change the routing: a process of its own
 raises the load average it would read, and a benchmark would measure a
 different program on a busy machine than on a user's idle one. On a
@@ -77,9 +94,26 @@ import numpy as np
 from ..threads import get_num_threads, register_blas
 
 #: Multiply-adds of one matrix product from which more threads pay, on idle
-#: cores (about a ``(2048, 64) @ (64, 128)``; measured on the project's
-#: 2-core machine: 0.8 ms on one thread, 0.57 ms on two).
-MULTITHREAD_WORK = 1 << 24
+#: cores (about a ``(1024, 64) @ (64, 64)``): from here to :data:`POOL_WORK`
+#: on BLAS's own threads.
+MULTITHREAD_WORK = 1 << 22
+
+#: A product with a side (rows, columns or the inner size) shorter than
+#: this stays on one thread whatever its size: a language model's head
+#: (27 characters wide) gains little from OpenBLAS's threads, whose spinning
+#: afterwards slows the pool's next parts (see :data:`POOL_WORK`).
+MIN_THREADED_SIDE = 64
+
+#: Multiply-adds of one matrix product from which it is cut by rows over the
+#: engine's pool (:func:`split_rows`), and of each of a pair from which the
+#: two run at once on it (:func:`matmul_pair`). A hand-off to the pool
+#: wakes a sleeping thread (about 90 microseconds on the project's 2-core
+#: machine, quiet); OpenBLAS's threads spin for a while after each product
+#: and answer at once, so below this size they are faster: ``(1024, 64) @
+#: (64, 256)`` float32 0.55 of the one-thread time on them, 0.79 cut by
+#: rows on the pool. From here the pool's parts are long enough, and cut
+#: by rows the threads never wait for each other inside a product.
+POOL_WORK = 1 << 25
 
 #: Multiply-adds of a whole stack of products from which splitting it by
 #: batch across threads pays (8.4 million; see the module's measurements).
@@ -269,18 +303,17 @@ def matmul_pair(
     a: np.ndarray, b: np.ndarray, c: np.ndarray, d: np.ndarray
 ) -> tuple[np.ndarray, np.ndarray]:
     """``(a @ b, c @ d)`` for two independent matrix products (a linear
-    layer's two gradients): from :data:`SPLIT_WORK` multiply-adds in all,
-    the two at once, one on the calling thread and one on the pool's, BLAS
-    on one thread each. Each is the very same BLAS call as on one thread
-    (the same bits), and neither waits for the other's threads inside
-    BLAS. On more than two threads a product of :data:`MULTITHREAD_WORK`
-    or more goes to all of BLAS's threads instead, one after the other."""
+    layer's two gradients): on two threads, from :data:`POOL_WORK`
+    multiply-adds each, the two at once, one on the calling thread and one
+    on the pool's, BLAS on one thread each. Each is the very same BLAS call
+    as on one thread (the same bits), and neither waits for the other's
+    threads inside BLAS. Otherwise one after the other, each routed as
+    :func:`matmul` routes it."""
     threads = get_num_threads()
     if threads > 1 and _pairable(a, b) and _pairable(c, d):
         first = a.shape[0] * a.shape[1] * b.shape[1]
         second = c.shape[0] * c.shape[1] * d.shape[1]
-        large = max(first, second) >= MULTITHREAD_WORK
-        if first + second >= SPLIT_WORK and (threads == 2 or not large):
+        if min(first, second) >= POOL_WORK and threads == 2:
             out: list[np.ndarray] = [a, c]
 
             def part(lo: int, hi: int) -> None:
@@ -311,21 +344,28 @@ def matmul(a: np.ndarray, b: np.ndarray) -> np.ndarray:
         if a.shape[-1] * (a.shape[-2] if a.ndim > 1 else 1) <= _OPENBLAS_GEMV_SINGLE:
             return a @ b
         return _single_threaded(a, b)
-    work = a.shape[-1] * b.shape[-1] * (a.shape[-2] if a.ndim > 1 else 1)
+    rows = a.shape[-2] if a.ndim > 1 else 1
+    work = rows * a.shape[-1] * b.shape[-1]
     if work <= _OPENBLAS_GEMM_SINGLE:
         return a @ b
-    if work >= MULTITHREAD_WORK:
-        return _large(a, b, threads)
+    if work >= MULTITHREAD_WORK and min(rows, a.shape[-1], b.shape[-1]) >= MIN_THREADED_SIDE:
+        return _large(a, b, threads, work)
     return _single_threaded(a, b)
 
 
-def _large(a: np.ndarray, b: np.ndarray, threads: int) -> np.ndarray:
+def _large(a: np.ndarray, b: np.ndarray, threads: int, work: int) -> np.ndarray:
     """A product of :data:`MULTITHREAD_WORK` or more on ``threads``
-    threads: a matrix product with rows enough cut by rows
-    (:func:`split_rows`), anything else on BLAS's own threads."""
+    threads: a matrix product of :data:`POOL_WORK` or more with rows enough
+    cut by rows (:func:`split_rows`), anything else on BLAS's own threads."""
     if threads == 1:
         return _single_threaded(a, b)
-    if a.ndim == 2 and b.ndim == 2 and a.shape[0] >= MIN_SPLIT_ROWS * threads and _pairable(a, b):
+    if (
+        work >= POOL_WORK
+        and a.ndim == 2
+        and b.ndim == 2
+        and a.shape[0] >= MIN_SPLIT_ROWS * threads
+        and _pairable(a, b)
+    ):
         return split_rows(a, b, threads)
     return _on_blas_threads(threads, lambda: a @ b)
 

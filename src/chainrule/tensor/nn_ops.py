@@ -33,9 +33,14 @@ from .tensor import Tensor, make
 #: :func:`chainrule.get_num_threads` threads, each part start to end on one
 #: thread: one hand-off to the pool each way (about 80 microseconds on the
 #: project's 2-core machine), where splitting each product and the softmax
-#: on its own took 3 forward and 4-5 backward. 512 KB: ``gpt-sizes``' float32
-#: attention at embedding 64, ``(32, 4, 32, 32)``, and up.
-SPLIT_SCORE_BYTES = 1 << 19
+#: on its own took 3 forward and 4-5 backward. 2 MB: ``gpt-sizes``' float32
+#: attention at embedding 128, ``(32, 4, 64, 64)``, and up. Not at embedding
+#: 64 (512 KB in float32, 1 MB in float64): there the step's products run on
+#: OpenBLAS's threads, which spin after each and take the core a pool
+#: thread would get (see :mod:`chainrule.tensor.blas`): on a quiet machine
+#: the step took 10.2-12.4 ms (float32) that way, unsplit, against
+#: 14.8-16.1 ms with the attention and the products on the pool.
+SPLIT_SCORE_BYTES = 1 << 21
 
 # ----------------------------------------------------------------------------
 # softmax and log-softmax
@@ -320,38 +325,82 @@ def _like(x: np.ndarray, shape: tuple[int, ...]) -> np.ndarray:
     return np.empty(shape, x.dtype)
 
 
-def _scores(q: np.ndarray, k: np.ndarray, scale: float, causal: bool, out: np.ndarray) -> None:
-    """``q k^T * scale`` (masked when ``causal``) into ``out``."""
+@functools.lru_cache(maxsize=64)
+def _shifted_mask(n_queries: int, n_keys: int, first: int, dtype: np.dtype) -> np.ndarray:
+    """:func:`_additive_mask` for the queries ``first, first + 1, ...``."""
+    hidden = np.arange(n_keys) > np.arange(first, first + n_queries)[:, None]
+    mask = np.where(hidden, -np.inf, 0.0).astype(dtype)
+    mask.setflags(write=False)
+    return mask
+
+
+def _scores(
+    q: np.ndarray, k: np.ndarray, scale: float, causal: bool, out: np.ndarray, first: int = 0
+) -> None:
+    """``q k^T * scale`` (masked when ``causal``, the queries numbered from
+    ``first``) into ``out``."""
     np.matmul(q, k.swapaxes(-1, -2), out=out)
     out *= scale
     if causal:
-        out += _additive_mask(out.shape[-2], out.shape[-1], out.dtype)
+        out += _shifted_mask(out.shape[-2], out.shape[-1], first, out.dtype)
+
+
+def _rescored(
+    q: np.ndarray, k: np.ndarray, scale: float, causal: bool, first: int, bad: np.ndarray
+) -> np.ndarray:
+    """The scores of the batch entries ``bad`` again (a new array)."""
+    out = np.empty((len(bad), *q.shape[1:-1], k.shape[-2]), dtype=q.dtype)
+    _scores(q[bad], k[bad], scale, causal, out, first)
+    return out
+
+
+#: Queries from which a causal attention is done in two halves: the first
+#: half of the queries sees only the first half of the keys, so a quarter
+#: of the score-sized work (products, exponentials, the backward's) is
+#: never done; its weights are zeros. Measured (one thread, forward and
+#: backward, medians of 15, load 3.6 at the highest priority): 0.88 of the
+#: whole's time at ``(16, 8, 128, 32)`` float32, 0.84 float64; at 64
+#: queries, ``(32, 4, 64, 32)``, 1.01-1.10 (the blocks' strided views cost
+#: more than the quarter saves).
+CAUSAL_HALVES_FROM = 128
+
+
+def _blocks(n_queries: int, n_keys: int, causal: bool) -> list[tuple[slice, slice]]:
+    """The (queries, keys) blocks of an attention's weights to compute: the
+    whole, or for a causal one of :data:`CAUSAL_HALVES_FROM` queries or
+    more, the second half of the queries with every key first, then the
+    first half with the first half of the keys."""
+    if not causal or n_queries != n_keys or n_queries < CAUSAL_HALVES_FROM:
+        return [(slice(0, n_queries), slice(0, n_keys))]
+    h = n_queries // 2
+    return [(slice(h, n_queries), slice(0, n_keys)), (slice(0, h), slice(0, h))]
 
 
 def _softmax_entries(s: np.ndarray, redo: Any) -> None:
     """``s`` replaced by its softmax over the last axis, in place, for a
     stack of whole batch entries. Each entry ``s[b]`` is shifted by its own
     maximum (one reduction over a long row: a maximum per short row costs
-    as much as the exponentials); an entry with inf or nan, or with a row
-    whose sum would lose precision under that shift, is computed again
-    (``redo(b)`` puts its scores back) with a shift per row. Entry by
-    entry, so a part of the batch gets the very numbers the whole does."""
+    as much as the exponentials); the entries with inf or nan, or with a
+    row whose sum would lose precision under that shift (a trained model's
+    scores spread wide), are computed again all at once (``redo(bad)``
+    returns their scores) with a shift per row. Entry by entry, so a part
+    of the batch gets the very numbers the whole does."""
     n = s.shape[0]
-    shift = s.reshape(n, -1).max(axis=1)
+    shift = s.max(axis=tuple(range(1, s.ndim)))  # no copy of a block's view
     finite = np.isfinite(shift)
     s -= np.where(finite, shift, 0.0).astype(s.dtype).reshape((n,) + (1,) * (s.ndim - 1))
     with np.errstate(over="ignore", invalid="ignore"):
         np.exp(s, out=s)
     total = np.matmul(s, _ones(s.shape[-1], s.dtype))[..., None]
     with np.errstate(invalid="ignore"):
-        bad = ~finite | ~(total.reshape(n, -1).min(axis=1) >= _FLOOR)
-    for b in np.flatnonzero(bad):
-        sb = s[b]
-        redo(b, sb)
+        bad = np.flatnonzero(~finite | ~(total.reshape(n, -1).min(axis=1) >= _FLOOR))
+    if bad.size:
+        sb = redo(bad)
         with np.errstate(invalid="ignore"):
             sb -= sb.max(axis=-1, keepdims=True)
         np.exp(sb, out=sb)
-        total[b] = np.matmul(sb, _ones(sb.shape[-1], sb.dtype))[..., None]
+        s[bad] = sb
+        total[bad] = np.matmul(sb, _ones(sb.shape[-1], sb.dtype))[..., None]
     s /= total
 
 
@@ -388,15 +437,17 @@ def _attention_forward(
     if y is None:
         y = _like(q, (*batch, q.shape[-2], v.shape[-1]))
 
+    blocks = _blocks(p.shape[-2], p.shape[-1], causal)
+
     def part(lo: int, hi: int) -> None:
-        sp = p[lo:hi]
-        _scores(q[lo:hi], k[lo:hi], scale, causal, sp)
-
-        def redo(b: int, out: np.ndarray) -> None:
-            _scores(q[lo + b], k[lo + b], scale, causal, out)
-
-        _softmax_entries(sp, redo)
-        np.matmul(sp, v[lo:hi], out=y[lo:hi])
+        for rows, keys in blocks:
+            sp = p[lo:hi, ..., rows, keys]
+            qp, kp = q[lo:hi, ..., rows, :], k[lo:hi, ..., keys, :]
+            _scores(qp, kp, scale, causal, sp, rows.start)
+            _softmax_entries(sp, functools.partial(_rescored, qp, kp, scale, causal, rows.start))
+            np.matmul(sp, v[lo:hi, ..., keys, :], out=y[lo:hi, ..., rows, :])
+        if len(blocks) > 1:  # the weights never computed: later keys, zeros
+            p[lo:hi, ..., blocks[1][0], blocks[0][0]] = 0.0
 
     run_parts(p.shape[0], _attention_threads(p), part)
     return y, p
@@ -410,22 +461,34 @@ def _attention_backward_parts(
     p: np.ndarray,
     scale: float,
     out: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None,
+    causal: bool = False,
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """:func:`attention_backward` on arrays (into ``out`` when given), each
     part of the batch start to end on one thread (one hand-off), the
-    score-sized temporary one per part."""
+    score-sized temporary one per part; for a ``causal`` one, only the
+    blocks of the weights the forward computed (:func:`_blocks`)."""
     gq, gk, gv = out or (_like(q, q.shape), _like(k, k.shape), _like(v, v.shape))
-    ones = _ones(p.shape[-1], p.dtype)
+    blocks = _blocks(p.shape[-2], p.shape[-1], causal)
 
     def part(lo: int, hi: int) -> None:
-        pp, gp = p[lo:hi], g[lo:hi]
-        np.matmul(pp.swapaxes(-1, -2), gp, out=gv[lo:hi])
-        gs = np.matmul(gp, v[lo:hi].swapaxes(-1, -2))
-        gs *= pp
-        gs -= pp * np.matmul(gs, ones)[..., None]
-        gs *= scale
-        np.matmul(gs, k[lo:hi], out=gq[lo:hi])
-        np.matmul(gs.swapaxes(-1, -2), q[lo:hi], out=gk[lo:hi])
+        # the first block has every key: it writes gv and gk, later ones add
+        for n, (rows, keys) in enumerate(blocks):
+            pp, gp = p[lo:hi, ..., rows, keys], g[lo:hi, ..., rows, :]
+            gvp, gkp = gv[lo:hi, ..., keys, :], gk[lo:hi, ..., keys, :]
+            qp, kp = q[lo:hi, ..., rows, :], k[lo:hi, ..., keys, :]
+            if n == 0:
+                np.matmul(pp.swapaxes(-1, -2), gp, out=gvp)
+            else:
+                gvp += np.matmul(pp.swapaxes(-1, -2), gp)
+            gs = np.matmul(gp, v[lo:hi, ..., keys, :].swapaxes(-1, -2))
+            gs *= pp
+            gs -= pp * np.matmul(gs, _ones(pp.shape[-1], pp.dtype))[..., None]
+            gs *= scale
+            np.matmul(gs, kp, out=gq[lo:hi, ..., rows, :])
+            if n == 0:
+                np.matmul(gs.swapaxes(-1, -2), qp, out=gkp)
+            else:
+                gkp += np.matmul(gs.swapaxes(-1, -2), qp)
 
     run_parts(p.shape[0], _attention_threads(p), part)
     return gq, gk, gv
@@ -439,7 +502,7 @@ def _attention_weights(s: np.ndarray) -> np.ndarray:
 
 
 def attention_backward(
-    M: Any, g: Any, q: Any, k: Any, v: Any, p: Any, scale: float
+    M: Any, g: Any, q: Any, k: Any, v: Any, p: Any, scale: float, causal: bool = False
 ) -> tuple[Any, Any, Any]:
     """The gradients of ``softmax(q k^T * scale) v`` (``p`` the softmax) for
     the output gradient ``g``: ``dv = p^T g``; the scores get softmax's
@@ -447,7 +510,7 @@ def attention_backward(
     ``dq = ds k`` and ``dk = ds^T q``. On arrays the score-sized arrays are
     updated in place: one temporary of that size."""
     if not M.graph and _fusable(q, k, v) and g.shape == q.shape[:-1] + v.shape[-1:]:
-        return _attention_backward_parts(g, q, k, v, p, scale)
+        return _attention_backward_parts(g, q, k, v, p, scale, causal=causal)
     gv = M.matmul(p.swapaxes(-1, -2), g)
     gs = M.matmul(g, v.swapaxes(-1, -2))
     gs *= p
@@ -466,7 +529,7 @@ def _attention_vjp(M: Any, g: Any, out: Tensor) -> tuple[Any, ...]:
         if causal:
             s = s + _additive_mask(s.shape[-2], s.shape[-1], s.dtype)
         p = M.softmax(s)
-    gq, gk, gv = attention_backward(M, g, q, k, v, p, scale)
+    gq, gk, gv = attention_backward(M, g, q, k, v, p, scale, causal)
     return M.fit(gq, q), M.fit(gk, k), M.fit(gv, v)
 
 
@@ -504,7 +567,7 @@ def _self_attention_vjp(M: Any, g: Any, out: Tensor) -> tuple[Any, ...]:
         gy = g.reshape(B, T, n_head, D).transpose(0, 2, 1, 3)
         gqkv = np.empty((B, T, 3, n_head, D), dtype=x2.dtype)
         parts = tuple(gqkv[:, :, i].transpose(0, 2, 1, 3) for i in range(3))
-        _attention_backward_parts(gy, q, k, v, p, scale, parts)
+        _attention_backward_parts(gy, q, k, v, p, scale, parts, causal=True)
         g2 = gqkv.reshape(B * T, 3 * C)
         gx, gw = M.matmul_pair(g2, w, g2.T, x2)
         return gx.reshape(x.shape), gw[:C], gw[C : 2 * C], gw[2 * C :]
