@@ -527,7 +527,7 @@ def test_the_budget_refuses_when_tracing_is_two_eager_calls_in_the_red() -> None
     assert b.first_sight("a") == "eager"  # the first call: eagerly, timed
     b.ran_eagerly(0.1, "a")
     # a new graph in a loop whose every call so far was new: no replays to come
-    assert b.first_sight("b") == "rare"
+    assert b.first_sight("b") == "eager"
     b.ran_eagerly(0.1, "b")
     assert b.first_sight("b") == "trace"  # met again: its replays to come repay a trace
     assert b.refuse() is None
@@ -566,7 +566,7 @@ def test_a_graph_is_traced_when_its_replays_to_come_should_repay_the_trace() -> 
     # call and its backward (0.45 ms): 12 replays to come repay it
     b = budget.Budget()
     got = sights(b, cycling, 3e-4)
-    assert "trace" not in got and got.count("rare") == 150 - 1
+    assert "trace" not in got and got.count("rare") == 150 - 20  # (the rest met once)
     assert b.mostly_met_once()  # (the one warning)
     assert budget.Budget().trace_estimate(3e-4) == pytest.approx(1e-3 + 15 * 3e-4)
     loop = budget.Budget()

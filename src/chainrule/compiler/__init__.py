@@ -385,7 +385,7 @@ class Compiled:
                 reason = (
                     f"most of the last {budget.WINDOW} calls met a graph met too rarely to "
                     "repay a trace (a trace costs about "
-                    f"{self.budget.trace_estimate(self.budget.eager_estimate()) * 1e3:.3g} ms)"
+                    f"{self.budget.trace_estimate(self.budget.eager_estimate()):.3g} s)"
                 )
             else:
                 reason = f"most of the last {budget.WINDOW} calls met a graph not seen before"

@@ -156,7 +156,7 @@ class Budget:
         if not self.repays(key, met):
             self.remember(key)
             self.met_once.append(True)
-            return "rare"
+            return "rare" if met > 1 else "eager"  # (a graph met once: not seen before)
         return "trace"
 
     def repays(self, key: Any, met: int) -> bool:
