@@ -294,8 +294,12 @@ def causal_mask(n_queries: int, n_keys: int | None = None) -> np.ndarray:
 
 
 @functools.lru_cache(maxsize=64)
-def _additive_mask(n_queries: int, n_keys: int, dtype: np.dtype) -> np.ndarray:
-    mask = np.where(causal_mask(n_queries, n_keys), -np.inf, 0.0).astype(dtype)
+def _additive_mask(n_queries: int, n_keys: int, dtype: np.dtype, first: int = 0) -> np.ndarray:
+    """``-inf`` where a query must not see a key, 0 elsewhere, the queries
+    numbered from ``first`` (a block of them: key ``j`` after query
+    ``first + i``). Read-only, cached."""
+    hidden = np.triu(np.ones((n_queries, n_keys), dtype=bool), k=1 + first)
+    mask = np.where(hidden, -np.inf, 0.0).astype(dtype)
     mask.setflags(write=False)
     return mask
 
@@ -325,15 +329,6 @@ def _like(x: np.ndarray, shape: tuple[int, ...]) -> np.ndarray:
     return np.empty(shape, x.dtype)
 
 
-@functools.lru_cache(maxsize=64)
-def _shifted_mask(n_queries: int, n_keys: int, first: int, dtype: np.dtype) -> np.ndarray:
-    """:func:`_additive_mask` for the queries ``first, first + 1, ...``."""
-    hidden = np.arange(n_keys) > np.arange(first, first + n_queries)[:, None]
-    mask = np.where(hidden, -np.inf, 0.0).astype(dtype)
-    mask.setflags(write=False)
-    return mask
-
-
 def _scores(
     q: np.ndarray, k: np.ndarray, scale: float, causal: bool, out: np.ndarray, first: int = 0
 ) -> None:
@@ -342,7 +337,7 @@ def _scores(
     np.matmul(q, k.swapaxes(-1, -2), out=out)
     out *= scale
     if causal:
-        out += _shifted_mask(out.shape[-2], out.shape[-1], first, out.dtype)
+        out += _additive_mask(out.shape[-2], out.shape[-1], out.dtype, first)
 
 
 def _rescored(
