@@ -605,7 +605,7 @@ class Compiled:
             with self._lock:
                 self.small = None
                 self.budget.grew = True
-                self.budget.eager_runs.clear()
+                self.budget.forget_eager_runs()
                 self.budget.ran_eagerly(took)
         return out
 

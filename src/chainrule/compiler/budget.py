@@ -109,6 +109,7 @@ class Budget:
         self.traced_runs: collections.deque[float] = collections.deque(maxlen=WINDOW)
         self.eager_backwards: collections.deque[float] = collections.deque(maxlen=WINDOW)
         self.eager_runs: collections.deque[float] = collections.deque(maxlen=WINDOW)
+        self._ratio: float | None = None  # backward_ratio(), until an eager call is timed
         self.chances = 0  # second chances given
         self.refusing = False
         # a function too small to gain whose call grew: its next trace waits
@@ -250,8 +251,8 @@ class Budget:
 
     def replays_lose(self) -> str | None:
         """Why replays should stop (they take longer than eager calls), or None."""
-        if len(self.replays) < 3 or not self.active():
-            return None
+        if len(self.replays) < 3 or max(self.replays) < 1.0 or not self.active():
+            return None  # (every replay faster: so is the median)
         ratio = statistics.median(self.replays)
         if ratio < 1.0:
             return None
@@ -270,12 +271,23 @@ class Budget:
     def ran_backward_eagerly(self, seconds: float) -> None:
         """An eager call's backward (and update) took ``seconds``."""
         self.eager_backwards.append(seconds)
+        self._ratio = None
 
     def backward_ratio(self) -> float:
-        """An eager backward's time per second of an eager forward."""
-        if self.eager_backwards and self.eager_runs:
-            return statistics.median(self.eager_backwards) / statistics.median(self.eager_runs)
-        return BACKWARD
+        """An eager backward's time per second of an eager forward (kept
+        until an eager call is timed again: read at every replay)."""
+        ratio = self._ratio
+        if ratio is None:
+            ratio = BACKWARD
+            if self.eager_backwards and self.eager_runs:
+                ratio = statistics.median(self.eager_backwards) / statistics.median(self.eager_runs)
+            self._ratio = ratio
+        return ratio
+
+    def forget_eager_runs(self) -> None:
+        """The eager calls timed so far no longer tell a call's time."""
+        self.eager_runs.clear()
+        self._ratio = None
 
     def ran_eagerly(self, seconds: float, key: Any = None) -> None:
         """A call ran eagerly in ``seconds``: an eager call's true time (of
@@ -285,6 +297,7 @@ class Budget:
             self.seen[key] = seconds
         self.run_seconds.append(seconds)
         self.eager_runs.append(seconds)
+        self._ratio = None
         self.streak += seconds
 
     def refuse(self) -> str | None:
