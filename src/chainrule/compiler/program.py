@@ -280,8 +280,8 @@ class SumGroup(Group):
             g = gout.reshape(grid)
             L, R = val.take(left), val.take(right)
             for run, _, firsts, seconds in self.runs:
-                np.multiply(R[run], g, out=contributions[firsts].reshape(-1, *grid))
-                np.multiply(L[run], g, out=contributions[seconds].reshape(-1, *grid))
+                _times_grid(R[run], g, contributions[firsts].reshape(-1, *grid))
+                _times_grid(L[run], g, contributions[seconds].reshape(-1, *grid))
             if len(self.plain_rows):
                 contributions[self.plain_rows] = 1.0 * gout  # a plain term's local: 1.0
         if mask is not None:
@@ -298,9 +298,9 @@ class SumGroup(Group):
         L, R = val.take(left), val.take(right)
         for run, _, firsts, seconds in self.runs:  # the other factor's terms as usual
             if direct.side == "seconds":
-                np.multiply(R[run], g, out=contributions[firsts].reshape(-1, *grid))
+                _times_grid(R[run], g, contributions[firsts].reshape(-1, *grid))
             else:
-                np.multiply(L[run], g, out=contributions[seconds].reshape(-1, *grid))
+                _times_grid(L[run], g, contributions[seconds].reshape(-1, *grid))
         # (products, neurons): the local derivative of the factor's terms
         other = L[:, 0, :] if direct.side == "seconds" else R[:, 0, :]
         if len(self.plain_rows):
@@ -313,6 +313,20 @@ class SumGroup(Group):
         terms = np.empty((n_neurons, n_points, other.shape[0]))
         np.multiply(g.T[order][:, :, None], other.T[order][:, None, :], out=terms)
         return np.add.reduce(terms.reshape(n_neurons, -1), axis=0, initial=0.0)
+
+
+def _times_grid(factor: np.ndarray, g: np.ndarray, out: np.ndarray) -> None:
+    """The terms of an outer product's factor: ``out[k] = factor[k] * g``,
+    the other factor (``(products, 1, p)`` or ``(products, n / p, 1)``)
+    broadcast over the gradients' grid ``g``. By ``numpy.einsum``, whose
+    loop over such a grid is about twice as fast as a broadcast multiply's
+    (16 x 1,600 products: 46 -> 24 us here): each term is one product,
+    computed as ``0.0 + a * b``, so a zero term may lose its sign, which no
+    gradient shows (every sum of terms starts from 0.0)."""
+    if factor.shape[2] == 1:  # in runs: one value per row of the grid
+        np.einsum("ki,ij->kij", factor[:, :, 0], g, out=out)
+    else:  # tiled: one value per column
+        np.einsum("kj,ij->kij", factor[:, 0, :], g, out=out)
 
 
 @dataclass
