@@ -224,6 +224,12 @@ class SumGroup(Group):
             self.pairs[0, singles] = self.single
             self.pairs[1, singles] = self.partner[self.plain_rows]  # the slot of 1.0
         self.outer = _outer(self.left, self.right)
+        self.single_across = self.single  # (see run: the plain terms, grid transposed)
+        if self.outer is not None and len(singles):
+            m, p = self.outer[2]
+            self.single_across = (
+                self.single.reshape(-1, m, p).transpose(0, 2, 1).reshape(len(singles), -1)
+            )
         # for the outer products: the products in runs of consecutive terms
         # (products, their terms, their first factors' input rows, their
         # second factors'), the plain terms
@@ -248,18 +254,26 @@ class SumGroup(Group):
         if self.outer is None:
             G = val.take(self.pairs)
             T = np.multiply(G[0], G[1], out=G[0])
-        else:  # the products straight into their rows, from the small factors
-            T = np.empty(self.pairs.shape[1:])
-            left, right, grid = self.outer
-            L, R = val.take(left), val.take(right)
-            for run, terms, _, _ in self.runs:
-                np.multiply(L[run], R[run], out=T[terms].reshape(-1, *grid))
-            singles = self.singles
-            if type(singles) is slice:
-                val.take(self.single, out=T[singles], mode="clip")
-            elif len(singles):
-                T[singles] = val.take(self.single)
-        sum_rows(T, -0.0, val[self.start : self.stop])
+            sum_rows(T, -0.0, val[self.start : self.stop])
+            return
+        # the products straight into their rows, from the small factors, each
+        # row's grid (m, p) laid out across, (p, m): the multiply's inner loop
+        # runs along the long side (16 x 1,600 products: 63 -> 39 us here);
+        # each column is summed down the rows as before, then laid back
+        T = np.empty(self.pairs.shape[1:])
+        left, right, (m, p) = self.outer
+        L, R = val.take(left), val.take(right)
+        for run, terms, _, _ in self.runs:
+            np.multiply(
+                L[run].transpose(0, 2, 1), R[run].transpose(0, 2, 1), out=T[terms].reshape(-1, p, m)
+            )
+        singles = self.singles
+        if type(singles) is slice:
+            val.take(self.single_across, out=T[singles], mode="clip")
+        elif len(singles):
+            T[singles] = val.take(self.single_across)
+        sums = sum_rows(T, -0.0)
+        val[self.start : self.stop].reshape(m, p)[...] = sums.reshape(p, m).T
 
     def backward(
         self,
