@@ -320,13 +320,16 @@ class SumGroup(Group):
         if len(self.plain_rows):
             contributions[self.plain_rows] = 1.0 * gout
         order = direct.order
-        # the terms as a C-ordered (neurons, points x products) matrix (a
-        # ufunc would lay its output out as its inputs' views are), summed
-        # down its rows as REDUCE_IN_ORDER probes it: 0.0 + each in order
+        # the terms as a C-ordered (neurons, products, points) array (a ufunc
+        # would lay its output out as its inputs' views are; points last: the
+        # multiply's inner loop along the long side), summed down the rows of
+        # its (neurons, products x points) matrix as REDUCE_IN_ORDER probes
+        # it (0.0 + each in order), then laid out point by point
         n_points, n_neurons = grid
-        terms = np.empty((n_neurons, n_points, other.shape[0]))
-        np.multiply(g.T[order][:, :, None], other.T[order][:, None, :], out=terms)
-        return np.add.reduce(terms.reshape(n_neurons, -1), axis=0, initial=0.0)
+        terms = np.empty((n_neurons, other.shape[0], n_points))
+        np.multiply(g.T[order][:, None, :], other.T[order][:, :, None], out=terms)
+        sums = np.add.reduce(terms.reshape(n_neurons, -1), axis=0, initial=0.0)
+        return sums.reshape(-1, n_points).T.ravel()
 
 
 def _times_grid(factor: np.ndarray, g: np.ndarray, out: np.ndarray) -> None:
