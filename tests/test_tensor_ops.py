@@ -493,6 +493,27 @@ def test_embedding_large_table_path(torch: Any) -> None:
     )
 
 
+def test_embedding_rows_picked_once_get_their_gradient_as_it_is(torch: Any) -> None:
+    """Positions (each row picked once at most, in any order): the gradient
+    is put in place; an inf in one row stays in that row, as PyTorch's."""
+    rng = np.random.default_rng(11)
+    w = rng.normal(size=(6, 3))
+    idx = np.array([4, 0, 2, 1])
+    compare(
+        torch,
+        lambda t: ct.embedding(t, idx),
+        lambda t: torch.nn.functional.embedding(torch.tensor(idx), t),
+        [w],
+    )
+    t = Tensor(w)
+    g = rng.normal(size=(4, 3))
+    g[1, 2] = np.inf
+    ct.embedding(t, idx).backward(g)
+    expected = np.zeros_like(w)
+    expected[idx] = g
+    np.testing.assert_array_equal(t.grad, expected)
+
+
 def test_linear_with_a_constant_input(torch: Any) -> None:
     rng = np.random.default_rng(10)
     x = rng.normal(size=(4, 3))
