@@ -275,7 +275,13 @@ def row_threads(x: np.ndarray, min_bytes: int) -> int:
     """Threads for elementwise work on ``x`` split along its first axis:
     :func:`chainrule.get_num_threads` from ``min_bytes`` on, else 1 (and 1
     without a first axis of two or more to split)."""
-    if x.ndim < 2 or x.shape[0] < 2 or x.nbytes < min_bytes:
+    return split_threads(x.shape[0] if x.ndim >= 2 else 1, x.nbytes, min_bytes)
+
+
+def split_threads(rows: int, nbytes: int, min_bytes: int) -> int:
+    """Threads for work on ``nbytes`` of data split into ``rows`` parts at
+    most: :func:`chainrule.get_num_threads` from ``min_bytes`` on, else 1."""
+    if rows < 2 or nbytes < min_bytes:
         return 1
     return get_num_threads()
 
