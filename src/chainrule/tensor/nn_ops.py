@@ -203,13 +203,13 @@ def cross_entropy(
 
 def rms_norm_backward(g: np.ndarray, x: np.ndarray, r: np.ndarray) -> np.ndarray:
     """The gradient of ``x * r`` (``r = 1 / sqrt(mean(x^2) + eps)`` per row)
-    for the output gradient ``g``: ``r * (g - x * r^2 * mean(g * x))``, in
-    one temporary (the same operations in the same order as written, so
-    the same bits)."""
+    for the output gradient ``g``: ``r * (g - x * (r^2 * mean(g * x)))``,
+    in one temporary, four passes over it (``r^2 * mean(g * x)`` is one
+    number per row)."""
     t = g * x
-    m = row_mean(t)
-    np.multiply(x, r * r, out=t)
-    t *= m
+    c = row_mean(t)
+    c *= r * r
+    np.multiply(x, c, out=t)
     np.subtract(g, t, out=t)
     t *= r
     return t
