@@ -370,7 +370,8 @@ def row_split_threads(a: np.ndarray, b: np.ndarray) -> int:
         return 1
     work = a.shape[0] * a.shape[1] * b.shape[1]
     if (
-        work >= max(POOL_WORK, MULTITHREAD_WORK)
+        work > _OPENBLAS_GEMM_SINGLE
+        and work >= max(POOL_WORK, MULTITHREAD_WORK)
         and min(*a.shape, b.shape[1]) >= MIN_THREADED_SIDE
         and a.shape[0] >= MIN_SPLIT_ROWS * threads
     ):
