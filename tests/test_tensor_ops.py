@@ -286,15 +286,19 @@ def test_getitem_boolean_mask(torch: Any) -> None:
     compare(torch, lambda t: t[mask], lambda t: t[torch.tensor(mask)], [x])
 
 
-def test_embedding_repeated_rows_accumulate(torch: Any) -> None:
-    w = np.random.default_rng(5).normal(size=(5, 3))
-    idx = np.array([[0, 2, 2], [4, 0, 2]])
+def _compare_embedding(torch: Any, w: np.ndarray, idx: np.ndarray) -> None:
     compare(
         torch,
         lambda t: ct.embedding(t, idx),
         lambda t: torch.nn.functional.embedding(torch.tensor(idx), t),
         [w],
     )
+
+
+def test_embedding_repeated_rows_accumulate(torch: Any) -> None:
+    w = np.random.default_rng(5).normal(size=(5, 3))
+    idx = np.array([[0, 2, 2], [4, 0, 2]])
+    _compare_embedding(torch, w, idx)
     t = Tensor(w)
     ct.embedding(t, idx).sum().backward()
     assert t.grad is not None
@@ -485,12 +489,23 @@ def test_embedding_large_table_path(torch: Any) -> None:
     w = rng.normal(size=(3000, 2))
     idx = rng.integers(0, 3000, size=(20, 30))
     idx[0, :5] = 7  # repeats
-    compare(
-        torch,
-        lambda t: ct.embedding(t, idx),
-        lambda t: torch.nn.functional.embedding(torch.tensor(idx), t),
-        [w],
-    )
+    _compare_embedding(torch, w, idx)
+
+
+def test_embedding_rows_picked_once_get_their_gradient_as_it_is(torch: Any) -> None:
+    """Positions (each row picked once at most, in any order): the gradient
+    is put in place; an inf in one row stays in that row, as PyTorch's."""
+    rng = np.random.default_rng(11)
+    w = rng.normal(size=(6, 3))
+    idx = np.array([4, 0, 2, 1])
+    _compare_embedding(torch, w, idx)
+    t = Tensor(w)
+    g = rng.normal(size=(4, 3))
+    g[1, 2] = np.inf
+    ct.embedding(t, idx).backward(g)
+    expected = np.zeros_like(w)
+    expected[idx] = g
+    np.testing.assert_array_equal(t.grad, expected)
 
 
 def test_linear_with_a_constant_input(torch: Any) -> None:

@@ -33,6 +33,21 @@ def split_everything(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(nn_ops, "SPLIT_SCORE_BYTES", 1)
 
 
+def _count_parts(monkeypatch: pytest.MonkeyPatch, *modules: Any) -> list[int]:
+    """The thread counts ``run_parts`` is called with, through ``modules``'
+    reference to it, in a list that grows as they are called."""
+    calls: list[int] = []
+    split = blas.run_parts
+
+    def counted(rows: int, threads: int, part: Any) -> None:
+        calls.append(threads)
+        split(rows, threads, part)
+
+    for module in modules:
+        monkeypatch.setattr(module, "run_parts", counted)
+    return calls
+
+
 # ----------------------------------------------------------------------------
 # set_num_threads / get_num_threads
 # ----------------------------------------------------------------------------
@@ -218,14 +233,7 @@ def test_split_attention_is_the_one_thread_attention_bit_for_bit(
     entry gets one per row, whichever part it is in."""
     if dtype == np.float32:
         monkeypatch.setattr(nn_ops, "SPLIT_SCORE_BYTES", 1)
-    calls: list[int] = []
-    split = nn_ops.run_parts
-
-    def counted(rows: int, threads: int, part: Any) -> None:
-        calls.append(threads)
-        split(rows, threads, part)
-
-    monkeypatch.setattr(nn_ops, "run_parts", counted)
+    calls = _count_parts(monkeypatch, nn_ops)
     rng = np.random.default_rng(3)
     B, H, T, d = 4, 8, 128, 32
     q, k, v = (rng.standard_normal((B, T, H, d)).astype(dtype).transpose(0, 2, 1, 3)
@@ -299,25 +307,17 @@ def _gpt_step(dtype: str) -> tuple[float, dict[str, np.ndarray]]:
 def test_a_gpt_step_on_two_threads_is_the_one_thread_step_bit_for_bit(
     monkeypatch: pytest.MonkeyPatch, dtype: str
 ) -> None:
-    calls: list[int] = []
-    split = nn_ops.run_parts
-
-    def counted(rows: int, threads: int, part: Any) -> None:
-        if threads > 1:
-            calls.append(1)
-        split(rows, threads, part)
-
-    monkeypatch.setattr(nn_ops, "run_parts", counted)
+    calls = _count_parts(monkeypatch, nn_ops)
     monkeypatch.setattr(blas, "SPLIT_WORK", 1)
     monkeypatch.setattr(nn_ops, "SPLIT_SCORE_BYTES", 1)
     # single products on BLAS's threads may round differently, as in any BLAS
     monkeypatch.setattr(blas, "MULTITHREAD_WORK", 1 << 60)
     chainrule.set_num_threads(1)
     loss1, grads1 = _gpt_step(dtype)
-    assert not calls
+    assert set(calls) <= {1}
     chainrule.set_num_threads(2)
     loss2, grads2 = _gpt_step(dtype)
-    assert len(calls) >= 4 * 2  # per layer: the attention forward and backward, split
+    assert calls.count(2) >= 4 * 2  # per layer: the attention forward and backward, split
     assert loss1 == loss2
     assert grads1.keys() == grads2.keys()
     for name in grads1:
@@ -447,3 +447,36 @@ def test_relu_and_its_backward_on_threads_are_the_one_thread_ones(
         np.testing.assert_array_equal(y, results[0][0])
         np.testing.assert_array_equal(grad, results[0][1])
     np.testing.assert_array_equal(results[0][0], np.maximum(x, 0.0))
+
+
+@pytest.mark.parametrize("n_threads", [1, 2])
+def test_feed_forward_is_its_three_nodes_bit_for_bit(
+    monkeypatch: pytest.MonkeyPatch, n_threads: int
+) -> None:
+    """One node, each thread its rows through fc1, the ReLU and fc2 (every
+    product cut by rows here): the numbers of fc2(relu(fc1(x)))."""
+    from chainrule.tensor import feed_forward
+    from chainrule.tensor.nn import FeedForward
+
+    monkeypatch.setattr(blas, "POOL_WORK", 1)
+    monkeypatch.setattr(blas, "MULTITHREAD_WORK", 1)
+    monkeypatch.setattr(blas, "MIN_THREADED_SIDE", 1)
+    calls = _count_parts(monkeypatch, feed_forward)
+    chainrule.set_num_threads(n_threads)
+    rng = np.random.default_rng(12)
+    ff = FeedForward(32, rng=rng, dtype=np.float32)  # products of a million multiply-adds
+    x = rng.normal(size=(4, 64, 32)).astype(np.float32)
+    x[0, 0] = -1.0  # a row all zeros after the ReLU
+    g = rng.normal(size=(4, 64, 32)).astype(np.float32)
+    results = []
+    for fused in (True, False):
+        xt = Tensor(x, requires_grad=True)
+        y = ff(xt) if fused else ff.fc2(ff.fc1(xt).relu())
+        assert (y._vjp is feed_forward._feed_forward_vjp) == fused
+        y.backward(g)
+        results.append([y.data, xt.grad, ff.fc1.weight.grad, ff.fc2.weight.grad])
+        ff.zero_grad()
+    assert calls == ([2] if n_threads == 2 else [])  # the fused forward's one hand-off
+    for a, b in zip(*results):
+        assert a.dtype == np.float32
+        np.testing.assert_array_equal(a, b)

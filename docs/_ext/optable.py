@@ -517,6 +517,12 @@ TENSOR: dict[str, TensorOp] = {
         "torch.nn.functional.scaled_dot_product_attention",
         "attention's, then `gq wq + gk wk + gv wv` (one product); `gq^T x`, `gk^T x`, `gv^T x`",
     ),
+    "_feed_forward_vjp": TensorOp(
+        "ct.feed_forward.feed_forward(q, w, logits)",
+        "relu(x w1^T) w2^T, a transformer's feed-forward block, one node",
+        "torch.nn.functional.linear",
+        "`gh = g w2`, `g^T h`; `gh` where `h > 0`; `gh w1`, `gh^T x`",
+    ),
     "_log_sigmoid_vjp": TensorOp(
         "ct.log_sigmoid(x)",
         "log(sigmoid(x)), stable",

@@ -275,7 +275,13 @@ def row_threads(x: np.ndarray, min_bytes: int) -> int:
     """Threads for elementwise work on ``x`` split along its first axis:
     :func:`chainrule.get_num_threads` from ``min_bytes`` on, else 1 (and 1
     without a first axis of two or more to split)."""
-    if x.ndim < 2 or x.shape[0] < 2 or x.nbytes < min_bytes:
+    return split_threads(x.shape[0] if x.ndim >= 2 else 1, x.nbytes, min_bytes)
+
+
+def split_threads(rows: int, nbytes: int, min_bytes: int) -> int:
+    """Threads for work on ``nbytes`` of data split into ``rows`` parts at
+    most: :func:`chainrule.get_num_threads` from ``min_bytes`` on, else 1."""
+    if rows < 2 or nbytes < min_bytes:
         return 1
     return get_num_threads()
 
@@ -349,23 +355,37 @@ def matmul(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     if work <= _OPENBLAS_GEMM_SINGLE:
         return a @ b
     if work >= MULTITHREAD_WORK and min(rows, a.shape[-1], b.shape[-1]) >= MIN_THREADED_SIDE:
-        return _large(a, b, threads, work)
+        return _large(a, b, threads)
     return _single_threaded(a, b)
 
 
-def _large(a: np.ndarray, b: np.ndarray, threads: int, work: int) -> np.ndarray:
+def row_split_threads(a: np.ndarray, b: np.ndarray) -> int:
+    """The threads :func:`matmul` cuts ``a @ b`` into by rows
+    (:func:`split_rows`), or 1 when it does not: two float matrices of one
+    dtype, :data:`POOL_WORK` multiply-adds or more (and
+    :data:`MULTITHREAD_WORK`), sides of :data:`MIN_THREADED_SIDE` or more
+    and :data:`MIN_SPLIT_ROWS` rows per thread."""
+    threads = get_num_threads()
+    if threads == 1 or a.ndim != 2 or b.ndim != 2 or not _pairable(a, b):
+        return 1
+    work = a.shape[0] * a.shape[1] * b.shape[1]
+    if (
+        work > _OPENBLAS_GEMM_SINGLE
+        and work >= max(POOL_WORK, MULTITHREAD_WORK)
+        and min(*a.shape, b.shape[1]) >= MIN_THREADED_SIDE
+        and a.shape[0] >= MIN_SPLIT_ROWS * threads
+    ):
+        return threads
+    return 1
+
+
+def _large(a: np.ndarray, b: np.ndarray, threads: int) -> np.ndarray:
     """A product of :data:`MULTITHREAD_WORK` or more on ``threads``
     threads: a matrix product of :data:`POOL_WORK` or more with rows enough
     cut by rows (:func:`split_rows`), anything else on BLAS's own threads."""
     if threads == 1:
         return _single_threaded(a, b)
-    if (
-        work >= POOL_WORK
-        and a.ndim == 2
-        and b.ndim == 2
-        and a.shape[0] >= MIN_SPLIT_ROWS * threads
-        and _pairable(a, b)
-    ):
+    if row_split_threads(a, b) > 1:
         return split_rows(a, b, threads)
     return _on_blas_threads(threads, lambda: a @ b)
 

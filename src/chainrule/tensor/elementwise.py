@@ -318,7 +318,7 @@ def threshold_backward(g: np.ndarray, out: np.ndarray) -> np.ndarray:
     ints = _SAME_SIZE_INT.get(g.dtype)
     if ints is None or g.dtype != out.dtype or g.shape != out.shape or g.ndim == 0:
         return np.where(out <= 0.0, 0.0, g).astype(g.dtype, copy=False)
-    keep = np.empty(g.shape, dtype=ints)
+    keep = np.empty_like(g, dtype=ints)  # in g's memory order (channels-last images)
     bits = g.view(ints)
 
     def part(lo: int, hi: int) -> None:

@@ -23,7 +23,7 @@ import numpy as np
 
 from ..random_state import tensor_generator
 from .blas import matmul as _mm
-from .blas import row_threads, run_parts
+from .blas import run_parts, split_threads
 from .rows import _FLOOR, _ones, row_mean, shifted_exp
 from .tensor import Tensor, make
 
@@ -203,13 +203,13 @@ def cross_entropy(
 
 def rms_norm_backward(g: np.ndarray, x: np.ndarray, r: np.ndarray) -> np.ndarray:
     """The gradient of ``x * r`` (``r = 1 / sqrt(mean(x^2) + eps)`` per row)
-    for the output gradient ``g``: ``r * (g - x * r^2 * mean(g * x))``, in
-    one temporary (the same operations in the same order as written, so
-    the same bits)."""
+    for the output gradient ``g``: ``r * (g - x * (r^2 * mean(g * x)))``,
+    in one temporary, four passes over it (``r^2 * mean(g * x)`` is one
+    number per row)."""
     t = g * x
-    m = row_mean(t)
-    np.multiply(x, r * r, out=t)
-    t *= m
+    c = row_mean(t)
+    c *= r * r
+    np.multiply(x, c, out=t)
     np.subtract(g, t, out=t)
     t *= r
     return t
@@ -410,10 +410,24 @@ def _fusable(q: np.ndarray, k: np.ndarray, v: np.ndarray) -> bool:
     )
 
 
-def _attention_threads(p: np.ndarray) -> int:
-    """Threads for an attention whose weights are ``p``: 1 below
-    :data:`SPLIT_SCORE_BYTES`."""
-    return row_threads(p, SPLIT_SCORE_BYTES)
+def _attention_threads(q: np.ndarray, n_keys: int) -> int:
+    """Threads for an attention of queries ``q`` over ``n_keys`` keys: 1
+    below :data:`SPLIT_SCORE_BYTES` of weights (batch x heads x queries x
+    keys)."""
+    return split_threads(q.shape[0], q[..., 0].nbytes * n_keys, SPLIT_SCORE_BYTES)
+
+
+def _weights(q: np.ndarray, blocks: list[tuple[slice, slice]]) -> tuple[np.ndarray, ...]:
+    """Room for an attention's weights: one array per block of
+    :func:`_blocks`, each contiguous (the operations on a block that is a
+    strided view of the whole, rows of 64 in rows of 128, took twice as
+    long; the upper right quarter of a causal one, never computed, is not
+    stored)."""
+    batch = q.shape[:-2]
+    return tuple(
+        np.empty((*batch, rows.stop - rows.start, keys.stop - keys.start), dtype=q.dtype)
+        for rows, keys in blocks
+    )
 
 
 def _attention_forward(
@@ -423,29 +437,26 @@ def _attention_forward(
     scale: float,
     causal: bool,
     y: np.ndarray | None = None,
-) -> tuple[np.ndarray, np.ndarray]:
-    """The output (into ``y`` when given) and the attention weights ``p``,
-    each part of the batch (scores, softmax, product with ``v``) done start
-    to end on one thread: one hand-off to the pool for the whole forward."""
-    batch = q.shape[:-2]
-    p = np.empty((*batch, q.shape[-2], k.shape[-2]), dtype=q.dtype)
+) -> tuple[np.ndarray, tuple[np.ndarray, ...]]:
+    """The output (into ``y`` when given) and the attention weights, block
+    by block (:func:`_weights`), each part of the batch (scores, softmax,
+    product with ``v``) done start to end on one thread: one hand-off to
+    the pool for the whole forward."""
     if y is None:
-        y = _like(q, (*batch, q.shape[-2], v.shape[-1]))
-
-    blocks = _blocks(p.shape[-2], p.shape[-1], causal)
+        y = _like(q, (*q.shape[:-2], q.shape[-2], v.shape[-1]))
+    blocks = _blocks(q.shape[-2], k.shape[-2], causal)
+    weights = _weights(q, blocks)
 
     def part(lo: int, hi: int) -> None:
-        for rows, keys in blocks:
-            sp = p[lo:hi, ..., rows, keys]
+        for (rows, keys), p in zip(blocks, weights):
+            sp = p[lo:hi]
             qp, kp = q[lo:hi, ..., rows, :], k[lo:hi, ..., keys, :]
             _scores(qp, kp, scale, causal, sp, rows.start)
             _softmax_entries(sp, functools.partial(_rescored, qp, kp, scale, causal, rows.start))
             np.matmul(sp, v[lo:hi, ..., keys, :], out=y[lo:hi, ..., rows, :])
-        if len(blocks) > 1:  # the weights never computed: later keys, zeros
-            p[lo:hi, ..., blocks[1][0], blocks[0][0]] = 0.0
 
-    run_parts(p.shape[0], _attention_threads(p), part)
-    return y, p
+    run_parts(q.shape[0], _attention_threads(q, k.shape[-2]), part)
+    return y, weights
 
 
 def _attention_backward_parts(
@@ -453,7 +464,7 @@ def _attention_backward_parts(
     q: np.ndarray,
     k: np.ndarray,
     v: np.ndarray,
-    p: np.ndarray,
+    weights: tuple[np.ndarray, ...],
     scale: float,
     out: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None,
     causal: bool = False,
@@ -461,14 +472,15 @@ def _attention_backward_parts(
     """:func:`attention_backward` on arrays (into ``out`` when given), each
     part of the batch start to end on one thread (one hand-off), the
     score-sized temporary one per part; for a ``causal`` one, only the
-    blocks of the weights the forward computed (:func:`_blocks`)."""
+    blocks of the weights the forward computed (:func:`_blocks`), as
+    :func:`_attention_forward` keeps them."""
     gq, gk, gv = out or (_like(q, q.shape), _like(k, k.shape), _like(v, v.shape))
-    blocks = _blocks(p.shape[-2], p.shape[-1], causal)
+    blocks = _blocks(q.shape[-2], k.shape[-2], causal)
 
     def part(lo: int, hi: int) -> None:
         # the first block has every key: it writes gv and gk, later ones add
-        for n, (rows, keys) in enumerate(blocks):
-            pp, gp = p[lo:hi, ..., rows, keys], g[lo:hi, ..., rows, :]
+        for n, ((rows, keys), p) in enumerate(zip(blocks, weights)):
+            pp, gp = p[lo:hi], g[lo:hi, ..., rows, :]
             gvp, gkp = gv[lo:hi, ..., keys, :], gk[lo:hi, ..., keys, :]
             qp, kp = q[lo:hi, ..., rows, :], k[lo:hi, ..., keys, :]
             if n == 0:
@@ -485,7 +497,7 @@ def _attention_backward_parts(
             else:
                 gkp += np.matmul(gs.swapaxes(-1, -2), qp)
 
-    run_parts(p.shape[0], _attention_threads(p), part)
+    run_parts(q.shape[0], _attention_threads(q, k.shape[-2]), part)
     return gq, gk, gv
 
 
@@ -499,12 +511,13 @@ def _attention_weights(s: np.ndarray) -> np.ndarray:
 def attention_backward(
     M: Any, g: Any, q: Any, k: Any, v: Any, p: Any, scale: float, causal: bool = False
 ) -> tuple[Any, Any, Any]:
-    """The gradients of ``softmax(q k^T * scale) v`` (``p`` the softmax) for
-    the output gradient ``g``: ``dv = p^T g``; the scores get softmax's
-    ``p * (dp - sum(dp * p))`` with ``dp = g v^T``, times ``scale``; then
-    ``dq = ds k`` and ``dk = ds^T q``. On arrays the score-sized arrays are
-    updated in place: one temporary of that size."""
-    if not M.graph and _fusable(q, k, v) and g.shape == q.shape[:-1] + v.shape[-1:]:
+    """The gradients of ``softmax(q k^T * scale) v`` (``p`` the softmax, or
+    :func:`_attention_forward`'s blocks of it) for the output gradient
+    ``g``: ``dv = p^T g``; the scores get softmax's ``p * (dp - sum(dp *
+    p))`` with ``dp = g v^T``, times ``scale``; then ``dq = ds k`` and ``dk
+    = ds^T q``. On arrays the score-sized arrays are updated in place: one
+    temporary of that size."""
+    if isinstance(p, tuple):  # the blocks of a fused forward (arrays)
         return _attention_backward_parts(g, q, k, v, p, scale, causal=causal)
     gv = M.matmul(p.swapaxes(-1, -2), g)
     gs = M.matmul(g, v.swapaxes(-1, -2))
@@ -542,8 +555,8 @@ def attention(
     if scale is None:
         scale = 1.0 / float(np.sqrt(qd.shape[-1]))
     if _fusable(qd, kd, vd):
-        y, p = _attention_forward(qd, kd, vd, scale, causal)
-        return make(y, (q, k, v), _attention_vjp, (p, scale, causal))
+        y, weights = _attention_forward(qd, kd, vd, scale, causal)
+        return make(y, (q, k, v), _attention_vjp, (weights, scale, causal))
     s = _mm(qd, kd.swapaxes(-1, -2))
     s *= scale
     if causal:

@@ -113,6 +113,50 @@ def _first_inside(
     return np.where(outside, first, picked)
 
 
+def _scan(view: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The largest entry of every window of ``view`` ``(N, OH, OW, kh, kw,
+    C)`` and its kernel offset ``k`` (``i * kw + j``), by PyTorch's scan:
+    an entry replaces the maximum so far if it is larger, or nan; one
+    comparison per kernel offset, over all windows at once.
+
+    The entries of each offset are first copied out of the strided view
+    next to each other (one pass): on the view every operation would step
+    through runs of ``C`` channels, several times slower. The offset picked
+    last is the largest ``q`` with ``better``, so ``k`` is a running
+    maximum of ``q * better``: no masked writes."""
+    N, OH, OW, kh, kw, C = view.shape
+    entries = np.empty((kh, kw, N, OH, OW, C), dtype=view.dtype)
+    np.copyto(entries, view.transpose(3, 4, 0, 1, 2, 5))
+    entries = entries.reshape(kh * kw, N, OH, OW, C)
+    y, k = _scan_entries(entries, nan=False)
+    with np.errstate(invalid="ignore"):
+        if np.isnan(y.sum()):  # np.maximum keeps a nan: a window had one (or inf - inf)
+            y, k = _scan_entries(entries, nan=True)
+    return y, k
+
+
+def _scan_entries(entries: np.ndarray, nan: bool) -> tuple[np.ndarray, np.ndarray]:
+    """:func:`_scan` of the offsets' entries ``(kh * kw, ...)``, one after
+    the other; ``nan``: a nan entry replaces the maximum too."""
+    index = np.int8 if len(entries) < 2**7 else np.intp
+    y = entries[0].copy()
+    k = np.zeros(y.shape, dtype=index)
+    better = np.empty(y.shape, dtype=bool)
+    picks = np.empty(y.shape, dtype=index)
+    with np.errstate(invalid="ignore"):
+        for q in range(1, len(entries)):
+            entry = entries[q]
+            np.greater(entry, y, out=better)
+            if nan:
+                better |= np.isnan(entry)
+                np.copyto(y, entry, where=better)
+            else:
+                np.maximum(entry, y, out=y)
+            np.multiply(better, index(q), out=picks)
+            np.maximum(k, picks, out=k)
+    return y, k
+
+
 def max_pool2d(
     input: Any,  # noqa: A002  (PyTorch's name)
     kernel_size: Any,
@@ -140,25 +184,11 @@ def max_pool2d(
     kh, kw = kernel
     out = geo.output_size(xd.shape[2:], kernel)
     view = windows(pad_channels_last(xd, geo.padding, -np.inf), kernel, out, geo)
-    # PyTorch's scan: an entry replaces the maximum so far if it is larger
-    # or nan; one comparison per kernel offset, over all windows at once
-    y = view[:, :, :, 0, 0].copy()
-    k = np.zeros(y.shape, dtype=np.int16 if kh * kw < 2**15 else np.intp)
-    with np.errstate(invalid="ignore"):
-        nan = bool(np.isnan(xd.sum()))  # nan unless every entry is a number (or inf)
-        for q in range(1, kh * kw):
-            entry = view[:, :, :, q // kw, q % kw]
-            better = entry > y
-            if nan:
-                better |= np.isnan(entry)
-                y = np.where(better, entry, y)
-            else:
-                np.maximum(entry, y, out=y)
-            k = np.where(better, np.int16(q), k)
+    y, k = _scan(view)
     (dh, dw), C, W = geo.dilation, xd.shape[1], xd.shape[3]
     offsets = np.array([(q // kw * dh * W + q % kw * dw) * C for q in range(kh * kw)])
     origins = _origins(xd.shape, out, geo)
-    picked = origins + offsets[k]
+    picked = origins + np.take(offsets, k)
     if geo.padding != ((0, 0), (0, 0)):
         picked = _first_inside(picked, origins, k, kernel, out, geo, xd.shape)
     picked = picked.reshape(-1)

@@ -101,6 +101,12 @@ def _embedding_vjp(M: Any, g: Any, out: Tensor) -> tuple[Any]:
     g2 = g.reshape(flat.size, -1)
     if M.graph:
         return (M.scatter(w.shape, flat, False, g2.reshape(flat.size, *w.shape[1:])),)
+    if flat.size <= w.shape[0] and np.bincount(flat, minlength=w.shape[0]).max(initial=0) <= 1:
+        # each row picked once at most (a position table's ``arange(T)``):
+        # its gradient is its one pick's, put in place; no sums to do
+        gw = np.zeros(w.shape, dtype=w.dtype)
+        gw[flat] = g2.reshape(flat.size, *w.shape[1:])
+        return (gw,)
     if w.shape[0] * flat.size <= 1 << 20:
         # onehot(indices)^T @ g sums each row's picks in one matrix product,
         # several times faster than the unbuffered np.add.at for small tables
