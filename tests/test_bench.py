@@ -230,6 +230,28 @@ def test_median_of_the_runs_and_warmup_is_not_counted() -> None:
     assert result.value == 2.0
 
 
+def test_a_workload_of_short_steps_gets_more_timed_runs() -> None:
+    """``more_runs``: a workload of steps of a few milliseconds (cnn-step)
+    gets that many times the settings' timed runs; the JSON's meta says so;
+    a long workload's ``runs`` still caps them."""
+    import dataclasses
+
+    from chainrule.bench import CNN_STEP, to_json
+    from chainrule.bench.harness import timed_runs
+
+    calls: list[int] = []
+    engine = Engine("m", lambda sizes: lambda: lambda: calls.append(1))
+    short = dataclasses.replace(_workload(engine), more_runs=3)
+    settings = Settings(warmup=0, repeat=2, sizes=TINY, label="test")
+    result = measure(short, engine, settings)
+    assert len(result.samples) == 6 and len(calls) == 6
+    long = dataclasses.replace(_workload(engine), name="long", runs=1)
+    assert timed_runs(long, settings) == 1
+    meta = to_json([short, long], [result], settings)["meta"]
+    assert meta["runs"] == {"w": 6, "long": 1} and meta["repetitions"] == 2
+    assert CNN_STEP.more_runs == 5
+
+
 def test_warmup_lasts_its_seconds() -> None:
     """With ``warmup_seconds``, warm-up runs go on until the engine has run
     that long (and at least ``warmup`` times); the timed runs follow."""

@@ -34,6 +34,7 @@ from .harness import (
     measure,
     run,
     table,
+    timed_runs,
     to_json,
     write_json,
 )
@@ -71,6 +72,7 @@ __all__ = [
     "measure",
     "run",
     "table",
+    "timed_runs",
     "to_json",
     "write_json",
 ]
