@@ -236,7 +236,7 @@ def test_a_workload_of_short_steps_gets_more_timed_runs() -> None:
     a long workload's ``runs`` still caps them."""
     import dataclasses
 
-    from chainrule.bench import CNN_STEP, to_json
+    from chainrule.bench import CNN_STEP, header, to_json
     from chainrule.bench.harness import timed_runs
 
     calls: list[int] = []
@@ -249,6 +249,9 @@ def test_a_workload_of_short_steps_gets_more_timed_runs() -> None:
     assert timed_runs(long, settings) == 1
     meta = to_json([short, long], [result], settings)["meta"]
     assert meta["runs"] == {"w": 6, "long": 1} and meta["repetitions"] == 2
+    assert "2 timed runs, median (timed runs, where not 2: w 6, long 1);" in header(
+        settings, [short, long]
+    )
     assert CNN_STEP.more_runs == 5
 
 

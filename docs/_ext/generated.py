@@ -76,11 +76,7 @@ def bench_table(results_json: Path) -> str:
             results.append(result)
     meta = data["meta"]
     warm = meta.get("warmup_seconds", 0.0)  # not in runs before it was a setting
-    head = runs_line(meta["settings"], meta["warmup"], warm, meta["repetitions"])
-    other = meta.get("runs") or {}  # a long workload's fewer runs, short steps' more
-    if other:
-        where = ", ".join(f"{name} {n}" for name, n in other.items())
-        head += f" (timed runs, where not {meta['repetitions']}: {where})"
+    head = runs_line(meta["settings"], meta["warmup"], warm, meta["repetitions"], meta.get("runs"))
     head += f"; {meta['python']}, {meta['machine']}"
     if meta.get("cpus"):
         head += f", {meta['cpus']} CPUs"

@@ -215,6 +215,13 @@ def timed_runs(workload: Workload, settings: Settings) -> int:
     return settings.repeat * workload.more_runs
 
 
+def runs_apart(workloads: Sequence[Workload], settings: Settings) -> dict[str, int]:
+    """The workloads whose timed runs are not the settings' ``repeat``, and
+    theirs (:func:`timed_runs`): a long workload's fewer, short steps' more."""
+    runs = {w.name: timed_runs(w, settings) for w in workloads}
+    return {name: n for name, n in runs.items() if n != settings.repeat}
+
+
 def measure(workload: Workload, engine: Engine, settings: Settings) -> Result:
     """The median over ``settings.repeat`` runs after ``settings.warmup``."""
     return measure_together(workload, [engine], settings)[0]
@@ -499,22 +506,40 @@ def load_note(results: Sequence[Result]) -> str | None:
     )
 
 
-def runs_line(label: str, warmup: int, warmup_seconds: float, repeat: int) -> str:
+def runs_line(
+    label: str,
+    warmup: int,
+    warmup_seconds: float,
+    repeat: int,
+    apart: dict[str, int] | None = None,
+) -> str:
     """How a run was measured, as the header says it: ``chainrule bench
-    (full): 1 warm-up run and 0.5 s, 7 timed runs, median``."""
+    (full): 1 warm-up run and 0.5 s, 7 timed runs, median``, and the
+    workloads whose timed runs differ (:func:`runs_apart`)."""
     warm = f"{warmup} warm-up"  # (the words of runs before warmup_seconds)
     if warmup_seconds:
         warm += f" run{'s' if warmup != 1 else ''} and {warmup_seconds:g} s"
     timed = f"{repeat} timed run{'s' if repeat != 1 else ''}"
-    return f"chainrule bench ({label}): {warm}, {timed}, median"
+    line = f"chainrule bench ({label}): {warm}, {timed}, median"
+    if apart:
+        where = ", ".join(f"{name} {n}" for name, n in apart.items())
+        line += f" (timed runs, where not {repeat}: {where})"
+    return line
 
 
-def header(settings: Settings) -> str:
-    """The run's settings and the machine it ran on: Python, system, CPUs and
-    the load averages at the end of the run (ratios move with the load)."""
+def header(settings: Settings, workloads: Sequence[Workload] = ()) -> str:
+    """The run's settings (and the timed runs of ``workloads`` where they
+    differ) and the machine it ran on: Python, system, CPUs and the load
+    averages at the end of the run (ratios move with the load)."""
     load = _load_average()
     return (
-        runs_line(settings.label, settings.warmup, settings.warmup_seconds, settings.repeat)
+        runs_line(
+            settings.label,
+            settings.warmup,
+            settings.warmup_seconds,
+            settings.repeat,
+            runs_apart(workloads, settings),
+        )
         + f"; {platform.python_implementation()} {platform.python_version()}, "
         f"{platform.system()} {platform.machine()}, {os.cpu_count()} CPUs"
         + (f", load average {' '.join(map(str, load))}" if load else "")
@@ -572,11 +597,7 @@ def to_json(
             "warmup": settings.warmup,
             "warmup_seconds": settings.warmup_seconds,
             "repetitions": settings.repeat,
-            "runs": {  # the workloads whose timed runs are not "repetitions"
-                w.name: timed_runs(w, settings)
-                for w in workloads
-                if timed_runs(w, settings) != settings.repeat
-            },
+            "runs": runs_apart(workloads, settings),
             "statistic": "median",
             "python": f"{platform.python_implementation()} {sys.version.split()[0]}",
             "machine": f"{platform.system()} {platform.machine()}",

@@ -75,20 +75,13 @@ def main(args: argparse.Namespace) -> int:
         print(message, file=sys.stderr, flush=True)
 
     results = bench.run(workloads, settings, progress)
-    print(bench.header(settings))
+    print(bench.header(settings, workloads))
     print()
     print(bench.table(workloads, results))
     print()
     print("median: seconds per run; memory: bytes per operation (tracemalloc).")
     print("ratio: the baseline's median divided by the engine's.")
     print("load: the 1-minute load average before and after the engine's runs.")
-    other_runs = [
-        f"{w.name} {bench.timed_runs(w, settings)}"
-        for w in workloads
-        if bench.timed_runs(w, settings) != settings.repeat
-    ]
-    if other_runs:
-        print(f"timed runs, where not {settings.repeat}: {', '.join(other_runs)}.")
     note = bench.load_note(results)
     if note:
         print(note)
