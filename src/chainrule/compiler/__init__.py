@@ -83,6 +83,7 @@ from __future__ import annotations
 import collections
 import functools
 import gc
+import sys
 import threading
 import time
 import warnings
@@ -113,11 +114,14 @@ class CompiledValue(Value):
     ``torch.autograd.Function`` wraps a region). Used in more arithmetic,
     summed over a batch, its gradient reaches the parameters as eagerly."""
 
-    __slots__ = ("_program", "_slot", "_buffer", "_call", "__weakref__")
+    __slots__ = ("_program", "_slot", "_buffer", "_call", "_siblings", "__weakref__")
     _program: Any
     _slot: int
     _buffer: Any
     _call: Call
+    # the nodes of the same call returned with it (``return h, loss``), by
+    # slot: its backward() sets their .grad as the eager pass does; or None
+    _siblings: tuple[tuple[int, weakref.ref[CompiledValue]], ...] | None
 
     def backward(self, gradient: Any = 1.0, *, create_graph: bool = False) -> None:
         """Add d self / d leaf into every leaf's ``.grad``, as
@@ -131,7 +135,17 @@ class CompiledValue(Value):
 
         seed = _as_float(gradient, "backward")
         start = time.perf_counter()
-        self._program.backward(self._buffer, self._slot, seed, self._call)
+        siblings = self._siblings
+        if siblings is None:
+            self._program.backward(self._buffer, self._slot, seed, self._call)
+        else:  # the eager pass sets the gradient of every node the root depends on
+            got = self._program.backward(
+                self._buffer, self._slot, seed, self._call, [s for s, _ in siblings]
+            )
+            for slot, ref in siblings:
+                v = ref()
+                if v is not None and slot in got:
+                    v.grad = got[slot]
         self.grad = seed
         if self._program.budget is not None:
             self._program.budget.backward(time.perf_counter() - start, self._program.eager_seconds)
@@ -177,6 +191,7 @@ def _output(value: float, program: Any, slot: int, buffer: Any, call: Call) -> V
         v._prev = program.live_inputs
     v._local = (UserOp("compiled", _NodeBackward(v)),)
     v._program, v._slot, v._buffer, v._call = program, slot, buffer, call
+    v._siblings = None
     return v
 
 
@@ -445,7 +460,7 @@ class Compiled:
         from . import rewrite
         from .reads import Record, traced
         from .symbolic import SymInt, int_checker
-        from .trace import Unsupported, run_traced, untrace
+        from .trace import Unsupported, run_traced
 
         start = time.perf_counter()
         if self._sources is None:
@@ -504,21 +519,30 @@ class Compiled:
         try:
             if record.problems:
                 raise Unsupported(record.problems[0])
+            for x in out_items:
+                if not (isinstance(x, Value) or hasattr(x, "recipe") or _as_is(x)):
+                    raise Unsupported(
+                        f"it returns a {type(x).__name__} (not a Value, a number or a "
+                        "tuple, list or dict of them): a replay would hand back the object "
+                        "this trace made"
+                    )
             values = [x for x in out_items if isinstance(x, Value)]
             recipes = [x.recipe for x in out_items if hasattr(x, "recipe")]
             positions = {v: i for i, v in enumerate(arg_values)}
             program = P.build(values, recipes, created, positions, record)
         except Unsupported as e:
-            self._eager(str(e), None)
-            untrace(out_items, record)  # the trace ran fn: its result is this call's
-            return rebuild([_plain_int(x) for x in out_items])
+            self._eager(str(e), None, 5)
+            # the trace ran fn: its result is this call's
+            return _untraced(out_items, record, rebuild)
         outputs: list[Any] = []
         made = set(created)
         for x in out_items:
             if isinstance(x, Value):
                 if x in positions:
                     outputs.append(("arg", positions[x]))
-                elif not x._prev and x not in made and x not in record.aliases:
+                elif x in record.aliases:  # a pick: the entry itself, as eagerly
+                    outputs.append(_picked(x, program.node_slot[x], record, positions, made))
+                elif not x._prev and x not in made:
                     outputs.append(("leaf", x))
                 else:
                     outputs.append(("slot", program.node_slot[x]))
@@ -526,6 +550,9 @@ class Compiled:
                 outputs.append(("recipe", P.recipe_function(program, x.recipe)))
             else:
                 outputs.append(("as is", x))
+        slots = [x for kind, x in outputs if kind == "slot"]
+        if len(slots) > 1:  # nodes returned together: each one's backward fills the others'
+            outputs = [("node", x) if kind == "slot" else (kind, x) for kind, x in outputs]
         program.node_slot = {}  # the traced graph can be freed
         program.budget = self.budget
         with self._lock:
@@ -544,9 +571,9 @@ class Compiled:
                 "does not hold, a write to .data of a node made inside the function, or "
                 "an operation that gives another result when run again)",
                 None,
+                5,
             )
-            untrace(out_items, record)
-            return rebuild([_plain_int(x) for x in out_items])
+            return _untraced(out_items, record, rebuild)
         result = _outputs(entry, buffer, call)
         with self._lock:
             self._keep(call.key, entry)
@@ -630,8 +657,9 @@ class Compiled:
             self.budget.ran_eagerly(time.perf_counter() - start, key)
         return out
 
-    def _eager(self, reason: str, args: Any) -> Any:
-        """From now on, run ``fn`` as it is (and now, with ``args``)."""
+    def _eager(self, reason: str, args: Any, stacklevel: int = 4) -> Any:
+        """From now on, run ``fn`` as it is (and now, with ``args``); the
+        warning points ``stacklevel`` frames up (the user's call)."""
         with self._lock:
             first = self.eager_reason is None and not self._warned
             self._warned = True
@@ -640,7 +668,9 @@ class Compiled:
         if first:
             name = getattr(self.fn, "__qualname__", repr(self.fn))
             warnings.warn(
-                f"chainrule.compile: {name} runs eagerly: {reason}", CompileWarning, stacklevel=4
+                f"chainrule.compile: {name} runs eagerly: {reason}",
+                CompileWarning,
+                stacklevel=stacklevel,
             )
         return None if args is None else self.fn(*args)
 
@@ -661,15 +691,60 @@ def _collector_paused(pause: bool) -> Iterator[None]:
         gc.enable()
 
 
+#: Outputs a replay hands back as the trace returned them: immutable
+#: values that a trace can only return unchanged (a read float or a
+#: followed int is a recipe; one read whole holds the trace to its value).
+_IMMUTABLE = frozenset((type(None), bool, int, float, complex, str, bytes))
+
+
+def _as_is(x: Any) -> bool:
+    """Whether ``x``, an output of a trace, is a replay's output too."""
+    if type(x) in _IMMUTABLE:
+        return True
+    numpy = sys.modules.get("numpy")
+    return numpy is not None and isinstance(x, numpy.generic) and not x.dtype.hasobject
+
+
 def _plain_int(x: Any) -> Any:
     from .reads import TracedInt
 
     return x.value if isinstance(x, TracedInt) else x
 
 
+def _untraced(out_items: list[Any], record: Any, rebuild: Callable[[list[Any]], Any]) -> Any:
+    """The result of a trace that is not kept, as ``fn`` returned it
+    eagerly: the graph made eager (:func:`~chainrule.compiler.trace.untrace`),
+    a pick as the entry itself, a followed int as the int."""
+    from .trace import untrace
+
+    picks = untrace(out_items, record)
+    return rebuild([_plain_int(picks.get(x, x) if x in picks else x) for x in out_items])
+
+
+def _picked(alias: Any, slot: int, record: Any, positions: dict[Any, int], made: set[Any]) -> Any:
+    """The output that a gather's pick is (``return table[i]``): the picked
+    entry itself where it is a Value that existed before the call (a
+    parameter) or an argument, as eagerly; a node of the graph otherwise."""
+    g, j = record.aliases[alias]
+    gather = record.gathers[g]
+    column = [row[j] for row in gather.candidates] if gather.row else gather.candidates
+    choices: list[Any] = []
+    for c in column:
+        if c in positions:
+            choices.append(("arg", positions[c]))
+        elif c in made or c in record.aliases:
+            choices.append(None)  # a node made inside fn: the alias's slot holds its value
+        else:
+            choices.append(("leaf", c))
+    if not any(choices):
+        return ("slot", slot)
+    return ("pick", (slot, gather.index, choices))
+
+
 def _outputs(entry: _Entry, buffer: Any, call: Call) -> Any:
-    new = []
+    new: list[Any] = []
     program = entry.program
+    nodes: dict[int, CompiledValue] | None = None  # "node" outputs, by slot
     for kind, x in entry.outputs:
         if kind == "slot":
             new.append(_output(buffer.item(x), program, x, buffer, call))
@@ -677,9 +752,34 @@ def _outputs(entry: _Entry, buffer: Any, call: Call) -> Any:
             new.append(x(buffer, call))
         elif kind == "arg":
             new.append(call.values[x])
+        elif kind == "node":  # one of several nodes returned (h, loss): see CompiledValue
+            if nodes is None:
+                nodes = {}
+            v = nodes.get(x)
+            if v is None:
+                v = nodes[x] = _output(buffer.item(x), program, x, buffer, call)
+            new.append(v)
+        elif kind == "pick":
+            new.append(_pick(x, program, buffer, call))
         else:
             new.append(x)
+    if nodes is not None:
+        siblings = tuple((slot, weakref.ref(v)) for slot, v in nodes.items())
+        for v in nodes.values():
+            v._siblings = siblings
     return entry.rebuild(new)
+
+
+def _pick(pick: tuple[int, Any, list[Any]], program: Any, buffer: Any, call: Call) -> Any:
+    """A returned gather's pick for this call's ints (see :func:`_picked`)."""
+    from .symbolic import recipe_value
+
+    slot, index, choices = pick
+    choice = choices[recipe_value(index, call.ints) % len(choices)]
+    if choice is None:
+        return _output(buffer.item(slot), program, slot, buffer, call)
+    kind, x = choice
+    return call.values[x] if kind == "arg" else x
 
 
 def compile(  # noqa: A001

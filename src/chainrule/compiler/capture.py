@@ -90,7 +90,10 @@ def build(
         recipe_nodes(b, read)
     for r in output_recipes:
         recipe_nodes(r, read)
-    nodes, leaves = topological_order(_Roots([*outputs, *read]))
+    roots = _Roots([*outputs, *read])
+    # (a graph of nothing, a function that returns its float argument or
+    # None: no nodes; the walk gives the root itself as its one leaf)
+    nodes, leaves = topological_order(roots) if roots._prev else ([roots], [])
     for v in record.leaf_recipes:  # what the read floats were read from is read too
         if v._prev:
             read.extend(v._prev)

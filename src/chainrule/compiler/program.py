@@ -614,11 +614,15 @@ class Program:
         try:
             with np.errstate(all="ignore"):
                 inputs = [step.run(val, call) for step in self.steps]
-        except Retrace:
+            for f, a, b, expected in self.guards:
+                if f(a(val, call), b(val, call)) != expected:
+                    return None
+        except Exception:
+            # Retrace, or a recipe that raises (1.0 / x where a branch the
+            # guards check protects it eagerly, the engine's own float
+            # functions on an argument): trace again, which raises only
+            # where the function raises eagerly
             return None
-        for f, a, b, expected in self.guards:
-            if f(a(val, call), b(val, call)) != expected:
-                return None
         for f, slots_a, slots_b, expected in self.node_guards:
             on_arrays = GUARDS_ON_ARRAYS.get(f)
             if on_arrays is not None:
@@ -634,30 +638,58 @@ class Program:
 
     # -- backward -----------------------------------------------------------
 
-    def backward(self, val: np.ndarray, root: int, seed: float, call: Any) -> None:
-        """Add d root / d leaf to every leaf's ``.grad`` (eager semantics)."""
-        grad = self.leaf_gradients(val, root, seed, call)
+    def backward(
+        self, val: np.ndarray, root: int, seed: float, call: Any, nodes: list[int] | None = None
+    ) -> dict[int, float]:
+        """Add d root / d leaf to every leaf's ``.grad`` (eager semantics);
+        with ``nodes`` (slots), return d root / d node of those that root
+        depends on (the eager pass sets their ``.grad``)."""
+        kept: dict[tuple[int, int], np.ndarray] | None = None if nodes is None else {}
+        grad = self.leaf_gradients(val, root, seed, call, kept)
         live = self.live
         for leaf, d in zip(live, grad[: len(live)].tolist()):  # a plain loop: faster than map
             leaf.grad += d
         arg_values = call.values
         for slot, pos in self.arg_leaves:
             arg_values[pos].grad += grad.item(slot)
+        if not kept:
+            return {}
+        seen = self._reach(root, call)
+        got = {}
+        for (first, stop), g in kept.items():
+            for slot in nodes or ():
+                if first <= slot < stop and seen[slot]:
+                    got[slot] = g.item(slot - first)
+        return got
 
-    def leaf_gradients(self, val: np.ndarray, root: int, seed: float, call: Any) -> np.ndarray:
+    def leaf_gradients(
+        self,
+        val: np.ndarray,
+        root: int,
+        seed: float,
+        call: Any,
+        node_grads: dict[tuple[int, int], np.ndarray] | None = None,
+    ) -> np.ndarray:
         """d root / d leaf (times ``seed``), by slot: the live leaves first
         (``live[i]`` is slot ``i``), then the Values among the arguments
-        (``arg_leaves``)."""
-        grad = self._gradients(val, root, seed, call, None)
+        (``arg_leaves``); into ``node_grads``, if given, every step's gradients by
+        its slots ``(first, stop)``."""
+        grad = self._gradients(val, root, seed, call, None, node_grads)
         if not np.isfinite(grad).all():
             # A node that root does not depend on got a zero gradient, and
             # zero times an inf local derivative is nan: the eager pass never
             # visits such a node. Again, with only the nodes root depends on.
-            grad = self._gradients(val, root, seed, call, self._reach(root, call))
+            grad = self._gradients(val, root, seed, call, self._reach(root, call), node_grads)
         return grad
 
     def _gradients(
-        self, val: np.ndarray, root: int, seed: float, call: Any, seen: np.ndarray | None
+        self,
+        val: np.ndarray,
+        root: int,
+        seed: float,
+        call: Any,
+        seen: np.ndarray | None,
+        node_grads: dict[tuple[int, int], np.ndarray] | None = None,
     ) -> np.ndarray:
         """The leaves' gradients (slots 0...): each node's gradient is the
         sum of its terms, added one by one in the eager pass's order from
@@ -667,7 +699,7 @@ class Program:
             plan = self._plan = self._backward_plan()
         if seen is not None:  # the terms a mask skips: zeros
             terms = np.zeros(self.n_terms + 1)
-            return self._run_plan(val, root, seed, call, seen, terms, self._views(terms))
+            return self._run_plan(val, root, seed, call, seen, terms, self._views(terms), node_grads)
         # Every group writes all its terms before any is read (a node's
         # terms are read by the nodes it feeds, later in the plan), so a
         # buffer of terms serves call after call, with its groups' views;
@@ -680,7 +712,7 @@ class Program:
             terms[-1] = 0.0  # the padding term
             views = self._views(terms)
         try:
-            return self._run_plan(val, root, seed, call, None, terms, views)
+            return self._run_plan(val, root, seed, call, None, terms, views, node_grads)
         finally:
             spare.append((terms, views))
 
@@ -703,6 +735,7 @@ class Program:
         seen: np.ndarray | None,
         terms: np.ndarray,
         views: list[tuple[Any, Any]],
+        node_grads: dict[tuple[int, int], np.ndarray] | None = None,
     ) -> np.ndarray:
         """:meth:`_gradients` into ``terms``, each group into its part of
         them and its rows (``views``); with a mask (``seen``), the steps it
@@ -747,6 +780,8 @@ class Program:
                     g = gradient_of(incoming, first, stop, picked)
                 elif first <= root < stop:
                     g[root - first] = seed
+                if node_grads is not None:
+                    node_grads[first, stop] = g.copy()
                 if type(step) is GatherStep:
                     if picked or first <= root < stop:
                         step.backward(g, late, call, mask)
@@ -805,6 +840,8 @@ class Program:
                 continue
             columns = step.incoming[:, at]
             held = columns != pad
+            if not held.any():  # aliases with no terms (read, not used): nothing to merge
+                continue
             targets.append(np.broadcast_to(picks[at], columns.shape)[held])
             sources.append(columns[held])
         if not targets:

@@ -83,21 +83,94 @@ def _depends(v: Value, on: tuple[Value, ...], marker: Primitive) -> None:
     v._local = (*(0.0,) * len(on), marker)
 
 
+class StandIn(Value):
+    """The alias of a gather's pick (``table[i]``, ``i`` an int argument):
+    a new object, where eagerly the pick is the entry itself. Comparing it
+    (``==``, ``in`` a list, a dict key or a set member: Python compares by
+    identity) is answered for the entry it picks while tracing, so the
+    traced call computes what eager does, and, when user code asks, makes
+    the function run eagerly: which entries are the same object depends on
+    the ints, and a replay would not ask again. (``is`` and ``id()`` are
+    not method calls: :func:`same_object` is what a rewrite of ``is`` would
+    call.)"""
+
+    __slots__ = ("picked",)
+    picked: Value
+
+    def __eq__(self, other: object) -> bool:
+        return _same(self, other, 2)
+
+    def __ne__(self, other: object) -> bool:
+        return not _same(self, other, 2)
+
+    def __hash__(self) -> int:
+        if reads.current() is not None and _user_frame(sys._getframe(1)):
+            _compared(sys._getframe(1))
+        return object.__hash__(_entry(self))
+
+
+def _entry(v: Any) -> Any:
+    """The object a stand-in picks (``v`` itself for any other object)."""
+    while type(v) is StandIn:
+        v = v.picked
+    return v
+
+
+def _user_frame(frame: Any) -> bool:
+    return frame.f_code.co_filename not in _OURS
+
+
+def _compared(frame: Any) -> None:
+    record = reads.current()
+    if record is not None:
+        record.problems.append(
+            f"{frame.f_code.co_filename}:{frame.f_lineno}: {IDENTITY_OF_PICK}"
+        )
+
+
+#: Why a function that compares a stand-in by identity runs eagerly.
+IDENTITY_OF_PICK = (
+    "compares an entry picked by an int argument (table[i]) by identity (==, in, "
+    "a dict key or set member, is, id()): which picks are the same entry depends on "
+    "the ints, and a replay would not compare again"
+)
+
+
+def _same(a: Any, b: Any, depth: int) -> bool:
+    """``a == b`` for Values, by identity, as eagerly (a stand-in as its pick);
+    asked by user code while tracing, the function runs eagerly."""
+    frame = sys._getframe(depth)
+    if reads.current() is None or not _user_frame(frame):
+        return a is b  # compile's own bookkeeping: the stand-in itself
+    _compared(frame)
+    return _entry(a) is _entry(b)
+
+
+def same_object(a: Any, b: Any) -> bool:
+    """``a is b`` in user code while tracing, a stand-in as the entry it
+    picks (a rewrite of ``is``/``is not`` would call this; the function
+    then runs eagerly)."""
+    if type(a) is not StandIn and type(b) is not StandIn:
+        return a is b
+    return _same(a, b, 2)
+
+
 def alias_of(v: Value, candidates: tuple[Value, ...]) -> Value:
     """A fresh leaf with ``v``'s value that stands for a gather's pick
     among ``candidates`` (made without ``__init__``: not a constant)."""
-    alias = object.__new__(Value)
+    alias = object.__new__(StandIn)
+    alias.picked = v
     _data_slot.__set__(alias, _data_slot.__get__(v, Value))
     _grad_slot.__set__(alias, 0.0)
     _depends(alias, candidates, GATHER)
     return alias
 
 
-def untrace(roots: list[Any], record: Record) -> None:
+def untrace(roots: list[Any], record: Record) -> dict[Any, Any]:
     """Make the graph behind ``roots`` the one ``fn`` builds eagerly, for a
     trace that cannot be captured (its result is then the call's): the
     picks of gathers in place of their aliases, read floats as the leaves
-    and plain floats they are."""
+    and plain floats they are. Returns the picks, by alias."""
     from ..value.walk import topological_order
 
     picks = {}
@@ -107,7 +180,7 @@ def untrace(roots: list[Any], record: Record) -> None:
         picks[alias] = entry[j] if gather.row else entry
     roots = [r for r in roots if isinstance(r, Value)]
     if not roots:
-        return
+        return picks
     holder = object.__new__(Value)
     holder._prev = tuple(roots)
     nodes, leaves = topological_order(holder)
@@ -124,10 +197,18 @@ def untrace(roots: list[Any], record: Record) -> None:
             if v._local:
                 v._local = tuple(map(_plain, v._local))
         _data_slot.__set__(v, _plain(_data_slot.__get__(v, Value)))
+    return picks
 
 
 def _plain(x: Any) -> Any:
     return float.__float__(x) if type(x) is TracedFloat else x
+
+
+#: Why a function that runs a backward pass while traced runs eagerly.
+BACKWARD_INSIDE = (
+    "calls backward() inside the function (a step function?); a replay would not "
+    "repeat the backward pass: call it outside, or pass optimizer= to chainrule.compile"
+)
 
 
 class Unsupported(Exception):
@@ -171,10 +252,12 @@ def watching(record: Record, created: list[Value]) -> Iterator[None]:
     grad_slot = Value.__dict__["grad"]
     get_grad, put_grad = grad_slot.__get__, grad_slot.__set__
     init = Value.__init__
+    init_code = init.__code__
+    eager_backward = Value.backward
     as_float = engine._as_float
     saved = {  # None: inherited (from BeyondMicrograd)
         name: Value.__dict__.get(name)
-        for name in ("__lt__", "__le__", "__gt__", "__ge__", "__format__")
+        for name in ("__lt__", "__le__", "__gt__", "__ge__", "__format__", "backward")
     }
     me = threading.get_ident()
     internal = _INTERNAL
@@ -209,12 +292,25 @@ def watching(record: Record, created: list[Value]) -> Iterator[None]:
         return g
 
     def write_grad(v: Value, g: Any) -> None:
-        if getframe(1).f_code.co_filename not in internal and threading.get_ident() == me:
-            record.problems.append(
-                f"{reads.where()}: writes .grad of a Value (zero_grad inside the function?); "
-                "a replay would not repeat the write: call it outside"
-            )
+        code = getframe(1).f_code
+        if threading.get_ident() == me:
+            if code.co_filename not in internal:
+                record.problems.append(
+                    f"{reads.where()}: writes .grad of a Value (zero_grad inside the "
+                    "function?); a replay would not repeat the write: call it outside"
+                )
+            elif code is not init_code:  # the engine's backward pass, not a new Value's 0.0
+                record.problems.append(f"{reads.user_site()}: {BACKWARD_INSIDE}")
         put_grad(v, g)
+
+    def backward(self: Value, *args: Any, **kwargs: Any) -> None:
+        if threading.get_ident() == me:
+            record.problems.append(f"{reads.user_site()}: {BACKWARD_INSIDE}")
+            # the function runs eagerly from now on, and this call's result is
+            # the trace's own: its backward pass runs on the eager graph (the
+            # picks in place of their stand-ins)
+            untrace([self], record)
+        eager_backward(self, *args, **kwargs)
 
     def read_leaf(v: Value, x: Any) -> None:
         """A leaf made from a read float: recomputed at each replay."""
@@ -297,6 +393,7 @@ def watching(record: Record, created: list[Value]) -> Iterator[None]:
     Value.data = property(read, write)  # type: ignore[misc,assignment]
     Value.grad = property(read_grad, write_grad)  # type: ignore[misc]
     Value.__init__ = new_init  # type: ignore[method-assign]
+    Value.backward = backward  # type: ignore[method-assign]
     Value.__lt__ = compare(operator.lt)  # type: ignore[method-assign,assignment]
     Value.__le__ = compare(operator.le)  # type: ignore[method-assign,assignment]
     Value.__gt__ = compare(operator.gt)  # type: ignore[method-assign,assignment]
