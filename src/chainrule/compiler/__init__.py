@@ -180,7 +180,7 @@ class _NodeBackward:
             _node_backward(v)
 
 
-def _output(value: float, program: Any, slot: int, buffer: Any, call: Call) -> Value:
+def _output(value: float, program: Any, slot: int, buffer: Any, call: Call) -> CompiledValue:
     v = object.__new__(CompiledValue)
     v.data = value
     v.grad = 0.0

@@ -699,7 +699,8 @@ class Program:
             plan = self._plan = self._backward_plan()
         if seen is not None:  # the terms a mask skips: zeros
             terms = np.zeros(self.n_terms + 1)
-            return self._run_plan(val, root, seed, call, seen, terms, self._views(terms), node_grads)
+            views = self._views(terms)
+            return self._run_plan(val, root, seed, call, seen, terms, views, node_grads)
         # Every group writes all its terms before any is read (a node's
         # terms are read by the nodes it feeds, later in the plan), so a
         # buffer of terms serves call after call, with its groups' views;

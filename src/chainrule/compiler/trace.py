@@ -123,9 +123,7 @@ def _user_frame(frame: Any) -> bool:
 def _compared(frame: Any) -> None:
     record = reads.current()
     if record is not None:
-        record.problems.append(
-            f"{frame.f_code.co_filename}:{frame.f_lineno}: {IDENTITY_OF_PICK}"
-        )
+        record.problems.append(f"{frame.f_code.co_filename}:{frame.f_lineno}: {IDENTITY_OF_PICK}")
 
 
 #: Why a function that compares a stand-in by identity runs eagerly.
