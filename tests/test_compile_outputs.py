@@ -311,3 +311,19 @@ def test_identity_of_picks_is_eagers(fn: Callable[..., Value], calls: list[Any])
     with pytest.warns(CompileWarning, match="by identity"):
         for args in calls:
             assert fast(*args).data == fn(*args).data
+
+
+def hooked(i: int, j: int) -> Value:
+    """``WTE[i] is WTE[j]`` and ``id(WTE[i])`` as a rewrite of ``is`` and
+    ``id`` would call them (rewrite.py leaves both as written today)."""
+    from chainrule.compiler.trace import identity, same_object
+
+    same = same_object(WTE[i], WTE[j]) and identity(WTE[i]) == identity(WTE[j])
+    return WTE[0] * float(same)
+
+
+def test_the_hooks_for_is_and_id() -> None:
+    fast = _compiled(hooked)
+    with pytest.warns(CompileWarning, match="by identity"):
+        for i, j in [(2, 2), (2, 3), (3, 3)]:
+            assert fast(i, j).data == (WTE[0].data if i == j else 0.0)

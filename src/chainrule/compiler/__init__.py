@@ -60,7 +60,9 @@ recomputed by the same builtin; any other comparison or conversion is a
 guard, checked at every replay, and a replay where it would go the other
 way traces again. What cannot be replayed (a micrograd ``_backward``
 closure, ``Value(data, children, local_grads)`` nodes, writes to ``.data``
-or reads of ``.grad`` inside ``fn``, a read float used where it cannot be followed) makes the
+or reads of ``.grad`` inside ``fn``, a ``backward()`` inside ``fn``, an
+output other than Values and numbers in tuples, lists and dicts, a read
+float used where it cannot be followed) makes the
 function run eagerly from then on, with one :class:`CompileWarning`
 naming the reason and the line.
 
