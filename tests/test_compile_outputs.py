@@ -11,6 +11,7 @@ not used, and identity tests on picked entries.
 
 from __future__ import annotations
 
+import collections
 import math
 import warnings
 from collections.abc import Callable, Iterator
@@ -223,6 +224,25 @@ def test_a_closure_or_generator_output_runs_eagerly() -> None:
             0.5 * x * 3.0,
             [0.5 * x, 0.5 * 2 * x],
         )
+
+
+Pair = collections.namedtuple("Pair", "a b")
+
+
+@pytest.mark.parametrize(
+    "fn",
+    [
+        lambda x: Pair(W * x, W + x),
+        lambda x: collections.OrderedDict(a=W * x),
+        lambda x: [W * x, collections.UserList([W])],
+    ],
+)
+def test_a_container_subclass_output_runs_eagerly(fn: Callable[[float], Any]) -> None:
+    fast = _compiled(fn)
+    with pytest.warns(CompileWarning, match="returns a"):
+        for x in (1.0, 2.0):
+            got, want = fast(x), fn(x)
+            assert type(got) is type(want) and repr(got) == repr(want)
 
 
 # --------------------------------------------------------------------------

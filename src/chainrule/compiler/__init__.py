@@ -517,6 +517,11 @@ class Compiled:
         if escaped is not None:
             self._why.append(f"a float argument is read whole by {escaped}")
         out_items, rebuild, _ = flatten(out)
+        odd = _odd_container(out)
+        if odd is not None:  # a replay would rebuild it as a plain tuple, list or dict
+            record.problems.append(
+                f"it returns a {odd.__name__} (a replay returns tuples, lists and dicts)"
+            )
         arg_values = call.values
         try:
             if record.problems:
@@ -534,8 +539,9 @@ class Compiled:
             program = P.build(values, recipes, created, positions, record)
         except Unsupported as e:
             self._eager(str(e), None, 5)
-            # the trace ran fn: its result is this call's
-            return _untraced(out_items, record, rebuild)
+            # the trace ran fn: its result is this call's (an odd container
+            # as it is, its items made eager in place)
+            return _untraced(out_items, record, rebuild if odd is None else lambda _: out)
         outputs: list[Any] = []
         made = set(created)
         for x in out_items:
@@ -713,14 +719,25 @@ def _plain_int(x: Any) -> Any:
     return x.value if isinstance(x, TracedInt) else x
 
 
+def _odd_container(out: Any) -> type | None:
+    """The first tuple, list or dict in the nest ``out`` whose type is a
+    subclass (a namedtuple, an ``OrderedDict``), or None."""
+    t = type(out)
+    if t is tuple or t is list:
+        return next((o for o in map(_odd_container, out) if o is not None), None)
+    if t is dict:
+        return next((o for o in map(_odd_container, out.values()) if o is not None), None)
+    return t if isinstance(out, (tuple, list, dict)) else None
+
+
 def _untraced(out_items: list[Any], record: Any, rebuild: Callable[[list[Any]], Any]) -> Any:
     """The result of a trace that is not kept, as ``fn`` returned it
     eagerly: the graph made eager (:func:`~chainrule.compiler.trace.untrace`),
     a pick as the entry itself, a followed int as the int."""
-    from .trace import untrace
+    from .trace import StandIn, untrace
 
     picks = untrace(out_items, record)
-    return rebuild([_plain_int(picks.get(x, x) if x in picks else x) for x in out_items])
+    return rebuild([_plain_int(picks.get(x, x) if type(x) is StandIn else x) for x in out_items])
 
 
 def _picked(alias: Any, slot: int, record: Any, positions: dict[Any, int], made: set[Any]) -> Any:
