@@ -164,6 +164,31 @@ def test_an_intermediate_output_gets_its_gradient() -> None:
         assert want[0][0] != 0.0 and want[0][2] == 7.0 and want[0][3]
 
 
+LOGITS = [Value(0.3), Value(-0.2), Value(0.5)]
+
+
+def softmax_parts(t: int) -> tuple[Value, Value, Value, list[Value]]:
+    logits = [w * 2.0 for w in LOGITS]
+    top = max(v.data for v in logits)
+    ex = [(v - top).exp() for v in logits]
+    total = sum(ex)
+    probs = [e / total for e in ex]
+    loss = -probs[t].log()
+    return probs[0], total, loss, ex
+
+
+def test_softmax_parts_get_their_gradients_through_a_pick() -> None:
+    fast = _compiled(softmax_parts)
+    for t in (0, 1, 0, 2):
+        got = []
+        for f in (softmax_parts, fast):
+            p0, total, loss, ex = f(t)
+            loss.backward()
+            got.append((p0.grad, total.grad, [e.grad for e in ex], loss.grad))
+        assert got[0] == got[1]
+    assert fast.traces == 1
+
+
 # --------------------------------------------------------------------------
 # 4. a returned pick is the entry itself
 # --------------------------------------------------------------------------
