@@ -308,13 +308,21 @@ def watching(record: Record, created: list[Value]) -> Iterator[None]:
                     f"{reads.where()}: writes .grad of a Value (zero_grad inside the "
                     "function?); a replay would not repeat the write: call it outside"
                 )
-            elif code is not init_code:  # the engine's backward pass, not a new Value's 0.0
-                record.problems.append(f"{reads.user_site()}: {BACKWARD_INSIDE}")
+            elif code is not init_code and not backward_noted:
+                # the engine's backward pass (not a new Value's 0.0): noted once
+                note_backward(reads.user_site())
         put_grad(v, g)
+
+    backward_noted = False
+
+    def note_backward(site: str) -> None:
+        nonlocal backward_noted
+        backward_noted = True
+        record.problems.append(f"{site}: {BACKWARD_INSIDE}")
 
     def backward(self: Value, *args: Any, **kwargs: Any) -> None:
         if threading.get_ident() == me:
-            record.problems.append(f"{reads.user_site()}: {BACKWARD_INSIDE}")
+            note_backward(reads.user_site())
             # the function runs eagerly from now on, and this call's result is
             # the trace's own: its backward pass runs on the eager graph (the
             # picks in place of their stand-ins)
