@@ -29,10 +29,14 @@ identity: see the compile page's sharp bits.
 
 from __future__ import annotations
 
+import array
+import collections
+import functools
 import operator
 import sys
+import weakref
 from itertools import chain
-from types import BuiltinFunctionType, FunctionType, MethodType, ModuleType
+from types import BuiltinFunctionType, FunctionType, MappingProxyType, MethodType, ModuleType
 from typing import Any
 
 from ..value.engine import Value
@@ -52,7 +56,7 @@ _OPAQUE = (type, ModuleType, FunctionType, BuiltinFunctionType, MethodType, Valu
 #: Rows: lists and tuples.
 _ROWS = frozenset((list, tuple))
 #: Types whose objects are compared, never entered (exactly these types).
-_LEAVES = frozenset((*_OPAQUE, float, int, str, bool, bytes, complex, type(None)))
+_LEAVES = frozenset((*_OPAQUE, float, int, str, bool, bytes, complex, type(None), object))
 
 
 def _same(a: Any, b: Any) -> bool:
@@ -71,13 +75,17 @@ def _same(a: Any, b: Any) -> bool:
 class Sources:
     """The bindings a function reads and their state at a trace."""
 
-    __slots__ = ("roots", "complete")
+    __slots__ = ("roots", "complete", "why")
 
     def __init__(self, fn: Any) -> None:
-        # (namespace dict or cell or object, name or None)
-        self.roots: list[tuple[Any, Any]] = []
-        self.complete = True  # the last take() saw everything (at most LIMIT entries)
-        _collect(fn, self.roots, set(), LEVELS)
+        # (namespace dict, class namespace, cell or object; name or None)
+        roots: list[tuple[Any, Any]] = []
+        self.complete = True  # the last take() saw everything it could check
+        self.why = ""  # when not: why (too many entries, a container it cannot walk)
+        _collect(fn, roots, set(), LEVELS)
+        # each once (a bound method's helper methods name its object's attributes again)
+        # (by id: the roots keep their namespaces alive)
+        self.roots = list({(id(where), name): (where, name) for where, name in roots}.values())
 
     def take(self, known: Snapshot | None = None) -> Snapshot:
         """The state now: a flat list of entries and lengths (``complete``
@@ -97,13 +105,28 @@ class Sources:
                     x = where.cell_contents
                 except ValueError:
                     x = _MISSING
-            elif type(where) is dict:
+            elif type(where) is dict or type(where) is MappingProxyType:
                 x = where.get(name, _MISSING)
             else:
                 x = getattr(where, name, _MISSING)
             out.append(x)
-            _enter(x, out, entered, budget, assumed)
-        self.complete = budget[0] >= 0
+            if type(x) not in _LEAVES:
+                _enter(x, out, entered, budget, assumed)
+        if out.opaque is not None:
+            self.complete = False
+            self.why = (
+                f"it reads a {out.opaque} (besides its arguments), whose contents compile "
+                "cannot check before a replay; pass it as an argument"
+            )
+        elif budget[0] < 0:
+            self.complete = False
+            self.why = (
+                f"it reads more than {LIMIT:,} numbers and objects besides its arguments "
+                "(globals, closures, self: a data set?), too many to check before every "
+                "replay; pass them as arguments"
+            )
+        else:
+            self.complete = True
         return out
 
     def hold(self, old: Snapshot) -> bool:
@@ -114,21 +137,24 @@ class Sources:
         one (the same objects are of the same types); else the full walk,
         whose numbers may equal ``old``'s without being the same objects."""
         now = self.take(old)
+        if now.opaque is not None:
+            return False
         if len(now) == len(old) and all(map(operator.is_, now, old)):
             return True
         now = self.take()
-        return len(now) == len(old) and all(map(_same, now, old))
+        return now.opaque is None and len(now) == len(old) and all(map(_same, now, old))
 
 
 class Snapshot(list[Any]):
     """A :meth:`Sources.take`: its entries, and the types of each row
     level's entries, by the level's place in it (``kinds``)."""
 
-    __slots__ = ("kinds",)
+    __slots__ = ("kinds", "opaque")
 
     def __init__(self) -> None:
         super().__init__()
         self.kinds: dict[int, frozenset[type]] = {}
+        self.opaque: str | None = None  # a container met that cannot be walked: its type
 
 
 def _enter(
@@ -170,21 +196,29 @@ def _enter(
                     kind = _kind(t)
                 if kind is _SKIP:
                     continue
-                if kind is _ARRAY:
-                    if x.nbytes <= ARRAY_KEY_BYTES and not x.dtype.hasobject:
-                        out.append(x.tobytes())
-                    continue
-                d = getattr(x, "__dict__", None)
-                if type(d) is dict:
-                    if "__wrapped__" in d:
-                        continue  # (a wrapped function, a compiled one: code, not data)
-                    items = [*d.keys(), *d.values()]
-                elif not kind:
-                    continue
+                if type(kind) is _Container:
+                    if id(x) in entered:
+                        continue
+                    items = kind.contents(x)
+                    if items is None:  # (a large array of numbers: by identity)
+                        continue
+                    if items is _OPAQUE_ITEMS:
+                        out.opaque = kind.name
+                        continue
+                    # (its length is kept even when 0: whose entries follow is never in doubt)
+                    _attributes(x, kind.slots, items)
                 else:
-                    items = []
-                for name in kind:  # its __slots__
-                    items.extend((name, getattr(x, name, _MISSING)))
+                    d = getattr(x, "__dict__", None)
+                    if type(d) is dict:
+                        if "__wrapped__" in d:
+                            continue  # (a wrapped function, a compiled one: code, not data)
+                        items = [*d.keys(), *d.values()]
+                    elif not kind:
+                        continue
+                    else:
+                        items = []
+                    for name in kind:  # its __slots__
+                        items.extend((name, getattr(x, name, _MISSING)))
             i = id(x)
             if i in entered:
                 continue
@@ -227,26 +261,123 @@ def _enter(
 
 
 _SKIP = "skip"
-_ARRAY = "array"
 #: Per type, what :func:`_enter` does with its objects (by the type itself:
 #: classes live as long as their objects).
 _KINDS: dict[type, Any] = {}
+_OPAQUE_ITEMS: list[Any] = []  # (contents(): a container that cannot be walked)
+
+
+class _Container:
+    """A type whose objects hold entries that are not attributes: a subclass
+    of list, tuple or dict, a set, a deque, an array. ``contents(x)``: the
+    entries (read through the base type's own C methods, not an override),
+    ``None`` for an array too large to compare (by identity), or
+    ``_OPAQUE_ITEMS``; its objects' ``__slots__`` (and ``__dict__``) after."""
+
+    __slots__ = ("name", "contents", "slots")
+
+    def __init__(self, t: type, contents: Any) -> None:
+        self.name = f"{t.__module__}.{t.__qualname__}"
+        self.contents = contents
+        self.slots = _slots(t)
+
+
+def _attributes(x: Any, slots: tuple[str, ...], items: list[Any]) -> None:
+    """Add the ``__dict__`` (its length first: where the entries end is never
+    in doubt) and ``__slots__`` of a container ``x`` to its ``items``."""
+    d = getattr(x, "__dict__", None)
+    if type(d) is dict:
+        items.append(len(d))
+        items.extend(d.keys())
+        items.extend(d.values())
+    for name in slots:
+        items.extend((name, getattr(x, name, _MISSING)))
+
+
+def _rows(base: Any) -> Any:
+    return lambda x: [*base.__iter__(x)]
+
+
+def _mapping(x: Any) -> list[Any]:
+    items = [*dict.keys(x), *dict.values(x)]
+    if isinstance(x, collections.defaultdict):
+        items.append(x.default_factory)
+    return items
+
+
+def _numpy_array(x: Any) -> Any:
+    if not x.dtype.hasobject:
+        return [x.tobytes()] if x.nbytes <= ARRAY_KEY_BYTES else None
+    if x.dtype.kind != "O":  # (records with objects in them)
+        return _OPAQUE_ITEMS
+    return [x.ndim, *x.shape, *x.flat]
+
+
+def _buffer(x: Any) -> Any:
+    data = memoryview(x)
+    if data.nbytes > ARRAY_KEY_BYTES:
+        return None
+    return [data.format, data.tobytes()]
+
+
+#: Containers by base type, what their entries are (the first base that matches).
+_CONTAINERS: list[tuple[type, Any]] = [
+    (list, _rows(list)),
+    (tuple, _rows(tuple)),
+    (dict, _mapping),
+    (set, _rows(set)),
+    (frozenset, _rows(frozenset)),
+    (collections.deque, lambda x: [x.maxlen, *collections.deque.__iter__(x)]),
+    (array.array, _buffer),
+    (bytearray, _buffer),
+    (memoryview, _buffer),
+    (MappingProxyType, lambda x: [*x.keys(), *x.values()]),
+    (type({}.keys()), lambda x: [x.mapping]),
+    (type({}.values()), lambda x: [x.mapping]),
+    (type({}.items()), lambda x: [x.mapping]),
+    (weakref.ref, lambda x: [x()]),
+    (functools.partial, lambda x: [x.func, x.args, x.keywords]),
+]
+#: Types of no data, or of data that cannot change, whatever methods they have.
+_INERT = (range, slice)
 
 
 def _kind(t: type) -> Any:
     """What an object of type ``t`` is to the walk: ``_SKIP`` (a number,
-    code, a module, a Value, a thread's lock: compared, never entered),
-    ``_ARRAY`` (a NumPy array: its bytes, when small), or a plain object:
-    its ``__slots__`` names (and its ``__dict__``, if it has one)."""
+    code, a module, a Value, a thread's lock: compared, never entered), a
+    :class:`_Container` (its entries; a NumPy array: its bytes when small,
+    its objects when of dtype object; an unknown container written in C:
+    its contents cannot be read, the function runs eagerly), or a plain
+    object: its ``__slots__`` names (and its ``__dict__``, if it has one)."""
     numpy = sys.modules.get("numpy")
+    kind: Any
     if t in _ATOMS or t is type(None) or issubclass(t, _OPAQUE) or t.__module__ in _NOT_DATA:
-        kind: Any = _SKIP
+        kind = _SKIP
     elif numpy is not None and issubclass(t, numpy.ndarray):
-        kind = _ARRAY
+        kind = _Container(t, _numpy_array)
+    elif numpy is not None and issubclass(t, (numpy.generic, numpy.dtype)):
+        kind = _SKIP  # (a NumPy scalar or dtype: immutable)
     else:
-        kind = _slots(t)
+        kind = next((_Container(t, how) for base, how in _CONTAINERS if issubclass(t, base)), None)
+        if kind is None:
+            kind = _slots(t)
+            if not kind and _unknown_container(t):
+                kind = _Container(t, lambda x: _OPAQUE_ITEMS)
     _KINDS[t] = kind  # (a type made before NumPy's import is not an array's)
     return kind
+
+
+def _unknown_container(t: type) -> bool:
+    """Whether objects of ``t`` may hold entries the walk cannot see: no
+    ``__dict__``, no ``__slots__``, and C methods to iterate, index or size
+    them (an iterator, a generator, a container of a C extension)."""
+    if t.__dictoffset__ or issubclass(t, _INERT):
+        return False
+    for name in ("__iter__", "__getitem__", "__len__", "__next__"):
+        method = getattr(t, name, None)
+        if method is not None and not isinstance(method, FunctionType):
+            return True
+    return False
 
 
 _ATOMS = (float, int, str, bool, bytes, complex)
