@@ -9,6 +9,9 @@ from __future__ import annotations
 
 import array
 import collections
+import functools
+import sys
+import types
 import warnings
 from collections.abc import Callable
 from typing import Any, NamedTuple
@@ -124,3 +127,119 @@ def test_a_container_it_cannot_walk_runs_eagerly_with_a_warning() -> None:
         assert fast(1.0).data == 1.0
     assert fast(1.0).data == 2.0
     assert fast(1.0).data == 3.0
+
+
+# --------------------------------------------------------------------------
+# Classes, modules' functions, partials: what the code they name reads
+# --------------------------------------------------------------------------
+
+
+class Net:
+    scale = 1.0  # a class attribute, read as self.scale
+
+    def __init__(self) -> None:
+        self.w = Value(0.5)
+
+    def __call__(self, x: float) -> Value:
+        return (self.w * x * self.scale).tanh()
+
+
+def test_a_class_attribute_read_through_self_is_guarded() -> None:
+    net = Net()
+    try:
+        replays_as_eager(lambda x: net(x), lambda: setattr(Net, "scale", 3.0))
+        # set on the object, it shadows the class's
+        replays_as_eager(lambda x: net(x), lambda: setattr(net, "scale", 5.0))
+    finally:
+        Net.scale = 1.0
+
+
+def test_a_method_patched_on_the_class_is_guarded() -> None:
+    class Model:
+        def __init__(self) -> None:
+            self.w = Value(2.0)
+
+        def act(self, v: Value) -> Value:
+            return v * 1.0
+
+        def loss(self, x: float) -> Value:
+            return self.act(self.w * x)
+
+    m = Model()
+    replays_as_eager(m.loss, lambda: setattr(Model, "act", lambda self, v: v * 3.0))
+
+
+def test_the_globals_of_a_module_function_it_calls_are_guarded() -> None:
+    mylib = types.ModuleType("mylib_sources_test")
+    exec("K = 1.0\ndef apply(v):\n    return v * K\n", mylib.__dict__)
+    sys.modules[mylib.__name__] = mylib
+    try:
+        w = Value(0.5)
+        namespace = {"mylib": mylib, "w": w}
+        exec("def f(x):\n    return mylib.apply(w * x)\n", namespace)
+        replays_as_eager(namespace["f"], lambda: setattr(mylib, "K", 5.0))
+    finally:
+        del sys.modules[mylib.__name__]
+
+
+def test_a_partials_arguments_and_keywords_are_guarded() -> None:
+    w = Value(0.5)
+    cfg = {"s": 1.0}
+    rows = [1.0]
+    scaled = functools.partial(lambda r, v, d: v * d["s"] * r[0], rows, d=cfg)
+    replays_as_eager(lambda x: scaled(w * x), lambda: cfg.__setitem__("s", 9.0))
+    replays_as_eager(lambda x: scaled(w * x), lambda: rows.__setitem__(0, 2.0))
+
+
+class Config:
+    lr = 1.0
+    factor = 1.0
+
+    @staticmethod
+    def double() -> float:
+        return 2.0 * Config.factor
+
+    @classmethod
+    def triple(cls) -> float:
+        return 3.0 * cls.factor
+
+
+def test_attributes_static_and_class_methods_of_a_class_it_names_are_guarded() -> None:
+    w = Value(0.5)
+    f = lambda x: w * x * Config.lr * Config.double() * Config.triple()  # noqa: E731
+    try:
+        replays_as_eager(f, lambda: setattr(Config, "lr", 2.0))
+        replays_as_eager(f, lambda: setattr(Config, "factor", 4.0))
+    finally:
+        Config.lr = Config.factor = 1.0
+
+
+def test_a_property_and_what_its_getter_reads_are_guarded() -> None:
+    extra = {"k": 1.0}
+
+    class Model:
+        def __init__(self) -> None:
+            self.w = Value(0.5)
+
+        @property
+        def scale(self) -> float:
+            return extra["k"]
+
+        def loss(self, x: float) -> Value:
+            return self.w * x * self.scale
+
+    m = Model()
+    replays_as_eager(m.loss, lambda: extra.__setitem__("k", 3.0))
+    replays_as_eager(m.loss, lambda: setattr(Model, "scale", property(lambda self: 7.0)))
+
+
+def test_keyword_only_defaults_and_a_compiled_functions_globals_are_guarded() -> None:
+    w = Value(0.5)
+    box = {"v": 1.0}
+
+    def f(x: float, *, s: dict[str, float] = box) -> Value:
+        return w * x * s["v"]
+
+    replays_as_eager(f, lambda: f.__kwdefaults__.__setitem__("s", {"v": 6.0}))  # type: ignore[union-attr]
+    inner = chainrule.compile(lambda x: w * x * box["v"])
+    replays_as_eager(lambda x: inner(x) + 1.0, lambda: box.__setitem__("v", 2.0))

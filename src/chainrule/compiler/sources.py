@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import array
 import collections
+import contextlib
 import functools
 import operator
 import sys
@@ -414,47 +415,139 @@ def _collect(fn: Any, roots: list[tuple[Any, Any]], seen: set[Identity], level: 
         return
     seen.add(me)
     helpers: list[Any] = []
-    if isinstance(fn, MethodType):
+    if isinstance(fn, functools.partial):  # its function, arguments and keywords
+        roots.extend((fn, name) for name in ("func", "args", "keywords"))
+        helpers.append(fn.func)
+    elif isinstance(fn, MethodType):
         obj = fn.__self__
-        d = getattr(obj, "__dict__", None)
-        if type(d) is dict:
-            roots.extend((d, name) for name in d)
+        d = None
+        if isinstance(obj, type):  # (a classmethod's class)
+            klass = obj
+        else:
+            klass = type(obj)
+            d = getattr(obj, "__dict__", None)
+            if type(d) is dict:
+                roots.extend((d, name) for name in d)
+            else:
+                d = None
         fn = fn.__func__
-        if isinstance(fn, FunctionType):  # the methods of its class that it names
-            for name in _names(fn.__code__):
-                method = getattr(type(obj), name, None)
-                if isinstance(method, FunctionType):
-                    helpers.append(MethodType(method, obj))
-    elif not isinstance(fn, FunctionType):
-        d = getattr(fn, "__dict__", None)  # a callable object: its attributes
-        if type(d) is dict:
-            roots.extend((d, name) for name in d)
+        if isinstance(fn, FunctionType):
+            _class_attributes(klass, _names(fn.__code__), obj, d, roots, helpers)
+            _function(fn, roots, helpers)
+    elif isinstance(fn, FunctionType):
+        _function(fn, roots, helpers)
+    else:  # a callable object: as its __call__ bound to it
         call = call_method(fn)
         if isinstance(call, FunctionType):
-            _collect(call, roots, seen, level)
+            _collect(MethodType(call, fn), roots, seen, level)
+            return
+        d = getattr(fn, "__dict__", None)
+        if type(d) is dict:
+            roots.extend((d, name) for name in d)
         return
+    if level > 0:
+        for h in helpers:
+            _collect(h, roots, seen, level - 1)
+
+
+def _function(fn: FunctionType, roots: list[tuple[Any, Any]], helpers: list[Any]) -> None:
+    """The globals ``fn``'s code names (and the attributes it names of the
+    modules among them), its closure cells and defaults; the functions,
+    callable objects and classes among them noted."""
     g = fn.__globals__
     names = _names(fn.__code__)
     for name in names:
         if name in g:
             roots.append((g, name))
-            if isinstance(g[name], FunctionType):
-                helpers.append(g[name])
-            elif isinstance(g[name], ModuleType):  # module.NAME: the names it reads there
-                space = vars(g[name])
-                roots.extend((space, a) for a in names if a in space and a != name)
+            value = g[name]
+            if isinstance(value, ModuleType):  # module.NAME: the names it reads there
+                space = vars(value)
+                for a in names:
+                    if a in space and a != name:
+                        roots.append((space, a))
+                        _named(space[a], names, roots, helpers)
+            else:
+                _named(value, names, roots, helpers)
     for cell in fn.__closure__ or ():
         roots.append((cell, None))
-        try:
-            if isinstance(cell.cell_contents, (FunctionType, MethodType)):
-                helpers.append(cell.cell_contents)
-        except ValueError:
-            pass
+        with contextlib.suppress(ValueError):  # (an empty cell)
+            _named(cell.cell_contents, names, roots, helpers)
     if fn.__defaults__:
         roots.append((fn, "__defaults__"))
-    if level > 0:
-        for h in helpers:
-            _collect(h, roots, seen, level - 1)
+    if fn.__kwdefaults__:
+        roots.append((fn, "__kwdefaults__"))
+
+
+def _named(value: Any, names: list[str], roots: list[tuple[Any, Any]], helpers: list[Any]) -> None:
+    """A global, closure cell or module attribute that is code: a function,
+    a bound method, a partial or a callable object is a helper (what it
+    reads is read too), a class of the user's: its attributes that
+    ``names`` names (``Config.lr``, ``Net.helper``)."""
+    if isinstance(value, (FunctionType, MethodType, functools.partial)):
+        helpers.append(value)
+    elif isinstance(value, type):
+        if _users(value):
+            _class_attributes(value, names, None, None, roots, helpers)
+    else:
+        d = getattr(value, "__dict__", None)
+        if type(d) is dict and "__wrapped__" in d:  # a compiled function: the function
+            helpers.append(d["__wrapped__"])
+        elif _users(type(value)) and isinstance(call_method(value), FunctionType):
+            helpers.append(value)
+
+
+def _users(klass: type) -> bool:
+    """Whether ``klass`` is the user's: not the standard library's, NumPy's
+    or chainrule's (whose attributes are not the user's data)."""
+    top = klass.__module__.partition(".")[0]
+    return top not in sys.stdlib_module_names and top not in ("numpy", "chainrule")
+
+
+def _class_attributes(
+    klass: type,
+    names: list[str],
+    obj: Any,
+    d: dict[str, Any] | None,
+    roots: list[tuple[Any, Any]],
+    helpers: list[Any],
+) -> None:
+    """The attributes of ``klass`` (through its MRO) that ``names`` names:
+    rooted in the class that defines each and in those before it (a later
+    definition there shadows it), and in ``d``, ``obj``'s ``__dict__`` (an
+    attribute set on the object later shadows it too); its methods,
+    static and class methods and properties' getters are helpers (bound to
+    ``obj`` when there is one)."""
+    spaces = [_space(k) for k in klass.__mro__ if k is not object]
+    for name in names:
+        for i, space in enumerate(spaces):
+            if name not in space:
+                continue
+            roots.extend((s, name) for s in spaces[: i + 1])
+            if d is not None and name not in d:
+                roots.append((d, name))
+            attr = space[name]
+            if isinstance(attr, property):
+                attr = attr.fget
+            if isinstance(attr, FunctionType):
+                helpers.append(attr if obj is None else MethodType(attr, obj))
+            elif isinstance(attr, staticmethod):
+                helpers.append(attr.__func__)
+            elif isinstance(attr, classmethod):
+                helpers.append(MethodType(attr.__func__, klass))
+            elif not isinstance(attr, type):
+                _named(attr, names, roots, helpers)
+            break
+
+
+#: Each class's namespace, one view per class (a root is kept once: by its view's id).
+_SPACES: weakref.WeakKeyDictionary[type, Any] = weakref.WeakKeyDictionary()
+
+
+def _space(klass: type) -> Any:
+    space = _SPACES.get(klass)
+    if space is None:
+        space = _SPACES[klass] = vars(klass)
+    return space
 
 
 def _names(code: Any) -> list[str]:
