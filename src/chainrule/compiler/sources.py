@@ -13,17 +13,29 @@ tracing still pays).
 
 What is checked: the names the function's code loads from its globals
 (and its nested functions' code), the attributes it names of a module it
-reads, its closure cells and defaults, and for a bound method the
-attributes of its object; the same for the functions these name (and the
-methods its object's class defines that it names), :data:`LEVELS` deep.
+reads, its closure cells, defaults and keyword-only defaults, and for a
+bound method (a callable object: its ``__call__`` bound to it) the
+attributes of its object and those its code names on its class, through
+the MRO (in each class up to the one that defines it, and on the object,
+where a later one would shadow it); the same for the functions these name:
+functions and callable objects in globals, cells and modules, the
+methods, static and class methods and properties' getters of those
+classes, the attributes it names of a class of the user's it reads
+(``Config.lr``), a ``functools.partial``'s function, arguments and
+keywords, a compiled function's own function; :data:`LEVELS` deep.
 Each binding by identity, and everything reachable from it through lists,
-tuples, dicts and plain objects' attributes (``__slots__`` too), at any
-depth, entry by entry
-(by identity, numbers by value, bit for bit); NumPy arrays up to
-:data:`~chainrule.compiler.keys.ARRAY_KEY_BYTES` by their bytes. A
-function that reads more than :data:`LIMIT` entries that way (a data set
-in a global) cannot be checked before every replay: it runs eagerly, with
-one warning (pass such data as arguments). Larger arrays are checked by
+tuples and dicts (their subclasses too, read with the base type's own
+methods, and their attributes), sets, frozensets, deques, partials, weak
+references and plain objects' attributes (``__slots__`` too), at any
+depth, entry by entry (by identity, numbers by value, bit for bit); NumPy
+arrays, ``array.array``, ``bytearray`` up to
+:data:`~chainrule.compiler.keys.ARRAY_KEY_BYTES` by their bytes, NumPy
+object arrays entry by entry. A function that reads more than
+:data:`LIMIT` entries that way (a data set in a global), or an object of a
+C type that may hold entries the walk cannot read (an iterator, a
+generator, a C extension's container), cannot be checked before every
+replay: it runs eagerly, with one warning naming why (pass such data as
+arguments). Larger arrays are checked by
 identity: see the compile page's sharp bits.
 """
 
@@ -34,7 +46,9 @@ import collections
 import contextlib
 import functools
 import operator
+import re
 import sys
+import types
 import weakref
 from itertools import chain
 from types import BuiltinFunctionType, FunctionType, MappingProxyType, MethodType, ModuleType
@@ -340,7 +354,7 @@ _CONTAINERS: list[tuple[type, Any]] = [
     (functools.partial, lambda x: [x.func, x.args, x.keywords]),
 ]
 #: Types of no data, or of data that cannot change, whatever methods they have.
-_INERT = (range, slice)
+_INERT = (range, slice, types.GenericAlias, types.UnionType, re.Match)
 
 
 def _kind(t: type) -> Any:
@@ -462,10 +476,12 @@ def _function(fn: FunctionType, roots: list[tuple[Any, Any]], helpers: list[Any]
             value = g[name]
             if isinstance(value, ModuleType):  # module.NAME: the names it reads there
                 space = vars(value)
+                users = _users_module(value)
                 for a in names:
                     if a in space and a != name:
                         roots.append((space, a))
-                        _named(space[a], names, roots, helpers)
+                        if users:  # (a library's functions: its own business)
+                            _named(space[a], names, roots, helpers)
             else:
                 _named(value, names, roots, helpers)
     for cell in fn.__closure__ or ():
@@ -497,10 +513,22 @@ def _named(value: Any, names: list[str], roots: list[tuple[Any, Any]], helpers: 
 
 
 def _users(klass: type) -> bool:
-    """Whether ``klass`` is the user's: not the standard library's, NumPy's
-    or chainrule's (whose attributes are not the user's data)."""
-    top = klass.__module__.partition(".")[0]
-    return top not in sys.stdlib_module_names and top not in ("numpy", "chainrule")
+    """Whether ``klass`` is the user's (its module is: :func:`_users_module`)."""
+    return _users_module(sys.modules.get(klass.__module__), klass.__module__)
+
+
+def _users_module(module: ModuleType | None, name: str = "") -> bool:
+    """Whether ``module`` (named ``name``) is the user's, not the standard
+    library, NumPy, chainrule or an installed package (site-packages): what
+    a library's code reads is not the user's data."""
+    top = (name or getattr(module, "__name__", "")).partition(".")[0]
+    where = str(getattr(module, "__file__", None) or "")
+    return (
+        top not in sys.stdlib_module_names
+        and top not in ("numpy", "chainrule", "builtins")
+        and "site-packages" not in where
+        and "dist-packages" not in where
+    )
 
 
 def _class_attributes(
