@@ -243,3 +243,21 @@ def test_keyword_only_defaults_and_a_compiled_functions_globals_are_guarded() ->
     replays_as_eager(f, lambda: f.__kwdefaults__.__setitem__("s", {"v": 6.0}))  # type: ignore[union-attr]
     inner = chainrule.compile(lambda x: w * x * box["v"])
     replays_as_eager(lambda x: inner(x) + 1.0, lambda: box.__setitem__("v", 2.0))
+
+
+def test_the_slots_of_a_methods_object_are_guarded() -> None:
+    """A method of an object with ``__slots__`` and no ``__dict__`` (a
+    dataclass with ``slots=True``): its attributes changed after tracing."""
+
+    class Model:
+        __slots__ = ("w", "k")
+
+        def __init__(self) -> None:
+            self.w = Value(0.5)
+            self.k = 1.0
+
+        def loss(self, x: float) -> Value:
+            return self.w * x * self.k
+
+    m = Model()
+    replays_as_eager(m.loss, lambda: setattr(m, "k", 3.0))

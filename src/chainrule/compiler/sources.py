@@ -322,17 +322,20 @@ def _mapping(x: Any) -> list[Any]:
 
 def _numpy_array(x: Any) -> Any:
     if not x.dtype.hasobject:
-        return [x.tobytes()] if x.nbytes <= ARRAY_KEY_BYTES else None
+        return [x.dtype.str, *x.shape, x.tobytes()] if x.nbytes <= ARRAY_KEY_BYTES else None
     if x.dtype.kind != "O":  # (records with objects in them)
         return _OPAQUE_ITEMS
     return [x.ndim, *x.shape, *x.flat]
 
 
 def _buffer(x: Any) -> Any:
-    data = memoryview(x)
+    try:
+        data = memoryview(x)
+    except ValueError:  # (a released memoryview: no data)
+        return []
     if data.nbytes > ARRAY_KEY_BYTES:
         return None
-    return [data.format, data.tobytes()]
+    return [data.format, *(data.shape or ()), data.tobytes()]
 
 
 #: Containers by base type, what their entries are (the first base that matches).
@@ -439,6 +442,7 @@ def _collect(fn: Any, roots: list[tuple[Any, Any]], seen: set[Identity], level: 
             klass = obj
         else:
             klass = type(obj)
+            roots.extend((obj, name) for name in _slots(klass))
             d = getattr(obj, "__dict__", None)
             if type(d) is dict:
                 roots.extend((d, name) for name in d)
