@@ -261,3 +261,20 @@ def test_the_slots_of_a_methods_object_are_guarded() -> None:
 
     m = Model()
     replays_as_eager(m.loss, lambda: setattr(m, "k", 3.0))
+
+
+def test_what_a_function_in_an_attribute_of_self_reads_is_guarded() -> None:
+    """``self.act(v)``, ``self.act`` a lambda (or a partial) set on the
+    object: the globals and cells it reads are guarded too."""
+    k = {"s": 1.0}
+
+    class Model:
+        def __init__(self) -> None:
+            self.w = Value(0.5)
+            self.act = lambda v: v * k["s"]
+
+        def loss(self, x: float) -> Value:
+            return self.act(self.w * x)
+
+    m = Model()
+    replays_as_eager(m.loss, lambda: k.__setitem__("s", 3.0))

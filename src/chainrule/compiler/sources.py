@@ -450,7 +450,12 @@ def _collect(fn: Any, roots: list[tuple[Any, Any]], seen: set[Identity], level: 
                 d = None
         fn = fn.__func__
         if isinstance(fn, FunctionType):
-            _class_attributes(klass, _names(fn.__code__), obj, d, roots, helpers)
+            names = _names(fn.__code__)
+            _class_attributes(klass, names, obj, d, roots, helpers)
+            attributes = d or {}
+            for name in names:  # self.act(v): what it reads too
+                if name in attributes:
+                    _named(attributes[name], names, roots, helpers)
             _function(fn, roots, helpers)
     elif isinstance(fn, FunctionType):
         _function(fn, roots, helpers)
