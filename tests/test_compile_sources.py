@@ -278,3 +278,23 @@ def test_what_a_function_in_an_attribute_of_self_reads_is_guarded() -> None:
 
     m = Model()
     replays_as_eager(m.loss, lambda: k.__setitem__("s", 3.0))
+
+
+class Settings:
+    lr = 1.0
+
+
+settings = Settings()
+
+
+def through_settings(x: float) -> Value:
+    return Value(0.5) * x * settings.lr
+
+
+def test_a_class_attribute_of_an_object_in_a_global_is_guarded() -> None:
+    try:
+        replays_as_eager(through_settings, lambda: setattr(Settings, "lr", 3.0))
+        replays_as_eager(through_settings, lambda: setattr(settings, "lr", 5.0))
+    finally:
+        Settings.lr = 1.0
+        vars(settings).pop("lr", None)

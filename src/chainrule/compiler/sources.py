@@ -98,8 +98,8 @@ class Sources:
         self.complete = True  # the last take() saw everything it could check
         self.why = ""  # when not: why (too many entries, a container it cannot walk)
         _collect(fn, roots, set(), LEVELS)
-        # each once (a bound method's helper methods name its object's attributes again)
-        # (by id: the roots keep their namespaces alive)
+        # each once, by id (a bound method's helper methods name its object's
+        # attributes again; the roots keep their namespaces alive)
         self.roots = list({(id(where), name): (where, name) for where, name in roots}.values())
 
     def take(self, known: Snapshot | None = None) -> Snapshot:
@@ -503,11 +503,18 @@ def _function(fn: FunctionType, roots: list[tuple[Any, Any]], helpers: list[Any]
         roots.append((fn, "__kwdefaults__"))
 
 
-def _named(value: Any, names: list[str], roots: list[tuple[Any, Any]], helpers: list[Any]) -> None:
+def _named(
+    value: Any,
+    names: list[str],
+    roots: list[tuple[Any, Any]],
+    helpers: list[Any],
+    objects: bool = True,
+) -> None:
     """A global, closure cell or module attribute that is code: a function,
     a bound method, a partial or a callable object is a helper (what it
     reads is read too), a class of the user's: its attributes that
-    ``names`` names (``Config.lr``, ``Net.helper``)."""
+    ``names`` names (``Config.lr``, ``Net.helper``); with ``objects``, an
+    object of a class of the user's: those of its class (``cfg.lr``)."""
     if isinstance(value, (FunctionType, MethodType, functools.partial)):
         helpers.append(value)
     elif isinstance(value, type):
@@ -517,8 +524,12 @@ def _named(value: Any, names: list[str], roots: list[tuple[Any, Any]], helpers: 
         d = getattr(value, "__dict__", None)
         if type(d) is dict and "__wrapped__" in d:  # a compiled function: the function
             helpers.append(d["__wrapped__"])
-        elif _users(type(value)) and isinstance(call_method(value), FunctionType):
-            helpers.append(value)
+        elif _users(type(value)):
+            if isinstance(call_method(value), FunctionType):
+                helpers.append(value)
+            if objects:
+                d = d if type(d) is dict else None
+                _class_attributes(type(value), names, value, d, roots, helpers)
 
 
 def _users(klass: type) -> bool:
@@ -572,7 +583,7 @@ def _class_attributes(
             elif isinstance(attr, classmethod):
                 helpers.append(MethodType(attr.__func__, klass))
             elif not isinstance(attr, type):
-                _named(attr, names, roots, helpers)
+                _named(attr, names, roots, helpers, objects=False)
             break
 
 
