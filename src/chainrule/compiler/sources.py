@@ -243,9 +243,18 @@ def _enter(
             out.extend(items)
             below.extend([y for y in items if type(y) not in leaves])
         if rows:
-            flat = list(chain.from_iterable(rows))
             at = len(out)
             kinds_below = None if assumed is None else assumed.get(at)
+            if kinds_below is not None and leaves.issuperset(kinds_below):
+                # (before a replay, rows of numbers or Values as before: no copy)
+                out.kinds[at] = kinds_below
+                out.extend(map(len, rows))
+                at = len(out)
+                out.extend(chain.from_iterable(rows))
+                left -= len(out) - at
+                level = below
+                continue
+            flat = list(chain.from_iterable(rows))
             if kinds_below is None:
                 kinds_below = frozenset(map(type, flat))
             out.kinds[at] = kinds_below
