@@ -501,13 +501,7 @@ class Compiled:
                 record.guards.append((reads.same, ("arg", k), x, True))
         snapshot = self._sources.take()
         if not self._sources.complete:
-            from .sources import LIMIT
-
-            record.problems.append(
-                f"it reads more than {LIMIT:,} numbers and objects besides its arguments "
-                "(globals, closures, self: a data set?), too many to check before every "
-                "replay; pass them as arguments"
-            )
+            record.problems.append(self._sources.why)  # (too much, or a container it cannot walk)
         if not self._sources.hold(before):
             record.problems.append(
                 "it changes a global, a closure's or self's value while it runs (a counter, a "

@@ -13,26 +13,45 @@ tracing still pays).
 
 What is checked: the names the function's code loads from its globals
 (and its nested functions' code), the attributes it names of a module it
-reads, its closure cells and defaults, and for a bound method the
-attributes of its object; the same for the functions these name (and the
-methods its object's class defines that it names), :data:`LEVELS` deep.
+reads, its closure cells, defaults and keyword-only defaults, and for a
+bound method (a callable object: its ``__call__`` bound to it) the
+attributes of its object and those its code names on its class, through
+the MRO (in each class up to the one that defines it, and on the object,
+where a later one would shadow it); the same for the functions these name:
+functions and callable objects in globals, cells and modules, the
+methods, static and class methods and properties' getters of those
+classes, the attributes it names of a class of the user's it reads
+(``Config.lr``), a ``functools.partial``'s function, arguments and
+keywords, a compiled function's own function; :data:`LEVELS` deep.
 Each binding by identity, and everything reachable from it through lists,
-tuples, dicts and plain objects' attributes (``__slots__`` too), at any
-depth, entry by entry
-(by identity, numbers by value, bit for bit); NumPy arrays up to
-:data:`~chainrule.compiler.keys.ARRAY_KEY_BYTES` by their bytes. A
-function that reads more than :data:`LIMIT` entries that way (a data set
-in a global) cannot be checked before every replay: it runs eagerly, with
-one warning (pass such data as arguments). Larger arrays are checked by
+tuples and dicts (their subclasses too, read with the base type's own
+methods, and their attributes), sets, frozensets, deques, partials, weak
+references and plain objects' attributes (``__slots__`` too), at any
+depth, entry by entry (by identity, numbers by value, bit for bit); NumPy
+arrays, ``array.array``, ``bytearray`` up to
+:data:`~chainrule.compiler.keys.ARRAY_KEY_BYTES` by their bytes, NumPy
+object arrays entry by entry. A function that reads more than
+:data:`LIMIT` entries that way (a data set in a global), or an object of a
+C type that may hold entries the walk cannot read (an iterator, a
+generator, a C extension's container), cannot be checked before every
+replay: it runs eagerly, with one warning naming why (pass such data as
+arguments). Larger arrays are checked by
 identity: see the compile page's sharp bits.
 """
 
 from __future__ import annotations
 
+import array
+import collections
+import contextlib
+import functools
 import operator
+import re
 import sys
+import types
+import weakref
 from itertools import chain
-from types import BuiltinFunctionType, FunctionType, MethodType, ModuleType
+from types import BuiltinFunctionType, FunctionType, MappingProxyType, MethodType, ModuleType
 from typing import Any
 
 from ..value.engine import Value
@@ -52,7 +71,7 @@ _OPAQUE = (type, ModuleType, FunctionType, BuiltinFunctionType, MethodType, Valu
 #: Rows: lists and tuples.
 _ROWS = frozenset((list, tuple))
 #: Types whose objects are compared, never entered (exactly these types).
-_LEAVES = frozenset((*_OPAQUE, float, int, str, bool, bytes, complex, type(None)))
+_LEAVES = frozenset((*_OPAQUE, float, int, str, bool, bytes, complex, type(None), object))
 
 
 def _same(a: Any, b: Any) -> bool:
@@ -71,13 +90,17 @@ def _same(a: Any, b: Any) -> bool:
 class Sources:
     """The bindings a function reads and their state at a trace."""
 
-    __slots__ = ("roots", "complete")
+    __slots__ = ("roots", "complete", "why")
 
     def __init__(self, fn: Any) -> None:
-        # (namespace dict or cell or object, name or None)
-        self.roots: list[tuple[Any, Any]] = []
-        self.complete = True  # the last take() saw everything (at most LIMIT entries)
-        _collect(fn, self.roots, set(), LEVELS)
+        # (namespace dict, class namespace, cell or object; name or None)
+        roots: list[tuple[Any, Any]] = []
+        self.complete = True  # the last take() saw everything it could check
+        self.why = ""  # when not: why (too many entries, a container it cannot walk)
+        _collect(fn, roots, set(), LEVELS)
+        # each once, by id (a bound method's helper methods name its object's
+        # attributes again; the roots keep their namespaces alive)
+        self.roots = list({(id(where), name): (where, name) for where, name in roots}.values())
 
     def take(self, known: Snapshot | None = None) -> Snapshot:
         """The state now: a flat list of entries and lengths (``complete``
@@ -97,13 +120,28 @@ class Sources:
                     x = where.cell_contents
                 except ValueError:
                     x = _MISSING
-            elif type(where) is dict:
+            elif type(where) is dict or type(where) is MappingProxyType:
                 x = where.get(name, _MISSING)
             else:
                 x = getattr(where, name, _MISSING)
             out.append(x)
-            _enter(x, out, entered, budget, assumed)
-        self.complete = budget[0] >= 0
+            if type(x) not in _LEAVES:
+                _enter(x, out, entered, budget, assumed)
+        if out.opaque is not None:
+            self.complete = False
+            self.why = (
+                f"it reads a {out.opaque} (besides its arguments), whose contents compile "
+                "cannot check before a replay; pass it as an argument"
+            )
+        elif budget[0] < 0:
+            self.complete = False
+            self.why = (
+                f"it reads more than {LIMIT:,} numbers and objects besides its arguments "
+                "(globals, closures, self: a data set?), too many to check before every "
+                "replay; pass them as arguments"
+            )
+        else:
+            self.complete = True
         return out
 
     def hold(self, old: Snapshot) -> bool:
@@ -114,21 +152,24 @@ class Sources:
         one (the same objects are of the same types); else the full walk,
         whose numbers may equal ``old``'s without being the same objects."""
         now = self.take(old)
+        if now.opaque is not None:
+            return False
         if len(now) == len(old) and all(map(operator.is_, now, old)):
             return True
         now = self.take()
-        return len(now) == len(old) and all(map(_same, now, old))
+        return now.opaque is None and len(now) == len(old) and all(map(_same, now, old))
 
 
 class Snapshot(list[Any]):
     """A :meth:`Sources.take`: its entries, and the types of each row
     level's entries, by the level's place in it (``kinds``)."""
 
-    __slots__ = ("kinds",)
+    __slots__ = ("kinds", "opaque")
 
     def __init__(self) -> None:
         super().__init__()
         self.kinds: dict[int, frozenset[type]] = {}
+        self.opaque: str | None = None  # a container met that cannot be walked: its type
 
 
 def _enter(
@@ -170,21 +211,29 @@ def _enter(
                     kind = _kind(t)
                 if kind is _SKIP:
                     continue
-                if kind is _ARRAY:
-                    if x.nbytes <= ARRAY_KEY_BYTES and not x.dtype.hasobject:
-                        out.append(x.tobytes())
-                    continue
-                d = getattr(x, "__dict__", None)
-                if type(d) is dict:
-                    if "__wrapped__" in d:
-                        continue  # (a wrapped function, a compiled one: code, not data)
-                    items = [*d.keys(), *d.values()]
-                elif not kind:
-                    continue
+                if type(kind) is _Container:
+                    if id(x) in entered:
+                        continue
+                    items = kind.contents(x)
+                    if items is None:  # (a large array of numbers: by identity)
+                        continue
+                    if items is _OPAQUE_ITEMS:
+                        out.opaque = kind.name
+                        continue
+                    # (its length is kept even when 0: whose entries follow is never in doubt)
+                    _attributes(x, kind.slots, items)
                 else:
-                    items = []
-                for name in kind:  # its __slots__
-                    items.extend((name, getattr(x, name, _MISSING)))
+                    d = getattr(x, "__dict__", None)
+                    if type(d) is dict:
+                        if "__wrapped__" in d:
+                            continue  # (a wrapped function, a compiled one: code, not data)
+                        items = [*d.keys(), *d.values()]
+                    elif not kind:
+                        continue
+                    else:
+                        items = []
+                    for name in kind:  # its __slots__
+                        items.extend((name, getattr(x, name, _MISSING)))
             i = id(x)
             if i in entered:
                 continue
@@ -194,9 +243,18 @@ def _enter(
             out.extend(items)
             below.extend([y for y in items if type(y) not in leaves])
         if rows:
-            flat = list(chain.from_iterable(rows))
             at = len(out)
             kinds_below = None if assumed is None else assumed.get(at)
+            if kinds_below is not None and leaves.issuperset(kinds_below):
+                # (before a replay, rows of numbers or Values as before: no copy)
+                out.kinds[at] = kinds_below
+                out.extend(map(len, rows))
+                at = len(out)
+                out.extend(chain.from_iterable(rows))
+                left -= len(out) - at
+                level = below
+                continue
+            flat = list(chain.from_iterable(rows))
             if kinds_below is None:
                 kinds_below = frozenset(map(type, flat))
             out.kinds[at] = kinds_below
@@ -227,26 +285,126 @@ def _enter(
 
 
 _SKIP = "skip"
-_ARRAY = "array"
 #: Per type, what :func:`_enter` does with its objects (by the type itself:
 #: classes live as long as their objects).
 _KINDS: dict[type, Any] = {}
+_OPAQUE_ITEMS: list[Any] = []  # (contents(): a container that cannot be walked)
+
+
+class _Container:
+    """A type whose objects hold entries that are not attributes: a subclass
+    of list, tuple or dict, a set, a deque, an array. ``contents(x)``: the
+    entries (read through the base type's own C methods, not an override),
+    ``None`` for an array too large to compare (by identity), or
+    ``_OPAQUE_ITEMS``; its objects' ``__slots__`` (and ``__dict__``) after."""
+
+    __slots__ = ("name", "contents", "slots")
+
+    def __init__(self, t: type, contents: Any) -> None:
+        self.name = f"{t.__module__}.{t.__qualname__}"
+        self.contents = contents
+        self.slots = _slots(t)
+
+
+def _attributes(x: Any, slots: tuple[str, ...], items: list[Any]) -> None:
+    """Add the ``__dict__`` (its length first: where the entries end is never
+    in doubt) and ``__slots__`` of a container ``x`` to its ``items``."""
+    d = getattr(x, "__dict__", None)
+    if type(d) is dict:
+        items.append(len(d))
+        items.extend(d.keys())
+        items.extend(d.values())
+    for name in slots:
+        items.extend((name, getattr(x, name, _MISSING)))
+
+
+def _rows(base: Any) -> Any:
+    return lambda x: [*base.__iter__(x)]
+
+
+def _mapping(x: Any) -> list[Any]:
+    items = [*dict.keys(x), *dict.values(x)]
+    if isinstance(x, collections.defaultdict):
+        items.append(x.default_factory)
+    return items
+
+
+def _numpy_array(x: Any) -> Any:
+    if not x.dtype.hasobject:
+        return [x.dtype.str, *x.shape, x.tobytes()] if x.nbytes <= ARRAY_KEY_BYTES else None
+    if x.dtype.kind != "O":  # (records with objects in them)
+        return _OPAQUE_ITEMS
+    return [x.ndim, *x.shape, *x.flat]
+
+
+def _buffer(x: Any) -> Any:
+    try:
+        data = memoryview(x)
+    except ValueError:  # (a released memoryview: no data)
+        return []
+    if data.nbytes > ARRAY_KEY_BYTES:
+        return None
+    return [data.format, *(data.shape or ()), data.tobytes()]
+
+
+#: Containers by base type, what their entries are (the first base that matches).
+_CONTAINERS: list[tuple[type, Any]] = [
+    (list, _rows(list)),
+    (tuple, _rows(tuple)),
+    (dict, _mapping),
+    (set, _rows(set)),
+    (frozenset, _rows(frozenset)),
+    (collections.deque, lambda x: [x.maxlen, *collections.deque.__iter__(x)]),
+    (array.array, _buffer),
+    (bytearray, _buffer),
+    (memoryview, _buffer),
+    (MappingProxyType, lambda x: [*x.keys(), *x.values()]),
+    (type({}.keys()), lambda x: [x.mapping]),
+    (type({}.values()), lambda x: [x.mapping]),
+    (type({}.items()), lambda x: [x.mapping]),
+    (weakref.ref, lambda x: [x()]),
+    (functools.partial, lambda x: [x.func, x.args, x.keywords]),
+]
+#: Types of no data, or of data that cannot change, whatever methods they have.
+_INERT = (range, slice, types.GenericAlias, types.UnionType, re.Match)
 
 
 def _kind(t: type) -> Any:
     """What an object of type ``t`` is to the walk: ``_SKIP`` (a number,
-    code, a module, a Value, a thread's lock: compared, never entered),
-    ``_ARRAY`` (a NumPy array: its bytes, when small), or a plain object:
-    its ``__slots__`` names (and its ``__dict__``, if it has one)."""
+    code, a module, a Value, a thread's lock: compared, never entered), a
+    :class:`_Container` (its entries; a NumPy array: its bytes when small,
+    its objects when of dtype object; an unknown container written in C:
+    its contents cannot be read, the function runs eagerly), or a plain
+    object: its ``__slots__`` names (and its ``__dict__``, if it has one)."""
     numpy = sys.modules.get("numpy")
+    kind: Any
     if t in _ATOMS or t is type(None) or issubclass(t, _OPAQUE) or t.__module__ in _NOT_DATA:
-        kind: Any = _SKIP
+        kind = _SKIP
     elif numpy is not None and issubclass(t, numpy.ndarray):
-        kind = _ARRAY
+        kind = _Container(t, _numpy_array)
+    elif numpy is not None and issubclass(t, (numpy.generic, numpy.dtype)):
+        kind = _SKIP  # (a NumPy scalar or dtype: immutable)
     else:
-        kind = _slots(t)
+        kind = next((_Container(t, how) for base, how in _CONTAINERS if issubclass(t, base)), None)
+        if kind is None:
+            kind = _slots(t)
+            if not kind and _unknown_container(t):
+                kind = _Container(t, lambda x: _OPAQUE_ITEMS)
     _KINDS[t] = kind  # (a type made before NumPy's import is not an array's)
     return kind
+
+
+def _unknown_container(t: type) -> bool:
+    """Whether objects of ``t`` may hold entries the walk cannot see: no
+    ``__dict__``, no ``__slots__``, and C methods to iterate, index or size
+    them (an iterator, a generator, a container of a C extension)."""
+    if t.__dictoffset__ or issubclass(t, _INERT):
+        return False
+    for name in ("__iter__", "__getitem__", "__len__", "__next__"):
+        method = getattr(t, name, None)
+        if method is not None and not isinstance(method, FunctionType):
+            return True
+    return False
 
 
 _ATOMS = (float, int, str, bool, bytes, complex)
@@ -283,47 +441,170 @@ def _collect(fn: Any, roots: list[tuple[Any, Any]], seen: set[Identity], level: 
         return
     seen.add(me)
     helpers: list[Any] = []
-    if isinstance(fn, MethodType):
+    if isinstance(fn, functools.partial):  # its function, arguments and keywords
+        roots.extend((fn, name) for name in ("func", "args", "keywords"))
+        helpers.append(fn.func)
+    elif isinstance(fn, MethodType):
         obj = fn.__self__
-        d = getattr(obj, "__dict__", None)
-        if type(d) is dict:
-            roots.extend((d, name) for name in d)
+        d = None
+        if isinstance(obj, type):  # (a classmethod's class)
+            klass = obj
+        else:
+            klass = type(obj)
+            roots.extend((obj, name) for name in _slots(klass))
+            d = getattr(obj, "__dict__", None)
+            if type(d) is dict:
+                roots.extend((d, name) for name in d)
+            else:
+                d = None
         fn = fn.__func__
-        if isinstance(fn, FunctionType):  # the methods of its class that it names
-            for name in _names(fn.__code__):
-                method = getattr(type(obj), name, None)
-                if isinstance(method, FunctionType):
-                    helpers.append(MethodType(method, obj))
-    elif not isinstance(fn, FunctionType):
-        d = getattr(fn, "__dict__", None)  # a callable object: its attributes
-        if type(d) is dict:
-            roots.extend((d, name) for name in d)
+        if isinstance(fn, FunctionType):
+            names = _names(fn.__code__)
+            _class_attributes(klass, names, obj, d, roots, helpers)
+            attributes = d or {}
+            for name in names:  # self.act(v): what it reads too
+                if name in attributes:
+                    _named(attributes[name], names, roots, helpers)
+            _function(fn, roots, helpers)
+    elif isinstance(fn, FunctionType):
+        _function(fn, roots, helpers)
+    else:  # a callable object: as its __call__ bound to it
         call = call_method(fn)
         if isinstance(call, FunctionType):
-            _collect(call, roots, seen, level)
+            _collect(MethodType(call, fn), roots, seen, level)
+            return
+        d = getattr(fn, "__dict__", None)
+        if type(d) is dict:
+            roots.extend((d, name) for name in d)
         return
+    if level > 0:
+        for h in helpers:
+            _collect(h, roots, seen, level - 1)
+
+
+def _function(fn: FunctionType, roots: list[tuple[Any, Any]], helpers: list[Any]) -> None:
+    """The globals ``fn``'s code names (and the attributes it names of the
+    modules among them), its closure cells and defaults; the functions,
+    callable objects and classes among them noted."""
     g = fn.__globals__
     names = _names(fn.__code__)
     for name in names:
         if name in g:
             roots.append((g, name))
-            if isinstance(g[name], FunctionType):
-                helpers.append(g[name])
-            elif isinstance(g[name], ModuleType):  # module.NAME: the names it reads there
-                space = vars(g[name])
-                roots.extend((space, a) for a in names if a in space and a != name)
+            value = g[name]
+            if isinstance(value, ModuleType):  # module.NAME: the names it reads there
+                space = vars(value)
+                users = _users_module(value)
+                for a in names:
+                    if a in space and a != name:
+                        roots.append((space, a))
+                        if users:  # (a library's functions: its own business)
+                            _named(space[a], names, roots, helpers)
+            else:
+                _named(value, names, roots, helpers)
     for cell in fn.__closure__ or ():
         roots.append((cell, None))
-        try:
-            if isinstance(cell.cell_contents, (FunctionType, MethodType)):
-                helpers.append(cell.cell_contents)
-        except ValueError:
-            pass
+        with contextlib.suppress(ValueError):  # (an empty cell)
+            _named(cell.cell_contents, names, roots, helpers)
     if fn.__defaults__:
         roots.append((fn, "__defaults__"))
-    if level > 0:
-        for h in helpers:
-            _collect(h, roots, seen, level - 1)
+    if fn.__kwdefaults__:
+        roots.append((fn, "__kwdefaults__"))
+
+
+def _named(
+    value: Any,
+    names: list[str],
+    roots: list[tuple[Any, Any]],
+    helpers: list[Any],
+    objects: bool = True,
+) -> None:
+    """A global, closure cell or module attribute that is code: a function,
+    a bound method, a partial or a callable object is a helper (what it
+    reads is read too), a class of the user's: its attributes that
+    ``names`` names (``Config.lr``, ``Net.helper``); with ``objects``, an
+    object of a class of the user's: those of its class (``cfg.lr``)."""
+    if isinstance(value, (FunctionType, MethodType, functools.partial)):
+        helpers.append(value)
+    elif isinstance(value, type):
+        if _users(value):
+            _class_attributes(value, names, None, None, roots, helpers)
+    else:
+        d = getattr(value, "__dict__", None)
+        if type(d) is dict and "__wrapped__" in d:  # a compiled function: the function
+            helpers.append(d["__wrapped__"])
+        elif _users(type(value)):
+            if isinstance(call_method(value), FunctionType):
+                helpers.append(value)
+            if objects:
+                d = d if type(d) is dict else None
+                _class_attributes(type(value), names, value, d, roots, helpers)
+
+
+def _users(klass: type) -> bool:
+    """Whether ``klass`` is the user's (its module is: :func:`_users_module`)."""
+    return _users_module(sys.modules.get(klass.__module__), klass.__module__)
+
+
+def _users_module(module: ModuleType | None, name: str = "") -> bool:
+    """Whether ``module`` (named ``name``) is the user's, not the standard
+    library, NumPy, chainrule or an installed package (site-packages): what
+    a library's code reads is not the user's data."""
+    top = (name or getattr(module, "__name__", "")).partition(".")[0]
+    where = str(getattr(module, "__file__", None) or "")
+    return (
+        top not in sys.stdlib_module_names
+        and top not in ("numpy", "chainrule", "builtins")
+        and "site-packages" not in where
+        and "dist-packages" not in where
+    )
+
+
+def _class_attributes(
+    klass: type,
+    names: list[str],
+    obj: Any,
+    d: dict[str, Any] | None,
+    roots: list[tuple[Any, Any]],
+    helpers: list[Any],
+) -> None:
+    """The attributes of ``klass`` (through its MRO) that ``names`` names:
+    rooted in the class that defines each and in those before it (a later
+    definition there shadows it), and in ``d``, ``obj``'s ``__dict__`` (an
+    attribute set on the object later shadows it too); its methods,
+    static and class methods and properties' getters are helpers (bound to
+    ``obj`` when there is one)."""
+    spaces = [_space(k) for k in klass.__mro__ if k is not object]
+    for name in names:
+        for i, space in enumerate(spaces):
+            if name not in space:
+                continue
+            roots.extend((s, name) for s in spaces[: i + 1])
+            if d is not None and name not in d:
+                roots.append((d, name))
+            attr = space[name]
+            if isinstance(attr, property):
+                attr = attr.fget
+            if isinstance(attr, FunctionType):
+                helpers.append(attr if obj is None else MethodType(attr, obj))
+            elif isinstance(attr, staticmethod):
+                helpers.append(attr.__func__)
+            elif isinstance(attr, classmethod):
+                helpers.append(MethodType(attr.__func__, klass))
+            elif not isinstance(attr, type):
+                _named(attr, names, roots, helpers, objects=False)
+            break
+
+
+#: Each class's namespace, one view per class (a root is kept once: by its view's id).
+_SPACES: weakref.WeakKeyDictionary[type, Any] = weakref.WeakKeyDictionary()
+
+
+def _space(klass: type) -> Any:
+    space = _SPACES.get(klass)
+    if space is None:
+        space = _SPACES[klass] = vars(klass)
+    return space
 
 
 def _names(code: Any) -> list[str]:
