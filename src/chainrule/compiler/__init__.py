@@ -83,6 +83,7 @@ from __future__ import annotations
 import collections
 import functools
 import gc
+import itertools
 import operator
 import threading
 import time
@@ -192,6 +193,8 @@ class _Entry:
         "snapshot",
         "objects",
         "objects_snapshot",
+        "reached",
+        "shared",
     )
 
     def __init__(
@@ -213,6 +216,11 @@ class _Entry:
         # a sources.Sources over them and its take() after the trace
         self.objects: Any = None
         self.objects_snapshot: Any = None
+        # with Value arguments: the ids of the Values it reads otherwise (globals,
+        # self, argument objects, the program's leaves), and the Value arguments
+        # among them by position (a replay's must be these, and no others)
+        self.reached: set[int] | None = None
+        self.shared: dict[int, Value] = {}
 
 
 class Compiled:
@@ -382,7 +390,9 @@ class Compiled:
             start = time.perf_counter()
             sources = self._sources
             fresh = sources is None or sources.hold(entry.snapshot)
-            held = entry.objects is None or entry.objects.hold(entry.objects_snapshot)
+            held = (entry.objects is None or entry.objects.hold(entry.objects_snapshot)) and (
+                entry.reached is None or _shared_alike(entry, call.values)
+            )
             buffer = entry.program.forward(call) if fresh and held else None
             if buffer is not None:
                 out = _outputs(entry, buffer, call)
@@ -402,8 +412,10 @@ class Compiled:
                     ]
                 elif not held:
                     self._why = [
-                        f"the state of {_objects(call.objects)} changes between calls (each "
-                        "change is a new trace)"
+                        f"the state of {_objects(call.objects)} changes between calls, or a "
+                        "Value passed as an argument is one it also reads through a global, "
+                        "self or an argument object in one call and not another (each change "
+                        "is a new trace)"
                     ]
                 self._drop(call.key, entry)
         with self._lock:
@@ -610,6 +622,13 @@ class Compiled:
         entry = _Entry(program, rebuild, outputs, int_checker(record.int_guards), eager)
         entry.snapshot = snapshot
         entry.objects, entry.objects_snapshot = objects, objects_snapshot
+        if arg_values:
+            reached = {id(v) for v in program.live_inputs}
+            for x in itertools.chain(snapshot, objects_snapshot or ()):
+                if isinstance(x, Value):
+                    reached.add(id(x))
+            entry.reached = reached
+            entry.shared = {k: v for k, v in enumerate(arg_values) if id(v) in reached}
         buffer = program.forward(call)
         if buffer is None or not numpy.array_equal(buffer, program.base, equal_nan=True):
             # a guard that does not hold on the traced values, or a node whose
@@ -746,6 +765,23 @@ def _call_with_keywords(fn: Any, args: list[Any], kwargs: dict[str, Any]) -> Any
     return rewrite._call(fn, *args, **kwargs)
 
 
+def _shared_alike(entry: _Entry, values: list[Value]) -> bool:
+    """Whether the Value arguments a replay reads are the trace's where the
+    trace read them also otherwise, and none of the others is a Value the
+    program reads otherwise (``f(w)`` of a global ``w``, and ``f(u)``)."""
+    reached = entry.reached
+    assert reached is not None
+    shared = entry.shared
+    for k, v in enumerate(values):
+        s = shared.get(k)
+        if s is not None:
+            if s is not v:
+                return False
+        elif id(v) in reached:
+            return False
+    return True
+
+
 def _object_sources(objects: list[Any]) -> Any:
     """A :class:`~chainrule.compiler.sources.Sources` whose bindings are the
     objects among a call's arguments: its ``take``/``hold`` walk everything
@@ -826,7 +862,7 @@ def _values_in(tree: Any) -> list[Any]:
     level = [tree]
     seen: set[int] = set()
     while level:
-        below = []
+        below: list[Any] = []
         for x in level:
             if isinstance(x, Value):
                 out.append(x)

@@ -143,7 +143,7 @@ def flatten(tree: Any) -> tuple[list[Any], Callable[[list[Any]], Any], Any]:
     items: list[Any] = []
 
     def walk(x: Any) -> tuple[Callable[[Any], Any], Any]:
-        kind = type(x)
+        kind: Any = type(x)
         if kind is list or kind is tuple:
             if x and all(type(y) is float for y in x):  # a row of numbers, in one step
                 items.extend(x)
@@ -159,18 +159,19 @@ def flatten(tree: Any) -> tuple[list[Any], Callable[[list[Any]], Any], Any]:
             shapes = tuple(s for _, s in parts)
             if kind is defaultdict:
                 factory = x.default_factory
-                shape = (kind, Identity(factory), tuple(keys), shapes)
+                shape: Any = (kind, Identity(factory), tuple(keys), shapes)
                 return (
                     lambda it: defaultdict(factory, [(k, p(it)) for k, p in zip(keys, makers)])
                 ), shape
             shape = (kind, tuple(keys), shapes)
             if kind is dict:
                 return (lambda it: {k: p(it) for k, p in zip(keys, makers)}), shape
-            return (lambda it: kind((k, p(it)) for k, p in zip(keys, makers))), shape
+            ordered: Any = kind  # (an OrderedDict)
+            return (lambda it: ordered((k, p(it)) for k, p in zip(keys, makers))), shape
         if isinstance(x, tuple) and _is_named_tuple(kind):
             parts = [walk(y) for y in x]
             makers = [p for p, _ in parts]
-            make = kind._make  # type: ignore[attr-defined]
+            make = kind._make
             return (lambda it: make([p(it) for p in makers])), (kind, tuple(s for _, s in parts))
         if isinstance(x, (tuple, list, dict)):
             base = next(b for b in (tuple, list, dict) if isinstance(x, b)).__name__
