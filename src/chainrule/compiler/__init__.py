@@ -782,7 +782,7 @@ def _shared_alike(entry: _Entry, values: list[Value]) -> bool:
     return True
 
 
-def _object_sources(objects: list[Any]) -> Any:
+def _object_sources(objects: tuple[Any, ...]) -> Any:
     """A :class:`~chainrule.compiler.sources.Sources` whose bindings are the
     objects among a call's arguments: its ``take``/``hold`` walk everything
     reachable from them, as for globals and ``self``."""
@@ -795,7 +795,7 @@ def _object_sources(objects: list[Any]) -> Any:
     return sources
 
 
-def _objects(objects: list[Any]) -> str:
+def _objects(objects: tuple[Any, ...]) -> str:
     """The objects among the arguments, in words."""
     names = sorted({type(x).__name__ for x in objects})
     return f"the {' or '.join(names)} object{'s' if len(objects) > 1 else ''} among its arguments"

@@ -74,7 +74,7 @@ class Call:
     ints: list[int] = field(default_factory=list)  # ints, in order
     # the objects keyed by identity: what a trace reads through them is
     # guarded (chainrule.compiler.sources, compile's argument guard)
-    objects: list[Any] = field(default_factory=list)
+    objects: tuple[Any, ...] = ()
     # a replay's gathers: step -> its picks (keyed by the step itself: a
     # retrace makes new steps, which never match an old one's entry)
     picks: dict[Any, Any] = field(default_factory=dict)
@@ -119,7 +119,7 @@ def classify(items: list[Any], shape: Any = None, symbolic_ints: bool = True) ->
             key.append(_numpy_key(x, numpy))  # float64 too: NumPy reads it whole
         else:
             key.append((t, Identity(x)))
-            call.objects.append(x)
+            call.objects += (x,)
     values = call.values
     if len(values) > 1 and len(set(map(id, values))) < len(values):
         # one Value passed for several arguments: which ones are the same
@@ -143,7 +143,10 @@ def flatten(tree: Any) -> tuple[list[Any], Callable[[list[Any]], Any], Any]:
     items: list[Any] = []
 
     def walk(x: Any) -> tuple[Callable[[Any], Any], Any]:
-        kind: Any = type(x)
+        if not isinstance(x, _CONTAINERS):
+            items.append(x)
+            return _LEAF
+        kind = type(x)
         if kind is list or kind is tuple:
             if x and all(type(y) is float for y in x):  # a row of numbers, in one step
                 items.extend(x)
@@ -152,39 +155,52 @@ def flatten(tree: Any) -> tuple[list[Any], Callable[[list[Any]], Any], Any]:
             parts = [walk(y) for y in x]
             makers = [p for p, _ in parts]
             return (lambda it: kind(p(it) for p in makers)), (kind, tuple(s for _, s in parts))
-        if kind is dict or kind is OrderedDict or kind is defaultdict:
+        if kind is dict:
             keys = list(x)
             parts = [walk(x[k]) for k in keys]
             makers = [p for p, _ in parts]
-            shapes = tuple(s for _, s in parts)
-            if kind is defaultdict:
-                factory = x.default_factory
-                shape: Any = (kind, Identity(factory), tuple(keys), shapes)
-                return (
-                    lambda it: defaultdict(factory, [(k, p(it)) for k, p in zip(keys, makers)])
-                ), shape
-            shape = (kind, tuple(keys), shapes)
-            if kind is dict:
-                return (lambda it: {k: p(it) for k, p in zip(keys, makers)}), shape
-            ordered: Any = kind  # (an OrderedDict)
-            return (lambda it: ordered((k, p(it)) for k, p in zip(keys, makers))), shape
-        if isinstance(x, tuple) and _is_named_tuple(kind):
-            parts = [walk(y) for y in x]
-            makers = [p for p, _ in parts]
-            make = kind._make
-            return (lambda it: make([p(it) for p in makers])), (kind, tuple(s for _, s in parts))
-        if isinstance(x, (tuple, list, dict)):
-            base = next(b for b in (tuple, list, dict) if isinstance(x, b)).__name__
-            raise NotReplayable(
-                f"a {kind.__name__} (a subclass of {base}) is among its arguments or results: "
-                "compile rebuilds only lists, tuples, dicts, named tuples, OrderedDict and "
-                "defaultdict"
-            )
-        items.append(x)
-        return _LEAF
+            shape = (dict, tuple(keys), tuple(s for _, s in parts))
+            return (lambda it: {k: p(it) for k, p in zip(keys, makers)}), shape
+        return _other(x, walk)
 
     rebuild, shape = walk(tree)
     return items, lambda new: rebuild(iter(new)), shape
+
+
+def _other(x: Any, walk: Callable[[Any], Any]) -> tuple[Callable[[Any], Any], Any]:
+    """:func:`flatten`'s maker and shape of a named tuple, an ``OrderedDict``
+    or a ``defaultdict`` (``walk``: of their entries); another subclass of
+    tuple, list or dict raises :class:`NotReplayable`."""
+    kind: Any = type(x)
+    if kind is OrderedDict or kind is defaultdict:
+        keys = list(x)
+        parts = [walk(x[k]) for k in keys]
+        makers = [p for p, _ in parts]
+        shapes = tuple(s for _, s in parts)
+        if kind is OrderedDict:
+            return (lambda it: OrderedDict([(k, p(it)) for k, p in zip(keys, makers)])), (
+                kind,
+                tuple(keys),
+                shapes,
+            )
+        factory = x.default_factory
+        return (lambda it: defaultdict(factory, [(k, p(it)) for k, p in zip(keys, makers)])), (
+            kind,
+            Identity(factory),
+            tuple(keys),
+            shapes,
+        )
+    if isinstance(x, tuple) and _is_named_tuple(kind):
+        parts = [walk(y) for y in x]
+        makers = [p for p, _ in parts]
+        make = kind._make
+        return (lambda it: make([p(it) for p in makers])), (kind, tuple(s for _, s in parts))
+    base = next(b for b in _CONTAINERS if isinstance(x, b)).__name__
+    raise NotReplayable(
+        f"a {kind.__name__} (a subclass of {base}) is among its arguments or results: "
+        "compile rebuilds only lists, tuples, dicts, named tuples, OrderedDict and "
+        "defaultdict"
+    )
 
 
 def _is_named_tuple(kind: type) -> bool:
@@ -192,6 +208,8 @@ def _is_named_tuple(kind: type) -> bool:
     return isinstance(getattr(kind, "_fields", None), tuple) and hasattr(kind, "_make")
 
 
+#: The types (and subclasses) :func:`flatten` enters.
+_CONTAINERS = (tuple, list, dict)
 #: An item's maker and shape in :func:`flatten` (the next new item, as it is).
 _LEAF: tuple[Callable[[Any], Any], Any] = (next, None)
 
