@@ -596,7 +596,7 @@ class Compiled:
             positions = {v: i for i, v in enumerate(arg_values)}
             program = P.build(values, recipes, created, positions, record)
         except Unsupported as e:
-            self._eager(str(e), None)
+            self._eager(str(e), None, stacklevel=5)
             # the trace ran fn: its result (and what it put in the arguments) is this call's
             untrace(out_items + [x for _, o, _ in containers for x in _values_in(o)], record)
             return rebuild([_plain_int(x) for x in out_items])
@@ -640,6 +640,7 @@ class Compiled:
                 "does not hold, a write to .data of a node made inside the function, or "
                 "an operation that gives another result when run again)",
                 None,
+                stacklevel=5,
             )
             untrace(out_items, record)
             return rebuild([_plain_int(x) for x in out_items])
@@ -727,8 +728,11 @@ class Compiled:
             self.budget.ran_eagerly(time.perf_counter() - start, key)
         return out
 
-    def _eager(self, reason: str, args: Any, kwargs: dict[str, Any] | None = None) -> Any:
-        """From now on, run ``fn`` as it is (and now, with ``args``)."""
+    def _eager(
+        self, reason: str, args: Any, kwargs: dict[str, Any] | None = None, stacklevel: int = 4
+    ) -> Any:
+        """From now on, run ``fn`` as it is (and now, with ``args``); the
+        warning points ``stacklevel`` frames up (the user's call)."""
         with self._lock:
             first = self.eager_reason is None and not self._warned
             self._warned = True
@@ -737,7 +741,9 @@ class Compiled:
         if first:
             name = getattr(self.fn, "__qualname__", repr(self.fn))
             warnings.warn(
-                f"chainrule.compile: {name} runs eagerly: {reason}", CompileWarning, stacklevel=4
+                f"chainrule.compile: {name} runs eagerly: {reason}",
+                CompileWarning,
+                stacklevel=stacklevel,
             )
         return None if args is None else self.fn(*args, **(kwargs or {}))
 
