@@ -144,6 +144,20 @@ def test_a_dict_the_function_changes_is_the_callers() -> None:
     assert mine == theirs == {"x": 1.5, "seen": 2}
 
 
+def test_the_same_list_for_two_arguments_runs_eagerly() -> None:
+    w = Value(2.0)
+
+    def f(a: list[float], b: list[float]) -> Value:
+        a.append(1.0)
+        b.append(2.0)
+        return w * len(a)
+
+    fast, mine, theirs = quiet(f), [0.5], [0.5]
+    with pytest.warns(CompileWarning, match="same list"):
+        assert fast(mine, mine).data == f(theirs, theirs).data == 6.0
+    assert mine == theirs == [0.5, 1.0, 2.0]
+
+
 # -- 3. the same Value for several arguments ----------------------------------
 
 

@@ -519,6 +519,18 @@ class Compiled:
         # in them traced): what it changes in them is written back below
         copies = rebuild_args(fed)
         containers = _containers(copies, (list(args), kwargs) if kwargs else list(args), [])
+        mutable = [id(o) for _, o, before in containers if before is not None]
+        if len(set(mutable)) < len(mutable):
+            # one list or dict for several arguments: the copies would be two
+            # objects, so this call runs eagerly (and is not traced)
+            with self._lock:
+                self.traces -= 1
+            self._warn_eager(
+                "the same list or dict is passed for several arguments (a trace runs on "
+                "copies of them, which would be two objects)",
+                5,
+            )
+            return self._timed_eager(args, kwargs, call.key)
         # fn's own exception, if it raises, once (its side effects happened once)
         # the trace runs the copy of fn that hands back gathers' stand-ins
         # instead of putting them in the user's lists (rewrite)
