@@ -255,14 +255,22 @@ Pair = collections.namedtuple("Pair", "a b")
 
 
 @pytest.mark.parametrize(
-    "fn",
-    [
-        lambda x: Pair(W * x, W + x),
-        lambda x: collections.OrderedDict(a=W * x),
-        lambda x: [W * x, collections.UserList([W])],
-    ],
+    "fn", [lambda x: Pair(W * x, W + x), lambda x: collections.OrderedDict(a=W * x)]
 )
-def test_a_container_subclass_output_runs_eagerly(fn: Callable[[float], Any]) -> None:
+def test_a_named_tuple_or_ordered_dict_output_is_rebuilt_as_its_type(
+    fn: Callable[[float], Any],
+) -> None:
+    fast = _compiled(fn)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", CompileWarning)
+        for x in (1.0, 2.0, 3.0):
+            got, want = fast(x), fn(x)
+            assert type(got) is type(want) and repr(got) == repr(want)
+    assert fast.traces == 1
+
+
+def test_another_container_output_runs_eagerly() -> None:
+    fn = lambda x: [W * x, collections.UserList([W])]  # noqa: E731
     fast = _compiled(fn)
     with pytest.warns(CompileWarning, match="returns a"):
         for x in (1.0, 2.0):

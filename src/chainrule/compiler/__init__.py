@@ -85,6 +85,8 @@ from __future__ import annotations
 import collections
 import functools
 import gc
+import itertools
+import operator
 import sys
 import threading
 import time
@@ -92,6 +94,7 @@ import warnings
 import weakref
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from types import MethodType
 from typing import Any
 
 from ..optim import Optimizer
@@ -198,7 +201,18 @@ def _output(value: float, program: Any, slot: int, buffer: Any, call: Call) -> C
 
 
 class _Entry:
-    __slots__ = ("program", "rebuild", "outputs", "holds", "eager_seconds", "snapshot")
+    __slots__ = (
+        "program",
+        "rebuild",
+        "outputs",
+        "holds",
+        "eager_seconds",
+        "snapshot",
+        "objects",
+        "objects_snapshot",
+        "reached",
+        "shared",
+    )
 
     def __init__(
         self,
@@ -215,6 +229,15 @@ class _Entry:
         self.holds = holds  # whether a call's int arguments are ones this trace holds for
         self.eager_seconds = eager_seconds  # an eager call of this graph (budget.eager_of)
         self.snapshot: Any = None  # the globals, closures and self it read (sources)
+        # the state of the objects among its arguments (keyed by identity): None, or
+        # a sources.Sources over them and its take() after the trace
+        self.objects: Any = None
+        self.objects_snapshot: Any = None
+        # with Value arguments: the ids of the Values it reads otherwise (globals,
+        # self, argument objects, the program's leaves), and the Value arguments
+        # among them by position (a replay's must be these, and no others)
+        self.reached: set[int] | None = None
+        self.shared: dict[int, Value] = {}
 
 
 class Compiled:
@@ -301,9 +324,15 @@ class Compiled:
             program = next(reversed(self._cache.values()))[-1].program
         return {"nodes": program.n, "bytes": program.nbytes()}
 
-    def __call__(self, *args: Any) -> Any:
-        out = self._call(args)
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        out = self._call(args, kwargs)
         return out if self.optimizer is None else self._train(out)
+
+    def __get__(self, obj: Any, owner: Any = None) -> Any:
+        """``@chainrule.compile`` on a method: bound to ``obj``, a call
+        passes it as the first argument (an object keyed by identity, its
+        state guarded: two instances never share a trace)."""
+        return self if obj is None else MethodType(self, obj)
 
     def _train(self, loss: Any) -> Value:
         """``zero_grad()``, ``loss.backward()``, ``step()``: on arrays for a
@@ -334,17 +363,17 @@ class Compiled:
                 self.budget.ran_backward_eagerly(time.perf_counter() - start)
         return loss
 
-    def _call(self, args: tuple[Any, ...]) -> Any:
+    def _call(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
         if self.eager_reason is not None or not mode.fast or reads.current() is not None:
             # (called while this thread traces another compiled function: fn is
             # part of that trace, as torch.compile inlines a nested one)
             if reads.current() is not None:
                 from . import rewrite
 
-                return rewrite.call(self.fn, *args)
-            return self.fn(*args)
+                return rewrite._call(self.fn, *args, **kwargs)
+            return self.fn(*args, **kwargs)
         if self.small is not None:
-            return self._small_call(args)
+            return self._small_call(args, kwargs)
         first = not self.budget.eager_runs and self.budget.active()
         if not first:
             try:
@@ -354,7 +383,10 @@ class Compiled:
                     "chainrule.compile replays graphs with NumPy: pip install numpy"
                 ) from None
 
-        items, rebuild_args, shape = flatten(list(args))
+        try:  # (keyword arguments: a dict after the positional ones)
+            items, rebuild_args, shape = flatten((list(args), kwargs) if kwargs else list(args))
+        except NotReplayable as e:
+            return self._eager(str(e), args, kwargs)
         if self.symbolic_ints is None:
             from .escapes import reads_type
 
@@ -362,11 +394,11 @@ class Compiled:
         try:
             call = classify(items, shape, self.symbolic_ints)
         except NotReplayable as e:
-            return self._eager(str(e), args)
+            return self._eager(str(e), args, kwargs)
         if first:  # (its graph counted as met)
             with self._lock:
                 self.budget.first_sight(call.key)
-            return self._first_call(args)
+            return self._first_call(args, kwargs)
         while True:
             with self._lock:
                 entry = self._lookup(call)
@@ -375,7 +407,10 @@ class Compiled:
             start = time.perf_counter()
             sources = self._sources
             fresh = sources is None or sources.hold(entry.snapshot)
-            buffer = entry.program.forward(call) if fresh else None
+            held = (entry.objects is None or entry.objects.hold(entry.objects_snapshot)) and (
+                entry.reached is None or _shared_alike(entry, call.values)
+            )
+            buffer = entry.program.forward(call) if fresh and held else None
             if buffer is not None:
                 out = _outputs(entry, buffer, call)
                 with self._lock:
@@ -391,6 +426,13 @@ class Compiled:
                     self._why = [
                         "a global, a closure's or self's value that it reads changes between "
                         "calls (each change is a new trace)"
+                    ]
+                elif not held:
+                    self._why = [
+                        f"the state of {_objects(call.objects)} changes between calls, or a "
+                        "Value passed as an argument is one it also reads through a global, "
+                        "self or an argument object in one call and not another (each change "
+                        "is a new trace)"
                     ]
                 self._drop(call.key, entry)
         with self._lock:
@@ -408,10 +450,10 @@ class Compiled:
                 reason = f"most of the last {budget.WINDOW} calls met a graph not seen before"
             self._warn_eager(f"{reason} ({describe(last, call.key, self._why)})", 4)
         if sight in ("eager", "rare"):  # the first call, a graph met once, or met too rarely
-            return self._timed_eager(rebuild_args(items), call.key)
+            return self._timed_eager(args, kwargs, call.key)
         if sight == "small":
             self._too_small(self.budget.eager_estimate(), 4)
-            return self._small_call(args)
+            return self._small_call(args, kwargs)
         with self._lock:
             refused = self.budget.refuse()
             if refused is None:
@@ -419,9 +461,9 @@ class Compiled:
             elif last is not None:
                 refused += f" ({describe(last, call.key, self._why)})"
         if refused is not None:
-            return self._refused(refused, rebuild_args(items), call.key)
+            return self._refused(refused, args, kwargs, call.key)
         with _collector_paused(not self.gc_while_tracing):
-            return self._trace_and_capture(call, items, rebuild_args)
+            return self._trace_and_capture(call, items, rebuild_args, args, kwargs)
 
     def _lookup(self, call: Call) -> _Entry | None:
         """The kept trace for this call (under the lock)."""
@@ -454,7 +496,12 @@ class Compiled:
             kept -= 1
 
     def _trace_and_capture(
-        self, call: Call, items: list[Any], rebuild_args: Callable[[list[Any]], Any]
+        self,
+        call: Call,
+        items: list[Any],
+        rebuild_args: Callable[[list[Any]], Any],
+        args: tuple[Any, ...],
+        kwargs: dict[str, Any],
     ) -> Any:
         import numpy
 
@@ -470,6 +517,8 @@ class Compiled:
 
             self._sources = Sources(self.fn)
         before = self._sources.take()
+        objects = _object_sources(call.objects) if call.objects else None
+        objects_before = None if objects is None else objects.take()
         record = Record()
         fed: list[Any] = []
         floats = iter(range(len(call.floats)))
@@ -483,16 +532,47 @@ class Compiled:
                 fed.append(SymInt(call.ints[k], ("int", k), record))
             else:
                 fed.append(x)
+        # fn runs on copies of the argument containers (the floats and ints
+        # in them traced): what it changes in them is written back below
+        copies = rebuild_args(fed)
+        containers = _containers(copies, (list(args), kwargs) if kwargs else list(args), [])
+        mutable = [id(o) for _, o, before in containers if before is not None]
+        if len(set(mutable)) < len(mutable):
+            # one list or dict for several arguments: the copies would be two
+            # objects, so this call runs eagerly (and is not traced)
+            with self._lock:
+                self.traces -= 1
+            self._warn_eager(
+                "the same list or dict is passed for several arguments (a trace runs on "
+                "copies of them, which would be two objects)",
+                5,
+            )
+            return self._timed_eager(args, kwargs, call.key)
         # fn's own exception, if it raises, once (its side effects happened once)
         # the trace runs the copy of fn that hands back gathers' stand-ins
         # instead of putting them in the user's lists (rewrite)
-        out, created, run_seconds, escaped = run_traced(
-            rewrite.call,
-            (self.fn, *rebuild_args(fed)),
-            record,
-            bool(call.floats),
-            rewrite.RELAY,
-        )
+        try:
+            if kwargs:
+                out, created, run_seconds, escaped = run_traced(
+                    _call_with_keywords,
+                    (self.fn, copies[0], copies[1]),
+                    record,
+                    bool(call.floats),
+                    rewrite.RELAY | {_call_with_keywords.__code__},
+                )
+            else:
+                out, created, run_seconds, escaped = run_traced(
+                    rewrite.call, (self.fn, *copies), record, bool(call.floats), rewrite.RELAY
+                )
+        except BaseException:
+            _write_back(containers)
+            raise
+        written = _write_back(containers)
+        if written is not None:
+            record.problems.append(
+                f"it changes {written} in place (a replay would not change it; it runs on "
+                "the caller's own lists and dicts eagerly)"
+            )
         if escaped is not None:
             # a C function may have read a float argument whole: this trace
             # holds for these floats only, bit for bit
@@ -507,17 +587,31 @@ class Compiled:
                 "it changes a global, a closure's or self's value while it runs (a counter, a "
                 "list it appends to): a replay would not"
             )
+        objects_snapshot = None
+        if objects is not None:
+            objects_snapshot = objects.take()
+            if not objects.complete:
+                from .sources import LIMIT
+
+                record.problems.append(
+                    f"it reads more than {LIMIT:,} numbers and objects through "
+                    f"{_objects(call.objects)}, too many to check before every replay"
+                )
+            elif not objects.hold(objects_before):
+                record.problems.append(
+                    f"it changes the state of {_objects(call.objects)} while it runs: a "
+                    "replay would not"
+                )
         self._why = [*record.pins]
         if escaped is not None:
             self._why.append(f"a float argument is read whole by {escaped}")
-        out_items, rebuild, _ = flatten(out)
-        odd = _odd_container(out)
-        if odd is not None:  # a replay would rebuild it as a plain tuple, list or dict
-            record.problems.append(
-                f"it returns a {odd.__name__} (a replay returns tuples, lists and dicts)"
-            )
         arg_values = call.values
         try:
+            try:
+                out_items, rebuild, _ = flatten(out)
+            except NotReplayable as e:
+                out_items, rebuild = _values_in(out), lambda _: out
+                raise Unsupported(str(e)) from None
             if record.problems:
                 raise Unsupported(record.problems[0])
             for x in out_items:
@@ -532,10 +626,10 @@ class Compiled:
             positions = {v: i for i, v in enumerate(arg_values)}
             program = P.build(values, recipes, created, positions, record)
         except Unsupported as e:
-            self._eager(str(e), None, 5)
-            # the trace ran fn: its result is this call's (an odd container
-            # as it is, its items made eager in place)
-            return _untraced(out_items, record, rebuild if odd is None else lambda _: out)
+            self._eager(str(e), None, stacklevel=5)
+            # the trace ran fn: its result (and what it put in the arguments) is this call's
+            extra = [x for _, o, _ in containers for x in _values_in(o)]
+            return _untraced(out_items, record, rebuild, extra)
         outputs: list[Any] = []
         made = set(created)
         for x in out_items:
@@ -562,6 +656,14 @@ class Compiled:
         program.eager_seconds = eager  # an eager call of this graph (budget.eager_of)
         entry = _Entry(program, rebuild, outputs, int_checker(record.int_guards), eager)
         entry.snapshot = snapshot
+        entry.objects, entry.objects_snapshot = objects, objects_snapshot
+        if arg_values:
+            reached = {id(v) for v in program.live_inputs}
+            for x in itertools.chain(snapshot, objects_snapshot or ()):
+                if isinstance(x, Value):
+                    reached.add(id(x))
+            entry.reached = reached
+            entry.shared = {k: v for k, v in enumerate(arg_values) if id(v) in reached}
         buffer = program.forward(call)
         if buffer is None or not numpy.array_equal(buffer, program.base, equal_nan=True):
             # a guard that does not hold on the traced values, or a node whose
@@ -573,7 +675,7 @@ class Compiled:
                 "does not hold, a write to .data of a node made inside the function, or "
                 "an operation that gives another result when run again)",
                 None,
-                5,
+                stacklevel=5,
             )
             return _untraced(out_items, record, rebuild)
         result = _outputs(entry, buffer, call)
@@ -582,20 +684,20 @@ class Compiled:
             self.budget.traced(time.perf_counter() - start, run_seconds, eager)
         return result
 
-    def _refused(self, reason: str, args: Any, key: Any) -> Any:
+    def _refused(self, reason: str, args: Any, kwargs: dict[str, Any], key: Any) -> Any:
         """A call whose graph is new while tracing does not pay: eagerly (the
         traces kept still replay), with one warning the first time."""
         self._warn_eager(reason, 5)
         with self._lock:
             self.budget.remember(key)
-        return self._timed_eager(args, key)
+        return self._timed_eager(args, kwargs, key)
 
-    def _first_call(self, args: tuple[Any, ...]) -> Any:
+    def _first_call(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
         """The first call: eagerly, timed (an eager call's true time before
         any trace is paid for); one too short to gain makes the function
         run eagerly while its calls stay short."""
         start = time.perf_counter()
-        out = self.fn(*args)
+        out = self.fn(*args, **kwargs)
         took = time.perf_counter() - start
         with self._lock:
             self.budget.ran_eagerly(took)
@@ -622,13 +724,13 @@ class Compiled:
                 stacklevel=stacklevel,
             )
 
-    def _small_call(self, args: tuple[Any, ...]) -> Any:
+    def _small_call(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
         """A call of a function too small to gain: eagerly, timed; a call
         that takes longer than :data:`~chainrule.compiler.budget.MIN_CALL`
         ends that (its graph grew with its arguments), and the budget
         decides again."""
         start = time.perf_counter()
-        out = self.fn(*args)
+        out = self.fn(*args, **kwargs)
         took = time.perf_counter() - start
         if took >= budget.MIN_CALL:
             with self._lock:
@@ -652,14 +754,17 @@ class Compiled:
                 stacklevel=stacklevel,
             )
 
-    def _timed_eager(self, args: Any, key: Any = None) -> Any:
+    def _timed_eager(self, args: Any, kwargs: dict[str, Any], key: Any = None) -> Any:
+        """``fn`` called eagerly on the caller's own arguments, timed."""
         start = time.perf_counter()
-        out = self.fn(*args)
+        out = self.fn(*args, **kwargs)
         with self._lock:
             self.budget.ran_eagerly(time.perf_counter() - start, key)
         return out
 
-    def _eager(self, reason: str, args: Any, stacklevel: int = 4) -> Any:
+    def _eager(
+        self, reason: str, args: Any, kwargs: dict[str, Any] | None = None, stacklevel: int = 4
+    ) -> Any:
         """From now on, run ``fn`` as it is (and now, with ``args``); the
         warning points ``stacklevel`` frames up (the user's call)."""
         with self._lock:
@@ -674,7 +779,7 @@ class Compiled:
                 CompileWarning,
                 stacklevel=stacklevel,
             )
-        return None if args is None else self.fn(*args)
+        return None if args is None else self.fn(*args, **(kwargs or {}))
 
 
 @contextmanager
@@ -707,30 +812,139 @@ def _as_is(x: Any) -> bool:
     return numpy is not None and isinstance(x, numpy.generic) and not x.dtype.hasobject
 
 
+def _call_with_keywords(fn: Any, args: list[Any], kwargs: dict[str, Any]) -> Any:
+    """``fn(*args, **kwargs)`` as a trace runs it (``rewrite.call``, with keywords)."""
+    from . import rewrite
+
+    return rewrite._call(fn, *args, **kwargs)
+
+
+def _shared_alike(entry: _Entry, values: list[Value]) -> bool:
+    """Whether the Value arguments a replay reads are the trace's where the
+    trace read them also otherwise, and none of the others is a Value the
+    program reads otherwise (``f(w)`` of a global ``w``, and ``f(u)``)."""
+    reached = entry.reached
+    assert reached is not None
+    shared = entry.shared
+    for k, v in enumerate(values):
+        s = shared.get(k)
+        if s is not None:
+            if s is not v:
+                return False
+        elif id(v) in reached:
+            return False
+    return True
+
+
+def _object_sources(objects: tuple[Any, ...]) -> Any:
+    """A :class:`~chainrule.compiler.sources.Sources` whose bindings are the
+    objects among a call's arguments: its ``take``/``hold`` walk everything
+    reachable from them, as for globals and ``self``."""
+    from .sources import Sources
+
+    held = dict(enumerate(objects))
+    sources = Sources.__new__(Sources)  # (no function to collect: the roots given)
+    sources.roots = [(held, k) for k in held]
+    sources.complete = True
+    return sources
+
+
+def _objects(objects: tuple[Any, ...]) -> str:
+    """The objects among the arguments, in words."""
+    names = sorted({type(x).__name__ for x in objects})
+    return f"the {' or '.join(names)} object{'s' if len(objects) > 1 else ''} among its arguments"
+
+
+#: The containers :func:`~chainrule.compiler.keys.flatten` rebuilds that fn may change.
+_MUTABLE = (list, dict)
+
+
+def _containers(copy: Any, original: Any, out: list[Any]) -> list[Any]:
+    """Each container of the argument copies a trace runs on, with the
+    caller's container it copies and (for a list or dict) its entries now."""
+    if copy is original or not isinstance(copy, (list, tuple, dict)):
+        return out
+    out.append((copy, original, _entries(copy) if isinstance(copy, _MUTABLE) else None))
+    if isinstance(copy, dict):
+        for k in copy:
+            _containers(copy[k], original[k], out)
+    else:
+        for a, b in zip(copy, original):
+            _containers(a, b, out)
+    return out
+
+
+def _entries(container: Any) -> list[Any]:
+    return [*container.keys(), *container.values()] if isinstance(container, dict) else [*container]
+
+
+def _write_back(containers: list[Any]) -> str | None:
+    """After a trace: the containers that ``fn`` changed get the change in
+    the caller's own (the copies' floats and ints as the plain numbers,
+    copies as the caller's containers); in words, what it changed."""
+    changed = [
+        (c, o)
+        for c, o, before in containers
+        if before is not None
+        and (len(e := _entries(c)) != len(before) or not all(map(operator.is_, e, before)))
+    ]
+    if not changed:
+        return None
+    back = {id(c): o for c, o, _ in containers}
+
+    def plain(x: Any) -> Any:
+        if type(x) is reads.TracedFloat:
+            return float.__float__(x)
+        if isinstance(x, reads.TracedInt):
+            return x.value
+        return back.get(id(x), x)
+
+    for copy, original in changed:
+        if isinstance(copy, dict):
+            new = [(k, plain(v)) for k, v in copy.items()]
+            original.clear()
+            original.update(new)
+        else:
+            original[:] = [plain(x) for x in copy]
+    names = sorted({type(o).__name__ for _, o in changed})
+    return f"a {' and a '.join(names)} among its arguments"
+
+
+def _values_in(tree: Any) -> list[Any]:
+    """The Values in a nest of lists, tuples and dicts (of any subclass)."""
+    out: list[Any] = []
+    level = [tree]
+    seen: set[int] = set()
+    while level:
+        below: list[Any] = []
+        for x in level:
+            if isinstance(x, Value):
+                out.append(x)
+            elif isinstance(x, (list, tuple, dict)) and id(x) not in seen:
+                seen.add(id(x))
+                below.extend(x.values() if isinstance(x, dict) else x)
+        level = below
+    return out
+
+
 def _plain_int(x: Any) -> Any:
     from .reads import TracedInt
 
     return x.value if isinstance(x, TracedInt) else x
 
 
-def _odd_container(out: Any) -> type | None:
-    """The first tuple, list or dict in the nest ``out`` whose type is a
-    subclass (a namedtuple, an ``OrderedDict``), or None."""
-    t = type(out)
-    if t is tuple or t is list:
-        return next((o for o in map(_odd_container, out) if o is not None), None)
-    if t is dict:
-        return next((o for o in map(_odd_container, out.values()) if o is not None), None)
-    return t if isinstance(out, (tuple, list, dict)) else None
-
-
-def _untraced(out_items: list[Any], record: Any, rebuild: Callable[[list[Any]], Any]) -> Any:
+def _untraced(
+    out_items: list[Any],
+    record: Any,
+    rebuild: Callable[[list[Any]], Any],
+    extra: list[Any] | None = None,
+) -> Any:
     """The result of a trace that is not kept, as ``fn`` returned it
     eagerly: the graph made eager (:func:`~chainrule.compiler.trace.untrace`),
     a pick as the entry itself, a followed int as the int."""
     from .trace import StandIn, untrace
 
-    picks = untrace(out_items, record)
+    picks = untrace(out_items + (extra or []), record)
     return rebuild([_plain_int(picks.get(x, x) if type(x) is StandIn else x) for x in out_items])
 
 

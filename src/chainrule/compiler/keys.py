@@ -1,7 +1,9 @@
 """The cache key of a call: what about the arguments may change the graph.
 
-The arguments are flattened (tuples, lists and dicts: their lengths and
-keys are part of the key) and every item is one of:
+The arguments are flattened (tuples, lists and dicts, named tuples,
+``OrderedDict`` and ``defaultdict``: their types, lengths and keys are
+part of the key; keyword arguments as a dict after the positional ones)
+and every item is one of:
 
 * an **input**, read at every replay and never part of the key: a float
   (NumPy's ``float64`` scalars, which are floats, included) or a leaf
@@ -15,13 +17,19 @@ keys are part of the key) and every item is one of:
   by their type and value (their bytes, so ``nan`` equals ``nan`` and
   ``-0.0`` differs from ``0.0``);
 * anything else, by its **identity**: the key holds the object itself, so
-  its ``id()`` cannot be reused by another object while the trace is kept.
+  its ``id()`` cannot be reused by another object while the trace is kept
+  (what a trace reads through it is guarded before every replay, as
+  globals are: :mod:`chainrule.compiler.sources`).
+
+Which leaf Values are the same object is part of the key when one Value
+is passed for several arguments (``f(v, v)`` and ``f(v, u)`` are two graphs).
 """
 
 from __future__ import annotations
 
 import struct
 import sys
+from collections import OrderedDict, defaultdict
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from itertools import islice
@@ -64,6 +72,9 @@ class Call:
     values: list[Value] = field(default_factory=list)  # leaf Values among the arguments
     floats: list[float] = field(default_factory=list)  # float inputs, in order
     ints: list[int] = field(default_factory=list)  # ints, in order
+    # the objects keyed by identity: what a trace reads through them is
+    # guarded (chainrule.compiler.sources, compile's argument guard)
+    objects: tuple[Any, ...] = ()
     # a replay's gathers: step -> its picks (keyed by the step itself: a
     # retrace makes new steps, which never match an old one's entry)
     picks: dict[Any, Any] = field(default_factory=dict)
@@ -108,19 +119,35 @@ def classify(items: list[Any], shape: Any = None, symbolic_ints: bool = True) ->
             key.append(_numpy_key(x, numpy))  # float64 too: NumPy reads it whole
         else:
             key.append((t, Identity(x)))
+            call.objects += (x,)
+    values = call.values
+    if len(values) > 1 and len(set(map(id, values))) < len(values):
+        # one Value passed for several arguments: which ones are the same
+        first: dict[int, int] = {}
+        key.append((_SAME, tuple(first.setdefault(id(v), k) for k, v in enumerate(values))))
     call.key = tuple(key)
     return call
 
 
+#: The key part that says which Value arguments are the same object.
+_SAME = "the same Value for several arguments"
+
+
 def flatten(tree: Any) -> tuple[list[Any], Callable[[list[Any]], Any], Any]:
-    """The items of a nest of tuples, lists and dicts, the function that
-    rebuilds the nest from new items, and the nest's shape (types, lengths,
-    dict keys) as a hashable value."""
+    """The items of a nest of tuples, lists and dicts (named tuples,
+    ``OrderedDict`` and ``defaultdict`` too, rebuilt as their own type), the
+    function that rebuilds the nest from new items, and the nest's shape
+    (types, lengths, dict keys) as a hashable value. Another subclass of
+    list, tuple or dict raises :class:`NotReplayable` (its constructor and
+    attributes are its own)."""
     items: list[Any] = []
 
     def walk(x: Any) -> tuple[Callable[[Any], Any], Any]:
-        if isinstance(x, (tuple, list)):
-            kind = type(x)
+        if not isinstance(x, _CONTAINERS):
+            items.append(x)
+            return _LEAF
+        kind = type(x)
+        if kind is list or kind is tuple:
             if x and all(type(y) is float for y in x):  # a row of numbers, in one step
                 items.extend(x)
                 n = len(x)
@@ -128,19 +155,61 @@ def flatten(tree: Any) -> tuple[list[Any], Callable[[list[Any]], Any], Any]:
             parts = [walk(y) for y in x]
             makers = [p for p, _ in parts]
             return (lambda it: kind(p(it) for p in makers)), (kind, tuple(s for _, s in parts))
-        if isinstance(x, dict):
+        if kind is dict:
             keys = list(x)
             parts = [walk(x[k]) for k in keys]
             makers = [p for p, _ in parts]
             shape = (dict, tuple(keys), tuple(s for _, s in parts))
             return (lambda it: {k: p(it) for k, p in zip(keys, makers)}), shape
-        items.append(x)
-        return _LEAF
+        return _other(x, walk)
 
     rebuild, shape = walk(tree)
     return items, lambda new: rebuild(iter(new)), shape
 
 
+def _other(x: Any, walk: Callable[[Any], Any]) -> tuple[Callable[[Any], Any], Any]:
+    """:func:`flatten`'s maker and shape of a named tuple, an ``OrderedDict``
+    or a ``defaultdict`` (``walk``: of their entries); another subclass of
+    tuple, list or dict raises :class:`NotReplayable`."""
+    kind: Any = type(x)
+    if kind is OrderedDict or kind is defaultdict:
+        keys = list(x)
+        parts = [walk(x[k]) for k in keys]
+        makers = [p for p, _ in parts]
+        shapes = tuple(s for _, s in parts)
+        if kind is OrderedDict:
+            return (lambda it: OrderedDict([(k, p(it)) for k, p in zip(keys, makers)])), (
+                kind,
+                tuple(keys),
+                shapes,
+            )
+        factory = x.default_factory
+        return (lambda it: defaultdict(factory, [(k, p(it)) for k, p in zip(keys, makers)])), (
+            kind,
+            Identity(factory),
+            tuple(keys),
+            shapes,
+        )
+    if isinstance(x, tuple) and _is_named_tuple(kind):
+        parts = [walk(y) for y in x]
+        makers = [p for p, _ in parts]
+        make = kind._make
+        return (lambda it: make([p(it) for p in makers])), (kind, tuple(s for _, s in parts))
+    base = next(b for b in _CONTAINERS if isinstance(x, b)).__name__
+    raise NotReplayable(
+        f"a {kind.__name__} (a subclass of {base}) is among its arguments or results: "
+        "compile rebuilds only lists, tuples, dicts, named tuples, OrderedDict and "
+        "defaultdict"
+    )
+
+
+def _is_named_tuple(kind: type) -> bool:
+    """A ``collections.namedtuple`` or ``typing.NamedTuple`` class."""
+    return isinstance(getattr(kind, "_fields", None), tuple) and hasattr(kind, "_make")
+
+
+#: The types (and subclasses) :func:`flatten` enters.
+_CONTAINERS = (tuple, list, dict)
 #: An item's maker and shape in :func:`flatten` (the next new item, as it is).
 _LEAF: tuple[Callable[[Any], Any], Any] = (next, None)
 
@@ -156,6 +225,10 @@ def _numpy_key(x: Any, numpy: Any) -> Any:
 def describe(a: tuple[Any, ...], b: tuple[Any, ...], why: list[str] | None = None) -> str:
     """What differs between two keys, in words (for the fallback warning);
     ``why``: how the last trace used its arguments, when the keys agree."""
+    if a[0] == b[0] and len(a) != len(b):
+        return "the same Value is passed for several arguments in one call and not the other"
+    if a[0][0] is not b[0][0]:
+        return "keyword arguments are passed in one call and not the other"
     if a[0] != b[0] or len(a) != len(b):
         shapes_a, shapes_b = a[0][1], b[0][1]  # per argument (a list of the arguments)
         for k, (x, y) in enumerate(zip(shapes_a, shapes_b)):

@@ -71,8 +71,9 @@ def train(program: Program, val: np.ndarray, root: int, call: Any, optimizer: An
         i = layout.position.get(v)
         if i is None:
             v.grad += grad.item(slot)
-        else:  # a parameter passed as an argument: its data read above (outside)
-            g[i] = 0.0 + grad.item(slot)
+        else:  # a parameter passed as an argument: its data read above (outside);
+            # added, as backward() adds (one slot per Value: its sum in eager's order)
+            g[i] += grad.item(slot)
     new = optimizer.step_arrays(data, g)
     for p, x, d in zip(params, new.tolist(), g.tolist()):  # one loop: faster than two
         p.data = x
