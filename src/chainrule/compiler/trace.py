@@ -229,6 +229,13 @@ def watching(record: Record, created: list[Value]) -> Iterator[None]:
                 init(self, data, *args)
                 return
             self.__class__ = TraceValue
+            if args[0] and not mode.mode.grad_enabled:
+                # no_grad(): the node is a constant (no inputs), its value
+                # the trace's: a replay would not recompute it
+                record.problems.append(
+                    f"{reads.user_site()}: computes a Value under no_grad() inside the "
+                    "function; a replay would reuse its traced value"
+                )
             if args[1] is not engine._NUMBER:
                 init(self, data, *args)
                 return
@@ -240,11 +247,11 @@ def watching(record: Record, created: list[Value]) -> Iterator[None]:
             if threading.get_ident() != me:
                 return
         created.append(self)
-        if type(data) is TracedFloat and not self._prev:
+        if reads.live(data) and not self._prev:
             read_leaf(self, data)
 
     def keep_read(x: object, op: str) -> float:
-        if type(x) is TracedFloat and threading.get_ident() == me:
+        if reads.live(x) and threading.get_ident() == me:
             record.consumed[Identity(x)] = (x, reads.where())
             return x
         return as_float(x, op)
