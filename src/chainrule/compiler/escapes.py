@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import builtins
 import contextlib
+import io
 import sys
 from collections.abc import Callable
 from types import CodeType, FunctionType, MethodType, ModuleType
@@ -90,6 +91,92 @@ def safe(f: Any) -> bool:
         # (and a gc callback may call them in the middle of any trace)
         return owner.__name__ in _SAFE_MODULES
     return (type(owner), name) in _SAFE_METHODS
+
+
+#: Functions whose result comes from state outside the graph and its
+#: arguments (a random generator, a clock, a file, the environment): by the
+#: module that defines them (a name None: all of the module's), and by
+#: method name on objects of a type whose module starts with one of these.
+_HIDDEN_MODULES: dict[str, frozenset[str] | None] = {
+    "random": None,
+    "_random": None,
+    "secrets": None,
+    "uuid": None,
+    "numpy.random": None,
+    "time": frozenset(
+        [
+            "time",
+            "time_ns",
+            "perf_counter",
+            "perf_counter_ns",
+            "monotonic",
+            "monotonic_ns",
+            "process_time",
+            "process_time_ns",
+            "thread_time",
+            "thread_time_ns",
+            "clock_gettime",
+            "clock_gettime_ns",
+            "localtime",
+            "gmtime",
+            "ctime",
+            "asctime",
+            "strftime",
+        ]
+    ),
+    "os": frozenset(
+        [
+            "urandom",
+            "getrandom",
+            "getenv",
+            "read",
+            "times",
+            "getloadavg",
+            "listdir",
+            "scandir",
+            "stat",
+        ]
+    ),
+    "posix": frozenset(
+        ["urandom", "getrandom", "read", "times", "getloadavg", "listdir", "scandir", "stat"]
+    ),
+    "nt": frozenset(["urandom", "read", "times", "listdir", "scandir", "stat"]),
+    "datetime": frozenset(("now", "today", "utcnow")),
+    "io": frozenset(("open",)),
+    "_io": frozenset(("open",)),
+    "pathlib": frozenset(("read_text", "read_bytes", "open", "exists", "stat", "iterdir")),
+}
+_HIDDEN_BUILTINS = frozenset(("open", "input"))
+
+
+def hidden_state(f: Any) -> bool:
+    """Whether a call of ``f`` gives a result that depends on state outside
+    the graph and its arguments, and changes from call to call
+    (``random.random``, ``np.random.normal``, ``time.time``, ``open``, a
+    file's ``read``): a deny-list, by the module that defines ``f`` or the
+    object it is bound to."""
+    if type(f) is MethodType:
+        f = f.__func__ if f.__self__ is None else f
+    owner = getattr(f, "__self__", None)
+    name = getattr(f, "__name__", None)
+    if owner is builtins:
+        return name in _HIDDEN_BUILTINS
+    if isinstance(owner, io.IOBase):  # a file's read, readline, __next__
+        return True
+    if isinstance(f, type):
+        return False  # making a generator (seeded or not): its methods are the calls
+    if isinstance(owner, ModuleType):
+        module = owner.__name__
+    elif isinstance(owner, type):
+        module = owner.__module__  # datetime.now
+    elif owner is not None:
+        module = type(owner).__module__  # a method of a random.Random, a numpy Generator
+    else:
+        module = getattr(f, "__module__", None) or ""
+    for prefix, names in _HIDDEN_MODULES.items():
+        if module == prefix or module.startswith(prefix + "."):
+            return names is None or name in names
+    return False
 
 
 def describe(f: Any) -> str:

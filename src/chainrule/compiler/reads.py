@@ -34,7 +34,7 @@ import sys
 import threading
 from collections.abc import Callable
 from types import CodeType, FrameType
-from typing import Any
+from typing import Any, TypeGuard
 
 from .escapes import describe
 
@@ -94,7 +94,7 @@ def traced(value: float, recipe: Recipe) -> TracedFloat:
     return t
 
 
-def live(x: Any) -> bool:
+def live(x: Any) -> TypeGuard[TracedFloat]:
     """Whether ``x`` is a TracedFloat of the trace this thread records."""
     return type(x) is TracedFloat and x._record is not None and x._record is current()
 
@@ -200,7 +200,7 @@ def read_whole_by(f: Callable[..., Any], args: Any, kwargs: Any) -> Any:
     found = [x for x in within if live(x)]
     for x in within:
         if isinstance(x, TracedInt):
-            int(x)  # an int argument read whole: the trace holds for its value (a pin)
+            int(x)  # type: ignore[call-overload]  # an int argument read whole: the trace holds for its value (a pin)
     # it gets the ints themselves (``json.dumps(i)``, ``pow(i, 2, 5)``)
     args = tuple(_whole_int(x) for x in args)
     kwargs = {k: _whole_int(x) for k, x in kwargs.items()}
@@ -215,7 +215,7 @@ def read_whole_by(f: Callable[..., Any], args: Any, kwargs: Any) -> Any:
 
 
 def _whole_int(x: Any) -> Any:
-    return int(x) if isinstance(x, TracedInt) else x
+    return int(x) if isinstance(x, TracedInt) else x  # type: ignore[call-overload]
 
 
 def _within(x: Any, limit: int = 10_000) -> list[Any] | None:
