@@ -391,3 +391,35 @@ def by_json(i: int) -> Value:
 @pytest.mark.parametrize("f", [by_divmod, by_pow, by_json])
 def test_int_arguments_read_whole_give_eager_results(f: Callable[[int], Value]) -> None:
     compiled_quietly(f, [(4,), (2,), (5,), (4,)])
+
+
+# --------------------------------------------------------------------------
+# 9. Errors: eager's type and message
+# --------------------------------------------------------------------------
+
+
+def times_big(i: int) -> Value:
+    return TABLE[1] * 2**i
+
+
+def over_big(i: int) -> Value:
+    return TABLE[1] / 2**i
+
+
+def big_over(i: int) -> Value:
+    return 2**i / TABLE[1]
+
+
+def read_root(x: float) -> Value:
+    return TABLE[1] * ((TABLE[1] * x).data ** 0.5)
+
+
+@pytest.mark.parametrize(
+    ("f", "arg"), [(times_big, 1100), (over_big, 1100), (big_over, 1100), (read_root, -4.0)]
+)
+def test_errors_are_eagers(f: Callable[[Any], Value], arg: Any) -> None:
+    with pytest.raises(Exception) as eager:
+        f(arg)
+    with pytest.raises(eager.type) as compiled:
+        chainrule.compile(f)(arg)
+    assert str(compiled.value) == str(eager.value)

@@ -254,6 +254,8 @@ def watching(record: Record, created: list[Value]) -> Iterator[None]:
         if reads.live(x) and threading.get_ident() == me:
             record.consumed[Identity(x)] = (x, reads.where())
             return x
+        if isinstance(x, reads.TracedInt):  # an int argument: this value (eager's errors)
+            return as_float(int(x), op)  # type: ignore[call-overload]
         return as_float(x, op)
 
     def user_read(v: Any) -> Any:
@@ -276,7 +278,10 @@ def watching(record: Record, created: list[Value]) -> Iterator[None]:
     def guarded_truediv(self: Value, other: Any) -> Value:
         # the engine picks micrograd's a * b**-1 or one true division by the values
         if threading.get_ident() == me and isinstance(other, (Value, int, float)):
-            b = get(other) if isinstance(other, Value) else float(reads.plain(other))
+            try:
+                b = get(other) if isinstance(other, Value) else float(reads.plain(other))
+            except OverflowError:  # an int beyond 1.8e308: eager's error
+                return truediv(self, other)
             record.guards.append(
                 (
                     engine._reciprocal_is_exact,
@@ -289,12 +294,16 @@ def watching(record: Record, created: list[Value]) -> Iterator[None]:
 
     def guarded_rtruediv(self: Value, other: Any) -> Value:
         if threading.get_ident() == me and isinstance(other, (int, float)):
+            try:
+                a = float(reads.plain(other))
+            except OverflowError:  # an int beyond 1.8e308: eager's error
+                return rtruediv(self, other)
             record.guards.append(
                 (
                     engine._reciprocal_is_exact,
                     reads.recipe_of(other),
                     ("node", self),
-                    engine._reciprocal_is_exact(float(reads.plain(other)), get(self)),
+                    engine._reciprocal_is_exact(a, get(self)),
                 )
             )
         return rtruediv(self, other)
