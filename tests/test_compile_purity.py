@@ -137,6 +137,20 @@ def test_a_file_read_inside_the_function_runs_eagerly(tmp_path: Path) -> None:
     assert seen == [(3.0, 3.0), (5.0, 5.0), (-8.0, -8.0)]
 
 
+def test_a_file_opened_outside_and_read_inside_runs_eagerly(tmp_path: Path) -> None:
+    path = tmp_path / "scales.txt"
+    path.write_text("1.5\n2.5\n-4.0\n")
+    with open(path) as handle:
+
+        def scaled() -> Value:
+            return W * float(handle.readline())
+
+        fast = chainrule.compile(scaled)
+        with pytest.warns(CompileWarning, match="readline"):
+            got = [fast().data for _ in range(3)]
+    assert got == [3.0, 5.0, -8.0]
+
+
 def make_loaders() -> dict[str, Callable[[], Iterator[float]]]:
     def gen() -> Iterator[float]:
         yield from (1.0, 2.0, 3.0)

@@ -22,10 +22,11 @@ from __future__ import annotations
 
 import builtins
 import contextlib
+import functools
 import io
 import sys
 from collections.abc import Callable
-from types import CodeType, FunctionType, MethodType, ModuleType
+from types import BuiltinFunctionType, CodeType, FunctionType, MethodType, ModuleType
 from typing import Any
 
 #: Builtins that reach a float's value only through its methods.
@@ -155,28 +156,34 @@ def hidden_state(f: Any) -> bool:
     (``random.random``, ``np.random.normal``, ``time.time``, ``open``, a
     file's ``read``): a deny-list, by the module that defines ``f`` or the
     object it is bound to."""
-    if type(f) is MethodType:
-        f = f.__func__ if f.__self__ is None else f
-    owner = getattr(f, "__self__", None)
-    name = getattr(f, "__name__", None)
+    t = type(f)
+    if t is FunctionType:
+        return _hidden_in(f.__module__ or "", f.__name__)
+    if t is not MethodType and t is not BuiltinFunctionType:
+        return False  # a class (making a generator: its methods are the calls), an object
+    owner = f.__self__
+    name = f.__name__
     if owner is builtins:
         return name in _HIDDEN_BUILTINS
-    if isinstance(owner, io.IOBase):  # a file's read, readline, __next__
-        return True
-    if isinstance(f, type):
-        return False  # making a generator (seeded or not): its methods are the calls
     if isinstance(owner, ModuleType):
-        module = owner.__name__
-    elif isinstance(owner, type):
-        module = owner.__module__  # datetime.now
-    elif owner is not None:
-        module = type(owner).__module__  # a method of a random.Random, a numpy Generator
-    else:
-        module = getattr(f, "__module__", None) or ""
+        return _hidden_in(owner.__name__, name)
+    if isinstance(owner, type):
+        return _hidden_in(owner.__module__, name)  # datetime.now
+    if isinstance(owner, _FILES):  # a file's read, readline
+        return True
+    return _hidden_in(type(owner).__module__, name)  # a random.Random's, a numpy Generator's
+
+
+@functools.lru_cache(maxsize=4096)
+def _hidden_in(module: str, name: str) -> bool:
     for prefix, names in _HIDDEN_MODULES.items():
         if module == prefix or module.startswith(prefix + "."):
             return names is None or name in names
     return False
+
+
+#: The C base of every file type (an isinstance of the ABC io.IOBase is slower).
+_FILES: type = io.IOBase.__mro__[1]  # _io._IOBase
 
 
 def describe(f: Any) -> str:

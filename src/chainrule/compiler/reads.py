@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import ast
 import builtins
+import itertools
 import linecache
 import math
 import operator
@@ -50,14 +51,13 @@ class TracedFloat(float):
     capture is built): a TracedFloat that outlives its trace (kept in a
     global, returned) is, in any later trace, the constant it holds."""
 
-    __slots__ = ("_recipe", "_record")
+    __slots__ = ("_recipe", "_trace")
     _recipe: Recipe
-    _record: Record | None
+    _trace: int  # the serial of its trace's Record (0: none): not the Record, kept alive
 
     @property
     def recipe(self) -> Any:
-        record = self._record
-        if record is not None and record is getattr(_tracing, "last", None):
+        if self._trace and self._trace == getattr(_tracing, "last", 0):
             return self._recipe
         return float.__float__(self)
 
@@ -86,17 +86,22 @@ class TracedInt:
 def traced(value: float, recipe: Recipe) -> TracedFloat:
     t = TracedFloat(value)
     t._recipe = recipe
-    record = t._record = getattr(_tracing, "record", None)
+    record = getattr(_tracing, "record", None)
     if record is not None:
+        t._trace = record.serial
         record.floats.append(t)
     else:  # a float argument, made just before its trace starts (set_current)
+        t._trace = 0
         _tracing.__dict__.setdefault("pending", []).append(t)
     return t
 
 
 def live(x: Any) -> TypeGuard[TracedFloat]:
     """Whether ``x`` is a TracedFloat of the trace this thread records."""
-    return type(x) is TracedFloat and x._record is not None and x._record is current()
+    if type(x) is not TracedFloat or not x._trace:
+        return False
+    record = current()
+    return record is not None and x._trace == record.serial
 
 
 class Record:
@@ -104,6 +109,7 @@ class Record:
     read float was consumed by the engine (file:line, for messages)."""
 
     def __init__(self) -> None:
+        self.serial = next(_serials)
         self.guards: list[tuple[Callable[..., Any], Recipe, Any, Any]] = []
         # (keys.Identity of the read: the object itself, not its id) -> (it, file:line)
         self.consumed: dict[Any, tuple[TracedFloat, str]] = {}
@@ -127,6 +133,7 @@ class Record:
 
 
 _tracing = threading.local()
+_serials = itertools.count(1)
 
 
 def current() -> Record | None:
@@ -138,9 +145,9 @@ def current() -> Record | None:
 def set_current(record: Record | None) -> None:
     _tracing.record = record
     if record is not None:  # its floats' recipes hold until the next trace
-        _tracing.last = record
+        _tracing.last = record.serial
         for t in _tracing.__dict__.pop("pending", ()):
-            t._record = record
+            t._trace = record.serial
 
 
 def recipe_of(x: Any) -> Any:

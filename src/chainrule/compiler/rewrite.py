@@ -408,8 +408,8 @@ def _call(f: Any, /, *args: Any, **kwargs: Any) -> Any:
     else:
         g = target(f)
         out = read_whole_by(f, args, kwargs) if g is f and opaque(f) else g(*args, **kwargs)
-    if hasattr(type(out), "__next__"):  # an iterator made here: the trace's own
-        record.iterators[id(out)] = out
+    if _iterator_types.get(type(out), True) and hasattr(type(out), "__next__"):
+        record.iterators[id(out)] = out  # an iterator made here: the trace's own
     return out
 
 
@@ -456,17 +456,16 @@ def hidden(f: Any, args: Any, kwargs: Any, record: Record) -> str | None:
     function of the deny-list (:func:`~chainrule.compiler.escapes.hidden_state`),
     the next item of an iterator made outside the trace, or such an
     iterator handed to the call; else None."""
-    owner = getattr(f, "__self__", None)
     if hidden_state(f):
         name = describe(f)
-        if owner is getattr(random, "_inst", None):  # random.random, random.choice
+        if getattr(f, "__self__", None) is getattr(random, "_inst", None):  # random.random
             name = f"random.{f.__name__}"
         return f"calls {name}, whose result changes from call to call"
-    if (
-        getattr(f, "__name__", None) in ("__next__", "send", "throw")
-        and owner is not None
-        and _outside(owner, record)
-    ) or (f is builtins.next and args and _outside(args[0], record)):
+    if (f is builtins.next and args and _outside(args[0], record)) or (
+        type(f) is not FunctionType
+        and getattr(f, "__name__", None) in ("__next__", "send", "throw")
+        and _outside(getattr(f, "__self__", None), record)
+    ):
         return "takes the next item of an iterator made outside the function"
     for x in (*args, *kwargs.values()):
         if _outside(x, record):
@@ -481,12 +480,19 @@ def _outside(x: Any, record: Record) -> bool:
     """Whether ``x`` is an iterator (it has state: each item is taken once)
     not made while this trace runs."""
     t = type(x)
-    if not hasattr(t, "__next__"):
+    stateful = _iterator_types.get(t)
+    if stateful is None:
+        stateful = _iterator_types[t] = hasattr(t, "__next__")
+    if not stateful:
         return False
     code = getattr(x, "gi_code", None)
     if code is not None and t is GeneratorType:
         return code not in _copy_codes
     return record.iterators.get(id(x)) is not x
+
+
+#: type -> whether it is an iterator's (it has ``__next__``)
+_iterator_types: dict[type, bool] = {}
 
 
 def _op(kind: str, a: Any, b: Any = None) -> Any:
