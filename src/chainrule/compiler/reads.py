@@ -11,7 +11,8 @@ from (its *recipe*). What happens to it decides what a replay does:
   stale (a stop-gradient input, as ``torch.Tensor.detach``);
 * arithmetic on it gives another TracedFloat (``2 * top``, ``1 / top``);
 * the builtin ``max`` or ``min`` over reads (``max(v.data for v in xs)``)
-  becomes that reduction, recomputed by the same builtin at replay;
+  becomes that reduction, recomputed by the same builtin at replay (over
+  tuples, ``max((v.data, k) ...)``, each comparison is a guard);
 * any other comparison, ``bool``, ``int``, ``float(v)``, formatting, is a
   *guard*: the replay checks that it comes out the same and traces again
   when it does not.

@@ -17,7 +17,20 @@ which
   copy in turn (so ``gpt()``, ``linear()``, ``model(x)`` are followed),
   anything else (builtins, classes, C code) runs as it is, the traced
   floats it is handed guards where it may read them whole (:func:`opaque`).
-  Calls of a builtin's name (``len``, ``max``, ``zip``) are left as written.
+  Calls of most builtins' names (``len``, ``max``) are left as written;
+  those that read state, take an iterator or call a function they are
+  given (``next``, ``open``, ``zip``, ``map``, ``sorted``) go through
+  ``_call`` too (:data:`_ROUTED`);
+* ``a % b`` is ``_op("%", a, b)`` (printf-style formatting reads a float
+  whole: a guard) and the iterable of a ``for`` or a comprehension is
+  ``_op("in", it)``.
+
+A call whose result depends on state outside the graph (a random
+generator, a clock, a file: :func:`~chainrule.compiler.escapes.hidden_state`),
+or that takes items of an iterator made outside the trace (a data loader),
+makes the trace one that cannot be replayed: the function runs eagerly,
+with a warning naming the call (:func:`hidden`). The list is a deny-list:
+such a call inside code that is not copied is not seen.
 
 A copy is a new function object with the original's globals, closure
 cells, defaults and keyword defaults; the user's function is not
