@@ -123,7 +123,7 @@ def test_a_container_it_cannot_walk_runs_eagerly_with_a_warning() -> None:
     numbers = iter([1.0, 2.0, 3.0, 4.0])
     w = Value(1.0)
     fast = chainrule.compile(lambda x: w * x * next(numbers))
-    with pytest.warns(CompileWarning, match="list_iterator"):
+    with pytest.warns(CompileWarning, match="list_iterator|iterator made outside"):
         assert fast(1.0).data == 1.0
     assert fast(1.0).data == 2.0
     assert fast(1.0).data == 3.0

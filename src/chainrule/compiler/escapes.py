@@ -22,9 +22,11 @@ from __future__ import annotations
 
 import builtins
 import contextlib
+import functools
+import io
 import sys
 from collections.abc import Callable
-from types import CodeType, FunctionType, MethodType, ModuleType
+from types import BuiltinFunctionType, CodeType, FunctionType, MethodType, ModuleType
 from typing import Any
 
 #: Builtins that reach a float's value only through its methods.
@@ -90,6 +92,98 @@ def safe(f: Any) -> bool:
         # (and a gc callback may call them in the middle of any trace)
         return owner.__name__ in _SAFE_MODULES
     return (type(owner), name) in _SAFE_METHODS
+
+
+#: Functions whose result comes from state outside the graph and its
+#: arguments (a random generator, a clock, a file, the environment): by the
+#: module that defines them (a name None: all of the module's), and by
+#: method name on objects of a type whose module starts with one of these.
+_HIDDEN_MODULES: dict[str, frozenset[str] | None] = {
+    "random": None,
+    "_random": None,
+    "secrets": None,
+    "uuid": None,
+    "numpy.random": None,
+    "time": frozenset(
+        [
+            "time",
+            "time_ns",
+            "perf_counter",
+            "perf_counter_ns",
+            "monotonic",
+            "monotonic_ns",
+            "process_time",
+            "process_time_ns",
+            "thread_time",
+            "thread_time_ns",
+            "clock_gettime",
+            "clock_gettime_ns",
+            "localtime",
+            "gmtime",
+            "ctime",
+            "asctime",
+            "strftime",
+        ]
+    ),
+    "os": frozenset(
+        [
+            "urandom",
+            "getrandom",
+            "getenv",
+            "read",
+            "times",
+            "getloadavg",
+            "listdir",
+            "scandir",
+            "stat",
+        ]
+    ),
+    "posix": frozenset(
+        ["urandom", "getrandom", "read", "times", "getloadavg", "listdir", "scandir", "stat"]
+    ),
+    "nt": frozenset(["urandom", "read", "times", "listdir", "scandir", "stat"]),
+    "datetime": frozenset(("now", "today", "utcnow")),
+    "io": frozenset(("open",)),
+    "_io": frozenset(("open",)),
+    "pathlib": frozenset(("read_text", "read_bytes", "open", "exists", "stat", "iterdir")),
+}
+_HIDDEN_BUILTINS = frozenset(("open", "input"))
+
+
+def hidden_state(f: Any) -> bool:
+    """Whether a call of ``f`` gives a result that depends on state outside
+    the graph and its arguments, and changes from call to call
+    (``random.random``, ``np.random.normal``, ``time.time``, ``open``, a
+    file's ``read``): a deny-list, by the module that defines ``f`` or the
+    object it is bound to."""
+    t = type(f)
+    if t is FunctionType:
+        return _hidden_in(f.__module__ or "", f.__name__)
+    if t is not MethodType and t is not BuiltinFunctionType:
+        return False  # a class (making a generator: its methods are the calls), an object
+    owner = f.__self__
+    name = f.__name__
+    if owner is builtins:
+        return name in _HIDDEN_BUILTINS
+    if isinstance(owner, ModuleType):
+        return _hidden_in(owner.__name__, name)
+    if isinstance(owner, type):
+        return _hidden_in(owner.__module__, name)  # datetime.now
+    if isinstance(owner, _FILES):  # a file's read, readline
+        return True
+    return _hidden_in(type(owner).__module__, name)  # a random.Random's, a numpy Generator's
+
+
+@functools.lru_cache(maxsize=4096)
+def _hidden_in(module: str, name: str) -> bool:
+    for prefix, names in _HIDDEN_MODULES.items():
+        if module == prefix or module.startswith(prefix + "."):
+            return names is None or name in names
+    return False
+
+
+#: The C base of every file type (an isinstance of the ABC io.IOBase is slower).
+_FILES: type = io.IOBase.__mro__[1]  # _io._IOBase
 
 
 def describe(f: Any) -> str:

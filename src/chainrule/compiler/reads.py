@@ -11,7 +11,8 @@ from (its *recipe*). What happens to it decides what a replay does:
   stale (a stop-gradient input, as ``torch.Tensor.detach``);
 * arithmetic on it gives another TracedFloat (``2 * top``, ``1 / top``);
 * the builtin ``max`` or ``min`` over reads (``max(v.data for v in xs)``)
-  becomes that reduction, recomputed by the same builtin at replay;
+  becomes that reduction, recomputed by the same builtin at replay (over
+  tuples, ``max((v.data, k) ...)``, each comparison is a guard);
 * any other comparison, ``bool``, ``int``, ``float(v)``, formatting, is a
   *guard*: the replay checks that it comes out the same and traces again
   when it does not.
@@ -27,6 +28,7 @@ from __future__ import annotations
 
 import ast
 import builtins
+import itertools
 import linecache
 import math
 import operator
@@ -34,7 +36,7 @@ import sys
 import threading
 from collections.abc import Callable
 from types import CodeType, FrameType
-from typing import Any
+from typing import Any, TypeGuard
 
 from .escapes import describe
 
@@ -44,10 +46,29 @@ Recipe = tuple[Any, ...]
 
 
 class TracedFloat(float):
-    """A float read from a traced graph, with the recipe that recomputes it."""
+    """A float read from a traced graph, with the recipe that recomputes it.
 
-    __slots__ = ("recipe",)
-    recipe: Recipe
+    The recipe holds only for the trace that made the float (and while its
+    capture is built): a TracedFloat that outlives its trace (kept in a
+    global, returned) is, in any later trace, the constant it holds."""
+
+    __slots__ = ("_recipe", "_trace")
+    _recipe: Recipe
+    _trace: int  # the serial of its trace's Record (0: none): not the Record, kept alive
+
+    @property
+    def recipe(self) -> Any:
+        if self._trace and self._trace == getattr(_tracing, "last", 0):
+            return self._recipe
+        return float.__float__(self)
+
+    @recipe.setter
+    def recipe(self, recipe: Recipe) -> None:
+        self._recipe = recipe
+
+    @property  # type: ignore[misc]
+    def __class__(self) -> type:  # ``x.__class__ is float``, as eagerly
+        return float
 
     def __repr__(self) -> str:
         return float.__repr__(guard_whole(self))
@@ -65,11 +86,23 @@ class TracedInt:
 
 def traced(value: float, recipe: Recipe) -> TracedFloat:
     t = TracedFloat(value)
-    t.recipe = recipe
+    t._recipe = recipe
     record = getattr(_tracing, "record", None)
     if record is not None:
+        t._trace = record.serial
         record.floats.append(t)
+    else:  # a float argument, made just before its trace starts (set_current)
+        t._trace = 0
+        _tracing.__dict__.setdefault("pending", []).append(t)
     return t
+
+
+def live(x: Any) -> TypeGuard[TracedFloat]:
+    """Whether ``x`` is a TracedFloat of the trace this thread records."""
+    if type(x) is not TracedFloat or not x._trace:
+        return False
+    record = current()
+    return record is not None and x._trace == record.serial
 
 
 class Record:
@@ -77,6 +110,7 @@ class Record:
     read float was consumed by the engine (file:line, for messages)."""
 
     def __init__(self) -> None:
+        self.serial = next(_serials)
         self.guards: list[tuple[Callable[..., Any], Recipe, Any, Any]] = []
         # (keys.Identity of the read: the object itself, not its id) -> (it, file:line)
         self.consumed: dict[Any, tuple[TracedFloat, str]] = {}
@@ -93,9 +127,14 @@ class Record:
         self.picked: dict[Any, Any] = {}
         self.pins: list[str] = []  # how int arguments were used as numbers, for messages
         self.floats: list[TracedFloat] = []  # every traced float made, in order (read_whole_by)
+        # the two floats last compared for equality inside max()/min(): items of tuples
+        self.compared: tuple[Any, Any] | None = None
+        # iterators made while tracing (by id; kept alive): not the user's state
+        self.iterators: dict[int, Any] = {}
 
 
 _tracing = threading.local()
+_serials = itertools.count(1)
 
 
 def current() -> Record | None:
@@ -106,6 +145,10 @@ def current() -> Record | None:
 
 def set_current(record: Record | None) -> None:
     _tracing.record = record
+    if record is not None:  # its floats' recipes hold until the next trace
+        _tracing.last = record.serial
+        for t in _tracing.__dict__.pop("pending", ()):
+            t._trace = record.serial
 
 
 def recipe_of(x: Any) -> Any:
@@ -120,12 +163,14 @@ def where(depth: int = 2) -> str:
 
 
 _COMPILER_DIR = __file__.rsplit("/", 1)[0].rsplit("\\", 1)[0]
+_ENGINE_DIR = _COMPILER_DIR[: -len("compiler")] + "value"
 
 
 def user_site() -> str:
-    """``file:line`` of the innermost frame outside compile's own code."""
+    """``file:line`` of the innermost frame outside compile's own code and
+    the Value engine's."""
     f: FrameType | None = sys._getframe(1)
-    while f is not None and f.f_code.co_filename.startswith(_COMPILER_DIR):
+    while f is not None and f.f_code.co_filename.startswith((_COMPILER_DIR, _ENGINE_DIR)):
         f = f.f_back
     return "?" if f is None else f"{f.f_code.co_filename}:{f.f_lineno}"
 
@@ -160,7 +205,13 @@ def read_whole_by(f: Callable[..., Any], args: Any, kwargs: Any) -> Any:
     if within is None:  # too many to look through: every float made so far
         made = 0
         within = []
-    found = [x for x in within if type(x) is TracedFloat]
+    found = [x for x in within if live(x)]
+    for x in within:
+        if isinstance(x, TracedInt):
+            int(x)  # type: ignore[call-overload]  # an int argument read whole: the trace holds for its value (a pin)
+    # it gets the ints themselves (``json.dumps(i)``, ``pow(i, 2, 5)``)
+    args = tuple(_whole_int(x) for x in args)
+    kwargs = {k: _whole_int(x) for k, x in kwargs.items()}
     out = f(*args, **kwargs)
     found.extend(record.floats[made:])
     for x in found:
@@ -169,6 +220,10 @@ def read_whole_by(f: Callable[..., Any], args: Any, kwargs: Any) -> Any:
         name = describe(f)
         record.pins.append(f"a number read from a Value is read whole by {name} ({user_site()})")
     return out
+
+
+def _whole_int(x: Any) -> Any:
+    return int(x) if isinstance(x, TracedInt) else x  # type: ignore[call-overload]
 
 
 def _within(x: Any, limit: int = 10_000) -> list[Any] | None:
@@ -407,10 +462,24 @@ def _compare(f: Callable[[Any, Any], bool], reduces: Any) -> Callable[..., Any]:
             return NotImplemented
         result = f(float.__float__(self), plain(other))
         record = current()
-        if record is None:
-            return result
+        if record is None or not (live(self) or live(other)):
+            return result  # (a float kept from another trace is the number it holds)
         frame = sys._getframe(1)
-        if reduces is not None and _called_builtin(frame) is reduces:
+        if reduces is None:
+            if f is operator.eq and _called_builtin(frame) is not None:
+                # max/min compares tuples (``max((v.data, k) ...)``): their
+                # items are compared for equality first, then ordered
+                record.compared = (self, other)
+        elif (
+            _called_builtin(frame) is reduces
+            and live(self)
+            and (type(other) is not TracedFloat or live(other))
+            and not (
+                record.compared is not None
+                and record.compared[0] is self
+                and record.compared[1] is other
+            )
+        ):
             _reduce_step(
                 record, (id(frame), frame.f_code, frame.f_lasti), reduces, self, other, result
             )

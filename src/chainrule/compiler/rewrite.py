@@ -17,7 +17,20 @@ which
   copy in turn (so ``gpt()``, ``linear()``, ``model(x)`` are followed),
   anything else (builtins, classes, C code) runs as it is, the traced
   floats it is handed guards where it may read them whole (:func:`opaque`).
-  Calls of a builtin's name (``len``, ``max``, ``zip``) are left as written.
+  Calls of most builtins' names (``len``, ``max``) are left as written;
+  those that read state, take an iterator or call a function they are
+  given (``next``, ``open``, ``zip``, ``map``, ``sorted``) go through
+  ``_call`` too (:data:`_ROUTED`);
+* ``a % b`` is ``_op("%", a, b)`` (printf-style formatting reads a float
+  whole: a guard) and the iterable of a ``for`` or a comprehension is
+  ``_op("in", it)``.
+
+A call whose result depends on state outside the graph (a random
+generator, a clock, a file: :func:`~chainrule.compiler.escapes.hidden_state`),
+or that takes items of an iterator made outside the trace (a data loader),
+makes the trace one that cannot be replayed: the function runs eagerly,
+with a warning naming the call (:func:`hidden`). The list is a deny-list:
+such a call inside code that is not copied is not seen.
 
 A copy is a new function object with the original's globals, closure
 cells, defaults and keyword defaults; the user's function is not
@@ -38,24 +51,61 @@ from __future__ import annotations
 import ast
 import builtins
 import copy
+import functools
+import heapq
+import itertools
 import linecache
+import operator
 import os
+import random
 import sysconfig
-from types import BuiltinFunctionType, CellType, CodeType, FunctionType, MethodType
+from types import BuiltinFunctionType, CellType, CodeType, FunctionType, GeneratorType, MethodType
 from typing import Any
 
-from .escapes import all_names, call_method, safe
-from .reads import AST_LOCK, read_whole_by
+from .escapes import all_names, call_method, describe, hidden_state, safe
+from .reads import AST_LOCK, Record, current, read_whole_by, user_site
 from .symbolic import SymInt, gather
 
 _SUBSCRIPT = "_chainrule_subscript_"
 _CALL = "_chainrule_call_"
+_OP = "_chainrule_op_"
 _MAKER = "_chainrule_maker_"
 
-#: Names whose calls are left as written: the builtins (shadowed by a user
-#: function, that function runs as it is: at worst a pin). The builtin
-#: ``max``/``min`` must be called from the user's frame (reads follow them).
-_BUILTIN_NAMES = frozenset(name for name in dir(builtins) if not name.startswith("_"))
+#: Builtins whose calls go through ``_call`` all the same: those that read
+#: state (``next``, ``open``), call a function they are given (``map``,
+#: ``sorted``) or take an iterator (``list(it)``); ``max``/``min`` only with
+#: ``key=`` (without, they must be called from the user's frame: reads
+#: follow them).
+_ROUTED = frozenset(
+    [
+        "next",
+        "iter",
+        "anext",
+        "aiter",
+        "open",
+        "input",
+        "map",
+        "filter",
+        "sorted",
+        "zip",
+        "enumerate",
+        "reversed",
+        "pow",
+        "list",
+        "tuple",
+        "set",
+        "frozenset",
+        "dict",
+        "sum",
+        "any",
+        "all",
+    ]
+)
+#: Names whose calls are left as written: the other builtins (shadowed by
+#: a user function, that function runs as it is: at worst a pin).
+_BUILTIN_NAMES = frozenset(
+    name for name in dir(builtins) if not name.startswith("_") and name not in _ROUTED
+)
 
 _HERE = os.path.dirname(os.path.abspath(__file__))
 _PACKAGE = os.path.dirname(_HERE)
@@ -76,7 +126,25 @@ _SKIP = tuple(
 
 
 class _Rewrite(ast.NodeTransformer):
-    """``a[b]`` (read) -> ``_subscript(a, b)``; ``f(...)`` -> ``_call(f, ...)``."""
+    """``a[b]`` (read) -> ``_subscript(a, b)``; ``f(...)`` -> ``_call(f, ...)``;
+    ``a % b`` -> ``_op("%", a, b)``; ``for x in E`` -> ``for x in _op("in", E)``."""
+
+    def visit_BinOp(self, node: ast.BinOp) -> ast.AST:
+        self.generic_visit(node)
+        if not isinstance(node.op, ast.Mod):
+            return node
+        return ast.copy_location(_op_call("%", node.left, node.right), node)
+
+    def visit_For(self, node: ast.For) -> ast.AST:
+        self.generic_visit(node)
+        node.iter = ast.copy_location(_op_call("in", node.iter), node.iter)
+        return node
+
+    def visit_comprehension(self, node: ast.comprehension) -> ast.AST:
+        self.generic_visit(node)
+        if not node.is_async:
+            node.iter = ast.copy_location(_op_call("in", node.iter), node.iter)
+        return node
 
     def visit_Subscript(self, node: ast.Subscript) -> ast.AST:
         self.generic_visit(node)
@@ -87,10 +155,17 @@ class _Rewrite(ast.NodeTransformer):
 
     def visit_Call(self, node: ast.Call) -> ast.AST:
         self.generic_visit(node)
-        if isinstance(node.func, ast.Name) and node.func.id in _BUILTIN_NAMES:
+        if isinstance(node.func, ast.Name) and (
+            node.func.id in _BUILTIN_NAMES
+            and not (node.func.id in ("max", "min") and node.keywords)
+        ):
             return node
         call = ast.Call(ast.Name(_CALL, ast.Load()), [node.func, *node.args], node.keywords)
         return ast.copy_location(call, node)
+
+
+def _op_call(kind: str, *operands: ast.expr) -> ast.Call:
+    return ast.Call(ast.Name(_OP, ast.Load()), [ast.Constant(kind), *operands], [])
 
 
 #: code object -> (that code object, its copy's code or None: runs as it is)
@@ -115,7 +190,23 @@ def copied_code(code: CodeType) -> CodeType | None:
         except (SyntaxError, ValueError, TypeError, RecursionError, MemoryError):
             new = None
         _copies[code] = (code, new)
+        if new is not None:
+            _copy_codes.update(_nested(new))
     return new
+
+
+#: The code objects of the copies and of what they nest (generator
+#: expressions, comprehensions): a generator running one of them was made
+#: by a trace (only traces run copies).
+_copy_codes: set[CodeType] = set()
+
+
+def _nested(code: CodeType) -> list[CodeType]:
+    found = [code]
+    for c in code.co_consts:
+        if isinstance(c, CodeType):
+            found.extend(_nested(c))
+    return found
 
 
 def _make(code: CodeType) -> CodeType | None:
@@ -125,7 +216,7 @@ def _make(code: CodeType) -> CodeType | None:
         return None
     if "super" in all_names(code) or "__class__" in code.co_freevars:
         return None
-    if {_SUBSCRIPT, _CALL, _MAKER} & set(code.co_varnames + code.co_freevars + code.co_names):
+    if {_SUBSCRIPT, _CALL, _OP, _MAKER} & set(code.co_varnames + code.co_freevars + code.co_names):
         return None
     starts, imports = _file(filename)
     for node in starts.get(code.co_firstlineno, []):
@@ -194,7 +285,7 @@ def _compile(
         body = [ast.Return(node)]  # type: ignore[arg-type]
     if rewrite:
         body = [_Rewrite().visit(stmt) for stmt in body]
-    params = [_SUBSCRIPT, _CALL, *code.co_freevars]
+    params = [_SUBSCRIPT, _CALL, _OP, *code.co_freevars]
     maker = ast.FunctionDef(
         name=_MAKER,
         args=ast.arguments(
@@ -269,7 +360,7 @@ def copy_of(f: FunctionType) -> FunctionType:
     new = copied_code(f.__code__)
     if new is None:
         return f
-    cells = {_SUBSCRIPT: _subscript_cell, _CALL: _call_cell}
+    cells = {_SUBSCRIPT: _subscript_cell, _CALL: _call_cell, _OP: _op_cell}
     if f.__closure__:
         cells.update(zip(f.__code__.co_freevars, f.__closure__))
     g = FunctionType(
@@ -307,11 +398,133 @@ def _call(f: Any, /, *args: Any, **kwargs: Any) -> Any:
     frame on the user's behalf: :class:`~chainrule.compiler.escapes.CCalls`
     sees them). A function the trace cannot see into (:func:`opaque`) gets
     the traced floats it is handed, and those made while it runs, as
-    guards (:func:`~chainrule.compiler.reads.read_whole_by`)."""
-    g = target(f)
-    if g is f and opaque(f):
-        return read_whole_by(f, args, kwargs)
-    return g(*args, **kwargs)
+    guards (:func:`~chainrule.compiler.reads.read_whole_by`). A call whose
+    result depends on state outside the graph (:func:`hidden`) makes the
+    trace one that cannot be replayed. A function handed to ``map``,
+    ``sorted(key=)``, ``functools.reduce`` ... is called through ``_call``
+    in turn."""
+    record = current()
+    if record is None:
+        g = target(f)
+        return read_whole_by(f, args, kwargs) if g is f and opaque(f) else g(*args, **kwargs)
+    why = hidden(f, args, kwargs, record)
+    if why is not None:
+        record.problems.append(f"{user_site()}: {why}; a replay would reuse its traced result")
+    slots = _callbacks(f)
+    if slots is not None:  # map(math.exp, xs): math.exp is called through _call
+        positions, names = slots
+        args = tuple(_relay(a) if k in positions else a for k, a in enumerate(args))
+        kwargs = {k: _relay(a) if k in names else a for k, a in kwargs.items()}
+        out = f(*args, **kwargs)
+    elif f is builtins.pow and len(args) + len(kwargs) > 2:  # pow(i, 2, 5): ints whole
+        out = read_whole_by(f, args, kwargs)
+    else:
+        g = target(f)
+        out = read_whole_by(f, args, kwargs) if g is f and opaque(f) else g(*args, **kwargs)
+    if _iterator_types.get(type(out), True) and hasattr(type(out), "__next__"):
+        record.iterators[id(out)] = out  # an iterator made here: the trace's own
+    return out
+
+
+def _relay(fn: Any) -> Any:
+    """``fn`` called through :func:`_call` (a function handed to ``map``)."""
+    if fn is None or not callable(fn):
+        return fn
+
+    def relay(*args: Any, **kwargs: Any) -> Any:
+        return _call(fn, *args, **kwargs)
+
+    return relay
+
+
+#: Functions that call a function they are given: the positions and
+#: keywords where it is handed to them.
+_CALLBACKS: dict[Any, tuple[frozenset[int], frozenset[str]]] = {
+    **dict.fromkeys(
+        (map, filter, itertools.starmap, functools.reduce, itertools.filterfalse)
+        + (itertools.takewhile, itertools.dropwhile),
+        (frozenset((0,)), frozenset()),
+    ),
+    **dict.fromkeys(
+        (sorted, builtins.max, builtins.min, itertools.groupby, heapq.nlargest, heapq.nsmallest),
+        (frozenset(), frozenset(("key",))),
+    ),
+    itertools.accumulate: (frozenset((1,)), frozenset(("func",))),
+}
+
+
+def _callbacks(f: Any) -> tuple[frozenset[int], frozenset[str]] | None:
+    if type(f) is BuiltinFunctionType and type(f.__self__) is list and f.__name__ == "sort":
+        return frozenset(), frozenset(("key",))
+    if type(f) is BuiltinFunctionType or isinstance(f, type):
+        try:
+            return _CALLBACKS.get(f)
+        except TypeError:  # unhashable
+            return None
+    return None
+
+
+def hidden(f: Any, args: Any, kwargs: Any, record: Record) -> str | None:
+    """Why a call of ``f`` gives a result a replay cannot give again: a
+    function of the deny-list (:func:`~chainrule.compiler.escapes.hidden_state`),
+    the next item of an iterator made outside the trace, or such an
+    iterator handed to the call; else None."""
+    if hidden_state(f):
+        name = describe(f)
+        if getattr(f, "__self__", None) is getattr(random, "_inst", None):  # random.random
+            name = f"random.{f.__name__}"
+        return f"calls {name}, whose result changes from call to call"
+    if (f is builtins.next and args and _outside(args[0], record)) or (
+        type(f) is not FunctionType
+        and getattr(f, "__name__", None) in ("__next__", "send", "throw")
+        and _outside(getattr(f, "__self__", None), record)
+    ):
+        return "takes the next item of an iterator made outside the function"
+    for x in (*args, *kwargs.values()):
+        if _outside(x, record):
+            return (
+                f"hands {describe(f)} an iterator made outside the function "
+                "(a data loader, a counter), which it may advance"
+            )
+    return None
+
+
+def _outside(x: Any, record: Record) -> bool:
+    """Whether ``x`` is an iterator (it has state: each item is taken once)
+    not made while this trace runs."""
+    t = type(x)
+    stateful = _iterator_types.get(t)
+    if stateful is None:
+        stateful = _iterator_types[t] = hasattr(t, "__next__")
+    if not stateful:
+        return False
+    code = getattr(x, "gi_code", None)
+    if code is not None and t is GeneratorType:
+        return code not in _copy_codes
+    return record.iterators.get(id(x)) is not x
+
+
+#: type -> whether it is an iterator's (it has ``__next__``)
+_iterator_types: dict[type, bool] = {}
+
+
+def _op(kind: str, a: Any, b: Any = None) -> Any:
+    """``a % b`` (``kind`` "%") or the iterable of a ``for`` (``kind`` "in")
+    in a copy: printf-style formatting reads a float whole (a guard); a
+    loop over an iterator made outside the trace makes it one that cannot
+    be replayed."""
+    record = current()
+    if kind == "in":
+        if record is not None and _outside(a, record):
+            record.problems.append(
+                f"{user_site()}: iterates over an iterator made outside the function (a data "
+                "loader, a counter); a replay would reuse its traced items"
+            )
+        return a
+    t = type(a)
+    if record is not None and (t is str or t is bytes or t is bytearray):
+        return read_whole_by(operator.mod, (a, b), {})
+    return a % b
 
 
 #: Types whose constructors reach a number only through its methods (or
@@ -350,6 +563,7 @@ def _subscript(container: Any, key: Any) -> Any:
 
 _subscript_cell = CellType(_subscript)
 _call_cell = CellType(_call)
+_op_cell = CellType(_op)
 
 
 def call(fn: Any, *args: Any) -> Any:
@@ -359,4 +573,4 @@ def call(fn: Any, *args: Any) -> Any:
 
 #: The code of :func:`_call` and :func:`call`: C functions called from
 #: their frames, or below them, are the user's (escapes.CCalls).
-RELAY = frozenset((_call.__code__, call.__code__))
+RELAY = frozenset((_call.__code__, call.__code__, _relay(len).__code__, _op.__code__))

@@ -205,6 +205,23 @@ for _name, _f in [
     setattr(SymInt, f"__r{_name}__", _rf)
 
 
+def _divmod(self: SymInt, other: Any) -> Any:
+    """``divmod(i, n)``: ``(i // n, i % n)``, followed as those are."""
+    if not _operand(other)[0]:
+        return divmod(self._pin(), other)
+    return (self // other, self % other)
+
+
+def _rdivmod(self: SymInt, other: Any) -> Any:
+    if not _operand(other)[0]:
+        return divmod(other, self._pin())
+    return (other // self, other % self)
+
+
+for _name, _m in (("divmod", _divmod), ("rdivmod", _rdivmod)):
+    setattr(SymInt, f"__{_name}__", _m)
+
+
 def _unary(f: Callable[[Any], Any]) -> Callable[[SymInt], Any]:
     def method(self: SymInt) -> Any:
         if self.record is not reads.current():

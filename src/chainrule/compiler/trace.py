@@ -342,6 +342,13 @@ def watching(record: Record, created: list[Value]) -> Iterator[None]:
                 init(self, data, *args)
                 return
             self.__class__ = TraceValue
+            if args[0] and not mode.mode.grad_enabled:
+                # no_grad(): the node is a constant (no inputs), its value
+                # the trace's: a replay would not recompute it
+                record.problems.append(
+                    f"{reads.user_site()}: computes a Value under no_grad() inside the "
+                    "function; a replay would reuse its traced value"
+                )
             if args[1] is not engine._NUMBER:
                 init(self, data, *args)
                 return
@@ -353,13 +360,15 @@ def watching(record: Record, created: list[Value]) -> Iterator[None]:
             if threading.get_ident() != me:
                 return
         created.append(self)
-        if type(data) is TracedFloat and not self._prev:
+        if reads.live(data) and not self._prev:
             read_leaf(self, data)
 
     def keep_read(x: object, op: str) -> float:
-        if type(x) is TracedFloat and threading.get_ident() == me:
+        if reads.live(x) and threading.get_ident() == me:
             record.consumed[Identity(x)] = (x, reads.where())
             return x
+        if isinstance(x, reads.TracedInt):  # an int argument: this value (eager's errors)
+            return as_float(int(x), op)  # type: ignore[call-overload]
         return as_float(x, op)
 
     def user_read(v: Any) -> Any:
@@ -382,7 +391,10 @@ def watching(record: Record, created: list[Value]) -> Iterator[None]:
     def guarded_truediv(self: Value, other: Any) -> Value:
         # the engine picks micrograd's a * b**-1 or one true division by the values
         if threading.get_ident() == me and isinstance(other, (Value, int, float)):
-            b = get(other) if isinstance(other, Value) else float(reads.plain(other))
+            try:
+                b = get(other) if isinstance(other, Value) else float(reads.plain(other))
+            except OverflowError:  # an int beyond 1.8e308: eager's error
+                return truediv(self, other)
             record.guards.append(
                 (
                     engine._reciprocal_is_exact,
@@ -395,12 +407,16 @@ def watching(record: Record, created: list[Value]) -> Iterator[None]:
 
     def guarded_rtruediv(self: Value, other: Any) -> Value:
         if threading.get_ident() == me and isinstance(other, (int, float)):
+            try:
+                a = float(reads.plain(other))
+            except OverflowError:  # an int beyond 1.8e308: eager's error
+                return rtruediv(self, other)
             record.guards.append(
                 (
                     engine._reciprocal_is_exact,
                     reads.recipe_of(other),
                     ("node", self),
-                    engine._reciprocal_is_exact(float(reads.plain(other)), get(self)),
+                    engine._reciprocal_is_exact(a, get(self)),
                 )
             )
         return rtruediv(self, other)
@@ -422,6 +438,8 @@ def watching(record: Record, created: list[Value]) -> Iterator[None]:
         yield
     finally:
         reads.set_current(None)
+        record.iterators.clear()  # (kept alive while the trace ran: their ids are unique)
+        record.compared = None
         engine._as_float = beyond_micrograd.as_float = protocols.as_float = as_float
         for name, attr in saved.items():
             if attr is None:
