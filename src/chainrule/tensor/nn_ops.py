@@ -340,15 +340,6 @@ def _scores(
         out += _additive_mask(out.shape[-2], out.shape[-1], out.dtype, first)
 
 
-def _rescored(
-    q: np.ndarray, k: np.ndarray, scale: float, causal: bool, first: int, bad: np.ndarray
-) -> np.ndarray:
-    """The scores of the batch entries ``bad`` again (a new array)."""
-    out = np.empty((len(bad), *q.shape[1:-1], k.shape[-2]), dtype=q.dtype)
-    _scores(q[bad], k[bad], scale, causal, out, first)
-    return out
-
-
 #: Queries from which a causal attention is done in two halves: the first
 #: half of the queries sees only the first half of the keys, so a quarter
 #: of the score-sized work (products, exponentials, the backward's) is
@@ -371,32 +362,50 @@ def _blocks(n_queries: int, n_keys: int, causal: bool) -> list[tuple[slice, slic
     return [(slice(h, n_queries), slice(0, n_keys)), (slice(0, h), slice(0, h))]
 
 
-def _softmax_entries(s: np.ndarray, redo: Any) -> None:
+#: How far (natural log) below its batch entry's maximum score a row's
+#: largest score may lie for the entry's one shift to serve the row: its
+#: exponentials then sum to ``exp(-18.4) = 1e-8`` or more (the small ones
+#: keep their precision); further below, the entry is shifted row by row.
+SHARED_SHIFT_RANGE = float(-np.log(_FLOOR))
+
+
+def _row_floor(s: np.ndarray, first: int) -> np.ndarray:
+    """A lower bound of each row's largest visible score, per row: the
+    score of key 0 (which every query sees), and of the query's own key
+    (the diagonal from key ``first``) when every query has it."""
+    floor = s[..., 0]
+    if s.shape[-1] - first == s.shape[-2]:
+        floor = np.maximum(floor, np.diagonal(s, offset=first, axis1=-2, axis2=-1))
+    return floor
+
+
+def _softmax_entries(s: np.ndarray, first: int) -> None:
     """``s`` replaced by its softmax over the last axis, in place, for a
-    stack of whole batch entries. Each entry ``s[b]`` is shifted by its own
-    maximum (one reduction over a long row: a maximum per short row costs
-    as much as the exponentials); the entries with inf or nan, or with a
-    row whose sum would lose precision under that shift (a trained model's
-    scores spread wide), are computed again all at once (``redo(bad)``
-    returns their scores) with a shift per row. Entry by entry, so a part
-    of the batch gets the very numbers the whole does."""
+    stack of whole batch entries (the queries numbered from ``first``).
+
+    Each entry ``s[b]`` is shifted by its own maximum (one reduction over
+    a long row and one long subtraction: a maximum and a subtraction per
+    short row cost a third of the exponentials) when every row's largest
+    score is within :data:`SHARED_SHIFT_RANGE` of it, as a cheap lower
+    bound (:func:`_row_floor`) shows before the exponentials; otherwise
+    (a trained or diverging model's scores spread wide, or inf or nan) the
+    entry is shifted row by row. Decided entry by entry, so a part of the
+    batch gets the very numbers the whole does."""
     n = s.shape[0]
+    entry = (n,) + (1,) * (s.ndim - 1)
     shift = s.max(axis=tuple(range(1, s.ndim)))  # no copy of a block's view
-    finite = np.isfinite(shift)
-    s -= np.where(finite, shift, 0.0).astype(s.dtype).reshape((n,) + (1,) * (s.ndim - 1))
-    with np.errstate(over="ignore", invalid="ignore"):
+    floor = _row_floor(s, first).reshape(n, -1).min(axis=1)
+    with np.errstate(invalid="ignore"):  # inf - inf: a nan row, as PyTorch's
+        by_rows = ~np.isfinite(shift) | ~(floor >= shift - SHARED_SHIFT_RANGE)
+        if by_rows.all():
+            s -= s.max(axis=-1, keepdims=True)
+        else:
+            s -= np.where(by_rows, 0.0, shift).astype(s.dtype).reshape(entry)
+            for b in np.flatnonzero(by_rows):
+                s[b] -= s[b].max(axis=-1, keepdims=True)
+    with np.errstate(over="ignore"):
         np.exp(s, out=s)
-    total = np.matmul(s, _ones(s.shape[-1], s.dtype))[..., None]
-    with np.errstate(invalid="ignore"):
-        bad = np.flatnonzero(~finite | ~(total.reshape(n, -1).min(axis=1) >= _FLOOR))
-    if bad.size:
-        sb = redo(bad)
-        with np.errstate(invalid="ignore"):
-            sb -= sb.max(axis=-1, keepdims=True)
-        np.exp(sb, out=sb)
-        s[bad] = sb
-        total[bad] = np.matmul(sb, _ones(sb.shape[-1], sb.dtype))[..., None]
-    s /= total
+    s /= np.matmul(s, _ones(s.shape[-1], s.dtype))[..., None]
 
 
 def _fusable(q: np.ndarray, k: np.ndarray, v: np.ndarray) -> bool:
@@ -452,7 +461,7 @@ def _attention_forward(
             sp = p[lo:hi]
             qp, kp = q[lo:hi, ..., rows, :], k[lo:hi, ..., keys, :]
             _scores(qp, kp, scale, causal, sp, rows.start)
-            _softmax_entries(sp, functools.partial(_rescored, qp, kp, scale, causal, rows.start))
+            _softmax_entries(sp, rows.start)
             np.matmul(sp, v[lo:hi, ..., keys, :], out=y[lo:hi, ..., rows, :])
 
     run_parts(q.shape[0], _attention_threads(q, k.shape[-2]), part)
