@@ -266,7 +266,7 @@ def test_attention_softmax_shifts_an_entry_by_rows_only_when_a_row_lies_far_belo
     dtype: type,
 ) -> None:
     """The attention's softmax (nn_ops._softmax_entries) of causal scores:
-    entry 0 shifted by its one maximum, entry 1 (a row 40 below the rest)
+    entry 0 shifted by its heads' maxima, entry 1 (a row 40 below the rest)
     and entry 2 (an inf) row by row; each equal to a softmax shifted per
     row, each entry the same alone as in the stack."""
     rng = np.random.default_rng(5)

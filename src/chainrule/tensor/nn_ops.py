@@ -362,10 +362,10 @@ def _blocks(n_queries: int, n_keys: int, causal: bool) -> list[tuple[slice, slic
     return [(slice(h, n_queries), slice(0, n_keys)), (slice(0, h), slice(0, h))]
 
 
-#: How far (natural log) below its batch entry's maximum score a row's
-#: largest score may lie for the entry's one shift to serve the row: its
+#: How far (natural log) below its matrix's maximum score a row's largest
+#: score may lie for the matrix's one shift to serve the row: its
 #: exponentials then sum to ``exp(-18.4) = 1e-8`` or more (the small ones
-#: keep their precision); further below, the entry is shifted row by row.
+#: keep their precision); further below, the matrix is shifted row by row.
 SHARED_SHIFT_RANGE = float(-np.log(_FLOOR))
 
 
@@ -381,28 +381,26 @@ def _row_floor(s: np.ndarray, first: int) -> np.ndarray:
 
 def _softmax_entries(s: np.ndarray, first: int) -> None:
     """``s`` replaced by its softmax over the last axis, in place, for a
-    stack of whole batch entries (the queries numbered from ``first``).
+    stack of score matrices (the queries numbered from ``first``).
 
-    Each entry ``s[b]`` is shifted by its own maximum (one reduction over
-    a long row and one long subtraction: a maximum and a subtraction per
-    short row cost a third of the exponentials) when every row's largest
-    score is within :data:`SHARED_SHIFT_RANGE` of it, as a cheap lower
-    bound (:func:`_row_floor`) shows before the exponentials; otherwise
-    (a trained or diverging model's scores spread wide, or inf or nan) the
-    entry is shifted row by row. Decided entry by entry, so a part of the
-    batch gets the very numbers the whole does."""
-    n = s.shape[0]
-    entry = (n,) + (1,) * (s.ndim - 1)
-    shift = s.max(axis=tuple(range(1, s.ndim)))  # no copy of a block's view
-    floor = _row_floor(s, first).reshape(n, -1).min(axis=1)
+    Each matrix (a batch entry's head) is shifted by its own maximum (one
+    reduction and one subtraction over a long run of memory: a maximum
+    and a subtraction per short row cost half the exponentials) when
+    every row's largest score is within :data:`SHARED_SHIFT_RANGE` of it,
+    as a cheap lower bound (:func:`_row_floor`) shows before the
+    exponentials; otherwise (a trained or diverging model's scores spread
+    wide, or inf or nan) the matrix is shifted row by row. Decided matrix
+    by matrix, so a part of the batch gets the very numbers the whole
+    does, and nothing is computed twice."""
+    shift = s.max(axis=(-2, -1), keepdims=True)
+    floor = _row_floor(s, first).min(axis=-1)[..., None, None]
     with np.errstate(invalid="ignore"):  # inf - inf: a nan row, as PyTorch's
         by_rows = ~np.isfinite(shift) | ~(floor >= shift - SHARED_SHIFT_RANGE)
-        if by_rows.all():
-            s -= s.max(axis=-1, keepdims=True)
-        else:
-            s -= np.where(by_rows, 0.0, shift).astype(s.dtype).reshape(entry)
-            for b in np.flatnonzero(by_rows):
-                s[b] -= s[b].max(axis=-1, keepdims=True)
+        if by_rows.any():
+            shift = np.repeat(shift, s.shape[-2], axis=-2)
+            bad = by_rows[..., 0, 0]
+            shift[bad] = s[bad].max(axis=-1, keepdims=True)
+        s -= shift
     with np.errstate(over="ignore"):
         np.exp(s, out=s)
     s /= np.matmul(s, _ones(s.shape[-1], s.dtype))[..., None]
