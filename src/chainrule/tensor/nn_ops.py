@@ -24,7 +24,7 @@ import numpy as np
 from ..random_state import tensor_generator
 from .blas import matmul as _mm
 from .blas import run_parts, split_threads
-from .rows import _FLOOR, _ones, row_mean, shifted_exp
+from .rows import _FLOOR, _ones, row_dot, row_mean, shifted_exp
 from .tensor import Tensor, make
 
 #: Bytes of an attention's weights (batch x heads x queries x keys) from
@@ -204,12 +204,11 @@ def cross_entropy(
 def rms_norm_backward(g: np.ndarray, x: np.ndarray, r: np.ndarray) -> np.ndarray:
     """The gradient of ``x * r`` (``r = 1 / sqrt(mean(x^2) + eps)`` per row)
     for the output gradient ``g``: ``r * (g - x * (r^2 * mean(g * x)))``,
-    in one temporary, four passes over it (``r^2 * mean(g * x)`` is one
-    number per row)."""
-    t = g * x
-    c = row_mean(t)
-    c *= r * r
-    np.multiply(x, c, out=t)
+    in one temporary, three passes over it (``r^2 * mean(g * x)`` is one
+    number per row, from the rows' dot products)."""
+    c = row_dot(g, x)
+    c *= r * r / x.shape[-1]
+    t = x * c
     np.subtract(g, t, out=t)
     t *= r
     return t
@@ -231,7 +230,7 @@ def rms_norm(x: Tensor, weight: Tensor | None = None, eps: float = 1e-5) -> Tens
     """``x / sqrt(mean(x^2) + eps)`` over the last axis, times ``weight``
     when given (RMSNorm, as in microgpt and LLaMA)."""
     xd = x.data
-    r = 1.0 / np.sqrt(row_mean(xd * xd) + eps)
+    r = 1.0 / np.sqrt(row_dot(xd, xd) / xd.shape[-1] + eps)
     y = xd * r
     if weight is None:
         return make(y, (x,), _rms_norm_vjp, (r, eps))
