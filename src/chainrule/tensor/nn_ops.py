@@ -496,7 +496,7 @@ def _attention_backward_parts(
             # softmax's VJP times the scale, p * (dp - rowdot(dp, p)), with
             # the scale on g (a quarter of dp's size): two passes over dp
             gs = np.matmul(gp * scale, v[lo:hi, ..., keys, :].swapaxes(-1, -2))
-            gs -= np.einsum("...ij,...ij->...i", gs, pp)[..., None]
+            gs -= row_dot(gs, pp)
             gs *= pp
             np.matmul(gs, kp, out=gq[lo:hi, ..., rows, :])
             if n == 0:
