@@ -131,6 +131,31 @@ def test_array_parameters_match_torch(torch: Any, ours: Any, theirs: str) -> Non
     assert not np.allclose(p.data, start, rtol=1e-3, atol=1e-3)
 
 
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_adam_on_arrays_is_the_formula_bit_for_bit(dtype: type) -> None:
+    """After the first step Adam updates an array parameter's moments in
+    place (optim._adam_in_place): the same numbers as the loop's formula on
+    fresh arrays, step after step; the data is a new array each step."""
+    rng = np.random.default_rng(4)
+    start = rng.normal(size=(5, 3)).astype(dtype)
+    grads = [rng.normal(size=(5, 3)).astype(dtype) for _ in range(4)]
+    p = Param(start.copy())
+    opt = Adam([p], lr=0.01, betas=(0.8, 0.95), eps=1e-6)
+    data, m, v = start.copy(), 0.0, 0.0
+    for t, g in enumerate(grads, start=1):
+        before = p.data
+        p.grad = g
+        opt.step()
+        step_size, c2 = 0.01 / (1 - 0.8**t), (1 - 0.95**t) ** 0.5
+        m = m + (1 - 0.8) * (g - m)
+        v = v * 0.95 + (1 - 0.95) * g * g
+        data = data - step_size * m / (v**0.5 / c2 + 1e-6)
+        assert p.data is not before and p.data.dtype == dtype
+        np.testing.assert_array_equal(p.data, data)
+        np.testing.assert_array_equal(opt.m[0], m)
+        np.testing.assert_array_equal(opt.v[0], v)
+
+
 def test_momentum_buffer_is_not_the_gradient_array() -> None:
     p = Param(np.zeros(2))
     opt = SGD([p], lr=1.0, momentum=0.5)

@@ -33,6 +33,38 @@ def test_threshold_backward_is_a_select(dtype: type) -> None:
     np.testing.assert_array_equal(mixed, np.where(out <= 0, 0.0, g.astype(np.float64)))
 
 
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_threshold_backward_in_row_blocks_and_over_g(
+    monkeypatch: pytest.MonkeyPatch, dtype: type
+) -> None:
+    """The C-ordered select row block by row block (blocks of 3 rows, the
+    last one short) is the plain select; with overwrite it is written over
+    g, and a read-only g is never written."""
+    from chainrule import threads as engine_threads
+    from chainrule.tensor import elementwise
+
+    rng = np.random.default_rng(1)
+    out = np.maximum(rng.standard_normal((10, 2, 7)), 0.0).astype(dtype)
+    g = rng.standard_normal((10, 2, 7)).astype(dtype)
+    g[2, 0, :3] = [np.inf, np.nan, -np.inf]
+    out[3, 1, :2] = [np.nan, -0.0]
+    expected = np.where(out <= 0.0, dtype(0.0), g)
+    monkeypatch.setattr(elementwise, "SELECT_BLOCK_BYTES", 3 * g[:1].nbytes)
+    monkeypatch.setattr(elementwise, "SPLIT_ELEMENTWISE_BYTES", 1)
+    for threads in (1, 2):
+        engine_threads.set_num_threads(threads)
+        np.testing.assert_array_equal(threshold_backward(g, out), expected)
+        mine = g.copy()
+        got = threshold_backward(mine, out, overwrite=True)
+        assert np.shares_memory(got, mine)
+        np.testing.assert_array_equal(got, expected)
+        frozen = g.copy()
+        frozen.setflags(write=False)
+        np.testing.assert_array_equal(threshold_backward(frozen, out, overwrite=True), expected)
+        np.testing.assert_array_equal(frozen, g)
+    engine_threads.reset_num_threads()
+
+
 @pytest.mark.parametrize(
     "shapes",
     [((3, 4), (4, 5)), ((600, 64), (64, 64)), ((4, 70, 32), (4, 32, 70)), ((300, 50), (50,))],

@@ -261,6 +261,35 @@ def test_split_attention_is_the_one_thread_attention_bit_for_bit(
     np.testing.assert_allclose(two[0], reference, rtol=tol, atol=tol)
 
 
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_attention_softmax_shifts_an_entry_by_rows_only_when_a_row_lies_far_below(
+    dtype: type,
+) -> None:
+    """The attention's softmax (nn_ops._softmax_entries) of causal scores:
+    entry 0 shifted by its heads' maxima, entry 1 (a row 40 below the rest)
+    and entry 2 (an inf) row by row; each equal to a softmax shifted per
+    row, each entry the same alone as in the stack."""
+    rng = np.random.default_rng(5)
+    T = 16
+    s = rng.standard_normal((3, 2, T, T)).astype(dtype)
+    s[1, 1, 3] -= 40.0
+    s[2, 0, 7, 2] = np.inf
+    s += nn_ops._additive_mask(T, T, np.dtype(dtype))
+    with np.errstate(invalid="ignore"):
+        shifted = s - s.max(axis=-1, keepdims=True)
+        expected = np.exp(shifted) / np.exp(shifted).sum(axis=-1, keepdims=True)
+    got = s.copy()
+    nn_ops._softmax_entries(got, 0)
+    tol = 1e-6 if dtype == np.float32 else 1e-14
+    np.testing.assert_allclose(got[:2], expected[:2], rtol=tol, atol=tol)
+    assert np.isnan(got[2, 0, 7]).all() and np.isfinite(np.delete(got[2], 0, axis=0)).all()
+    np.testing.assert_allclose(got[2, 1], expected[2, 1], rtol=tol, atol=tol)
+    for b in range(3):
+        alone = s[b : b + 1].copy()
+        nn_ops._softmax_entries(alone, 0)
+        np.testing.assert_array_equal(alone[0], got[b])
+
+
 # ----------------------------------------------------------------------------
 # the machine's load does not change what a product does
 # ----------------------------------------------------------------------------

@@ -351,6 +351,9 @@ class Adam(Optimizer):
                 return
             if decay:
                 g = g + decay * p.data
+            if _own_moments(p.data, g, m[i], v[i]):
+                p.data = _adam_in_place(self, p.data, g, m[i], v[i], step_size, correction2_sqrt)
+                return
             m[i] = m[i] + (1 - beta1) * (g - m[i])
             v[i] = v[i] * beta2 + (1 - beta2) * g * g
             denom = v[i] ** 0.5 / correction2_sqrt + eps
@@ -388,6 +391,41 @@ class Adam(Optimizer):
         update /= denom
         self.m, self.v = m, v
         return np.subtract(data, update, out=update)
+
+
+def _own_moments(data: Any, g: Any, m: Any, v: Any) -> bool:
+    """Whether Adam's moments ``m`` and ``v`` are arrays it may update in
+    place (after the first step, which makes them): writeable, of the
+    gradient's shape and dtype, as the parameter's data is."""
+    arrays = (data, g, m, v)
+    if not all(hasattr(a, "flags") for a in arrays):  # floats, or a first step's zeros
+        return False
+    same = all(a.dtype == g.dtype and a.shape == g.shape for a in arrays)
+    return same and m.flags.writeable and v.flags.writeable
+
+
+def _adam_in_place(
+    adam: Adam, data: Any, g: Any, m: Any, v: Any, step_size: float, correction2_sqrt: float
+) -> Any:
+    """The loop's update of one array parameter, operation for operation
+    (the same numbers), with ``m`` and ``v`` updated in place and two
+    temporaries instead of a new array per operation: the new data (a new
+    array, as the loop's)."""
+    np = _np()
+    beta1, beta2 = adam.betas
+    t = np.subtract(g, m)  # m + (1 - beta1) * (g - m)
+    t *= 1 - beta1
+    m += t
+    v *= beta2  # v * beta2 + (1 - beta2) * g * g
+    np.multiply(1 - beta2, g, out=t)
+    t *= g
+    v += t
+    denom = np.sqrt(v, out=t)  # v ** 0.5 / correction2_sqrt + eps
+    denom /= correction2_sqrt
+    denom += adam.eps
+    update = np.multiply(step_size, m)  # data - step_size * m / denom
+    update /= denom
+    return np.subtract(data, update, out=update)
 
 
 class LinearDecay:

@@ -20,7 +20,7 @@ from typing import Any
 import numpy as np
 
 from .blas import matmul, row_split_threads, run_parts
-from .elementwise import relu
+from .elementwise import relu, threshold_backward
 from .tensor import Tensor, make
 
 
@@ -34,7 +34,8 @@ def _feed_forward_vjp(M: Any, g: Any, out: Tensor) -> tuple[Any, ...]:
         h = mask = out._ctx
     g2 = g.reshape(-1, w2.shape[0])
     gh, gw2 = M.matmul_pair(g2, w2, g2.T, h)  # fc2's VJP
-    gh = M.threshold(gh, mask)  # the ReLU's
+    # the ReLU's; on arrays over gh, a product no one else sees
+    gh = M.threshold(gh, mask) if M.graph else threshold_backward(gh, mask, overwrite=True)
     gx, gw1 = M.matmul_pair(gh, w1, gh.T, x2)  # fc1's
     return gx.reshape(x.shape), gw1, gw2
 

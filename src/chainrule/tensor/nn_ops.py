@@ -24,7 +24,7 @@ import numpy as np
 from ..random_state import tensor_generator
 from .blas import matmul as _mm
 from .blas import run_parts, split_threads
-from .rows import _FLOOR, _ones, row_mean, shifted_exp
+from .rows import _FLOOR, _ones, row_dot, row_mean, shifted_exp
 from .tensor import Tensor, make
 
 #: Bytes of an attention's weights (batch x heads x queries x keys) from
@@ -204,12 +204,11 @@ def cross_entropy(
 def rms_norm_backward(g: np.ndarray, x: np.ndarray, r: np.ndarray) -> np.ndarray:
     """The gradient of ``x * r`` (``r = 1 / sqrt(mean(x^2) + eps)`` per row)
     for the output gradient ``g``: ``r * (g - x * (r^2 * mean(g * x)))``,
-    in one temporary, four passes over it (``r^2 * mean(g * x)`` is one
-    number per row)."""
-    t = g * x
-    c = row_mean(t)
-    c *= r * r
-    np.multiply(x, c, out=t)
+    in one temporary, three passes over it (``r^2 * mean(g * x)`` is one
+    number per row, from the rows' dot products)."""
+    c = row_dot(g, x)
+    c *= r * r / x.shape[-1]
+    t = x * c
     np.subtract(g, t, out=t)
     t *= r
     return t
@@ -231,7 +230,7 @@ def rms_norm(x: Tensor, weight: Tensor | None = None, eps: float = 1e-5) -> Tens
     """``x / sqrt(mean(x^2) + eps)`` over the last axis, times ``weight``
     when given (RMSNorm, as in microgpt and LLaMA)."""
     xd = x.data
-    r = 1.0 / np.sqrt(row_mean(xd * xd) + eps)
+    r = 1.0 / np.sqrt(row_dot(xd, xd) / xd.shape[-1] + eps)
     y = xd * r
     if weight is None:
         return make(y, (x,), _rms_norm_vjp, (r, eps))
@@ -332,21 +331,12 @@ def _like(x: np.ndarray, shape: tuple[int, ...]) -> np.ndarray:
 def _scores(
     q: np.ndarray, k: np.ndarray, scale: float, causal: bool, out: np.ndarray, first: int = 0
 ) -> None:
-    """``q k^T * scale`` (masked when ``causal``, the queries numbered from
-    ``first``) into ``out``."""
-    np.matmul(q, k.swapaxes(-1, -2), out=out)
-    out *= scale
+    """``(q * scale) k^T`` (masked when ``causal``, the queries numbered
+    from ``first``) into ``out``: the scale on the queries, a quarter of
+    the scores' size at 128 keys of 32 dimensions, not on the scores."""
+    np.matmul(q * scale, k.swapaxes(-1, -2), out=out)
     if causal:
         out += _additive_mask(out.shape[-2], out.shape[-1], out.dtype, first)
-
-
-def _rescored(
-    q: np.ndarray, k: np.ndarray, scale: float, causal: bool, first: int, bad: np.ndarray
-) -> np.ndarray:
-    """The scores of the batch entries ``bad`` again (a new array)."""
-    out = np.empty((len(bad), *q.shape[1:-1], k.shape[-2]), dtype=q.dtype)
-    _scores(q[bad], k[bad], scale, causal, out, first)
-    return out
 
 
 #: Queries from which a causal attention is done in two halves: the first
@@ -371,32 +361,48 @@ def _blocks(n_queries: int, n_keys: int, causal: bool) -> list[tuple[slice, slic
     return [(slice(h, n_queries), slice(0, n_keys)), (slice(0, h), slice(0, h))]
 
 
-def _softmax_entries(s: np.ndarray, redo: Any) -> None:
+#: How far (natural log) below its matrix's maximum score a row's largest
+#: score may lie for the matrix's one shift to serve the row: its
+#: exponentials then sum to ``exp(-18.4) = 1e-8`` or more (the small ones
+#: keep their precision); further below, the matrix is shifted row by row.
+SHARED_SHIFT_RANGE = float(-np.log(_FLOOR))
+
+
+def _row_floor(s: np.ndarray, first: int) -> np.ndarray:
+    """A lower bound of each row's largest visible score, per row: the
+    score of key 0 (which every query sees), and of the query's own key
+    (the diagonal from key ``first``) when every query has it."""
+    floor = s[..., 0]
+    if s.shape[-1] - first == s.shape[-2]:
+        floor = np.maximum(floor, np.diagonal(s, offset=first, axis1=-2, axis2=-1))
+    return floor
+
+
+def _softmax_entries(s: np.ndarray, first: int) -> None:
     """``s`` replaced by its softmax over the last axis, in place, for a
-    stack of whole batch entries. Each entry ``s[b]`` is shifted by its own
-    maximum (one reduction over a long row: a maximum per short row costs
-    as much as the exponentials); the entries with inf or nan, or with a
-    row whose sum would lose precision under that shift (a trained model's
-    scores spread wide), are computed again all at once (``redo(bad)``
-    returns their scores) with a shift per row. Entry by entry, so a part
-    of the batch gets the very numbers the whole does."""
-    n = s.shape[0]
-    shift = s.max(axis=tuple(range(1, s.ndim)))  # no copy of a block's view
-    finite = np.isfinite(shift)
-    s -= np.where(finite, shift, 0.0).astype(s.dtype).reshape((n,) + (1,) * (s.ndim - 1))
-    with np.errstate(over="ignore", invalid="ignore"):
+    stack of score matrices (the queries numbered from ``first``).
+
+    Each matrix (a batch entry's head) is shifted by its own maximum (one
+    reduction and one subtraction over a long run of memory: a maximum
+    and a subtraction per short row cost half the exponentials) when
+    every row's largest score is within :data:`SHARED_SHIFT_RANGE` of it,
+    as a cheap lower bound (:func:`_row_floor`) shows before the
+    exponentials; otherwise (a trained or diverging model's scores spread
+    wide, or inf or nan) the matrix is shifted row by row. Decided matrix
+    by matrix, so a part of the batch gets the very numbers the whole
+    does, and nothing is computed twice."""
+    shift = s.max(axis=(-2, -1), keepdims=True)
+    floor = _row_floor(s, first).min(axis=-1)[..., None, None]
+    with np.errstate(invalid="ignore"):  # inf - inf: a nan row, as PyTorch's
+        by_rows = ~np.isfinite(shift) | ~(floor >= shift - SHARED_SHIFT_RANGE)
+        if by_rows.any():
+            shift = np.repeat(shift, s.shape[-2], axis=-2)
+            bad = by_rows[..., 0, 0]
+            shift[bad] = s[bad].max(axis=-1, keepdims=True)
+        s -= shift
+    with np.errstate(over="ignore"):
         np.exp(s, out=s)
-    total = np.matmul(s, _ones(s.shape[-1], s.dtype))[..., None]
-    with np.errstate(invalid="ignore"):
-        bad = np.flatnonzero(~finite | ~(total.reshape(n, -1).min(axis=1) >= _FLOOR))
-    if bad.size:
-        sb = redo(bad)
-        with np.errstate(invalid="ignore"):
-            sb -= sb.max(axis=-1, keepdims=True)
-        np.exp(sb, out=sb)
-        s[bad] = sb
-        total[bad] = np.matmul(sb, _ones(sb.shape[-1], sb.dtype))[..., None]
-    s /= total
+    s /= np.matmul(s, _ones(s.shape[-1], s.dtype))[..., None]
 
 
 def _fusable(q: np.ndarray, k: np.ndarray, v: np.ndarray) -> bool:
@@ -452,7 +458,7 @@ def _attention_forward(
             sp = p[lo:hi]
             qp, kp = q[lo:hi, ..., rows, :], k[lo:hi, ..., keys, :]
             _scores(qp, kp, scale, causal, sp, rows.start)
-            _softmax_entries(sp, functools.partial(_rescored, qp, kp, scale, causal, rows.start))
+            _softmax_entries(sp, rows.start)
             np.matmul(sp, v[lo:hi, ..., keys, :], out=y[lo:hi, ..., rows, :])
 
     run_parts(q.shape[0], _attention_threads(q, k.shape[-2]), part)
@@ -487,10 +493,11 @@ def _attention_backward_parts(
                 np.matmul(pp.swapaxes(-1, -2), gp, out=gvp)
             else:
                 gvp += np.matmul(pp.swapaxes(-1, -2), gp)
-            gs = np.matmul(gp, v[lo:hi, ..., keys, :].swapaxes(-1, -2))
+            # softmax's VJP times the scale, p * (dp - rowdot(dp, p)), with
+            # the scale on g (a quarter of dp's size): two passes over dp
+            gs = np.matmul(gp * scale, v[lo:hi, ..., keys, :].swapaxes(-1, -2))
+            gs -= row_dot(gs, pp)
             gs *= pp
-            gs -= pp * np.matmul(gs, _ones(pp.shape[-1], pp.dtype))[..., None]
-            gs *= scale
             np.matmul(gs, kp, out=gq[lo:hi, ..., rows, :])
             if n == 0:
                 np.matmul(gs.swapaxes(-1, -2), qp, out=gkp)

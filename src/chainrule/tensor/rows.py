@@ -37,6 +37,12 @@ def row_mean(x: np.ndarray) -> np.ndarray:
     return row_sum(x) / x.shape[-1]
 
 
+def row_dot(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """``(a * b).sum(axis=-1, keepdims=True)`` for arrays of one shape,
+    without the product as an array (one pass over each)."""
+    return np.einsum("...i,...i->...", a, b)[..., None]
+
+
 def shifted_exp(x: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """``e = exp(x - shift)`` with ``s = row_sum(e)`` and the shift, which is
     the maximum of all of ``x`` when every row keeps its precision under it,
