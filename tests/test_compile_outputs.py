@@ -366,17 +366,20 @@ def test_identity_of_picks_is_eagers(fn: Callable[..., Value], calls: list[Any])
             assert fast(*args).data == fn(*args).data
 
 
-def hooked(i: int, j: int) -> Value:
-    """``WTE[i] is WTE[j]`` and ``id(WTE[i])`` as a rewrite of ``is`` and
-    ``id`` would call them (rewrite.py leaves both as written today)."""
-    from chainrule.compiler.trace import identity, same_object
-
-    same = same_object(WTE[i], WTE[j]) and identity(WTE[i]) == identity(WTE[j])
-    return WTE[0] * float(same)
+def same_by_is(i: int, j: int) -> Value:
+    return WTE[0] * float(WTE[i] is WTE[j]) + WTE[1] * float(WTE[i] is not WTE[3])
 
 
-def test_the_hooks_for_is_and_id() -> None:
-    fast = _compiled(hooked)
+def same_by_id(i: int, j: int) -> Value:
+    uniq = {id(WTE[t]): WTE[t] for t in (i, j)}
+    return sum(uniq.values(), Value(0.0))
+
+
+@pytest.mark.parametrize("fn", [same_by_is, same_by_id])
+def test_is_and_id_of_picks_are_eagers(fn: Callable[[int, int], Value]) -> None:
+    """``is``, ``is not`` and ``id()`` in a traced copy ask about the picked
+    entry (rewrite: ``_op("is", ...)``), and the function runs eagerly."""
+    fast = _compiled(fn)
     with pytest.warns(CompileWarning, match="by identity"):
-        for i, j in [(2, 2), (2, 3), (3, 3)]:
-            assert fast(i, j).data == (WTE[0].data if i == j else 0.0)
+        for i, j in [(2, 2), (2, 3), (3, 3), (1, 2)]:
+            assert fast(i, j).data == fn(i, j).data

@@ -65,6 +65,7 @@ from typing import Any
 from .escapes import all_names, call_method, describe, hidden_state, safe
 from .reads import AST_LOCK, Record, current, read_whole_by, user_site
 from .symbolic import SymInt, gather
+from .trace import StandIn, identity, same_object
 
 _SUBSCRIPT = "_chainrule_subscript_"
 _CALL = "_chainrule_call_"
@@ -127,7 +128,15 @@ _SKIP = tuple(
 
 class _Rewrite(ast.NodeTransformer):
     """``a[b]`` (read) -> ``_subscript(a, b)``; ``f(...)`` -> ``_call(f, ...)``;
-    ``a % b`` -> ``_op("%", a, b)``; ``for x in E`` -> ``for x in _op("in", E)``."""
+    ``a % b`` -> ``_op("%", a, b)``; ``for x in E`` -> ``for x in _op("in", E)``;
+    ``a is b`` -> ``_op("is", a, b)`` (and ``is not``); ``id(x)`` -> ``_op("id", x)``."""
+
+    def visit_Compare(self, node: ast.Compare) -> ast.AST:
+        self.generic_visit(node)
+        if len(node.ops) != 1 or not isinstance(node.ops[0], (ast.Is, ast.IsNot)):
+            return node
+        kind = "is" if isinstance(node.ops[0], ast.Is) else "is not"
+        return ast.copy_location(_op_call(kind, node.left, node.comparators[0]), node)
 
     def visit_BinOp(self, node: ast.BinOp) -> ast.AST:
         self.generic_visit(node)
@@ -155,6 +164,13 @@ class _Rewrite(ast.NodeTransformer):
 
     def visit_Call(self, node: ast.Call) -> ast.AST:
         self.generic_visit(node)
+        if (
+            isinstance(node.func, ast.Name)
+            and node.func.id == "id"
+            and len(node.args) == 1
+            and not node.keywords
+        ):
+            return ast.copy_location(_op_call("id", node.args[0]), node)
         if isinstance(node.func, ast.Name) and (
             node.func.id in _BUILTIN_NAMES
             and not (node.func.id in ("max", "min") and node.keywords)
@@ -509,10 +525,18 @@ _iterator_types: dict[type, bool] = {}
 
 
 def _op(kind: str, a: Any, b: Any = None) -> Any:
-    """``a % b`` (``kind`` "%") or the iterable of a ``for`` (``kind`` "in")
-    in a copy: printf-style formatting reads a float whole (a guard); a
-    loop over an iterator made outside the trace makes it one that cannot
-    be replayed."""
+    """``a % b`` (``kind`` "%"), the iterable of a ``for`` (``kind`` "in"),
+    ``a is b``, ``a is not b``, ``id(a)`` in a copy: printf-style formatting
+    reads a float whole (a guard); a loop over an iterator made outside the
+    trace makes it one that cannot be replayed; identity asks about an entry
+    picked by an int argument, not its stand-in (the function then runs
+    eagerly: :func:`~chainrule.compiler.trace.same_object`)."""
+    if kind == "is":
+        return a is b or same_object(a, b, 2)
+    if kind == "is not":
+        return a is not b and not same_object(a, b, 2)
+    if kind == "id":
+        return identity(a, 2) if type(a) is StandIn else id(a)
     record = current()
     if kind == "in":
         if record is not None and _outside(a, record):

@@ -90,9 +90,9 @@ class StandIn(Value):
     identity) is answered for the entry it picks while tracing, so the
     traced call computes what eager does, and, when user code asks, makes
     the function run eagerly: which entries are the same object depends on
-    the ints, and a replay would not ask again. (``is`` and ``id()`` are
-    not method calls: :func:`same_object` is what a rewrite of ``is`` would
-    call.)"""
+    the ints, and a replay would not ask again. ``is`` and ``id()`` are not
+    method calls: a traced copy calls :func:`same_object` and
+    :func:`identity` for them (:mod:`~chainrule.compiler.rewrite`).)"""
 
     __slots__ = ("picked",)
     picked: Value
@@ -144,23 +144,23 @@ def _same(a: Any, b: Any, depth: int) -> bool:
     return _entry(a) is _entry(b)
 
 
-def same_object(a: Any, b: Any) -> bool:
-    """``a is b`` in user code while tracing, a stand-in as the entry it
-    picks (a rewrite of ``is``/``is not`` would call this; the function
-    then runs eagerly)."""
+def same_object(a: Any, b: Any, depth: int = 1) -> bool:
+    """``a is b`` in user code while tracing (a copy's ``is``/``is not``,
+    :mod:`~chainrule.compiler.rewrite`), a stand-in as the entry it picks
+    (the function then runs eagerly); ``depth``: the user's frame."""
     if type(a) is not StandIn and type(b) is not StandIn:
         return a is b
     if reads.current() is not None:
-        _compared(sys._getframe(1))
+        _compared(sys._getframe(depth))
     return _entry(a) is _entry(b)
 
 
-def identity(x: Any) -> int:
-    """``id(x)`` in user code while tracing, a stand-in as the entry it
-    picks (a rewrite of the builtin ``id`` would call this; the function
-    then runs eagerly)."""
+def identity(x: Any, depth: int = 1) -> int:
+    """``id(x)`` in user code while tracing (a copy's call of the builtin
+    ``id``), a stand-in as the entry it picks (the function then runs
+    eagerly); ``depth``: the user's frame."""
     if type(x) is StandIn and reads.current() is not None:
-        _compared(sys._getframe(1))
+        _compared(sys._getframe(depth))
     return id(_entry(x))
 
 
