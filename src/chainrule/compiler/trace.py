@@ -336,13 +336,16 @@ def watching(record: Record, created: list[Value]) -> Iterator[None]:
         if on:
             _depends(v, on, RECIPE)
 
+    state_now = mode.state.get
+
     def new_init(self: Value, data: Any, *args: Any, **kwargs: Any) -> None:
         if len(args) == 3 and args[2] is engine._OPERATOR:  # an operator's node
             if threading.get_ident() != me:
                 init(self, data, *args)
                 return
             self.__class__ = TraceValue
-            if args[0] and not mode.mode.grad_enabled:
+            recording = state_now()  # (None: a graph is recorded, the common case)
+            if recording is not None and not recording.grad_enabled and args[0]:
                 # no_grad(): the node is a constant (no inputs), its value
                 # the trace's: a replay would not recompute it
                 record.problems.append(
