@@ -257,3 +257,15 @@ def test_a_gradient_with_a_graph_updates_by_its_value(make: Any, tensor: bool) -
         assert type(w.data) is (np.ndarray if tensor else float)
         runs.append(np.array(w.data).tolist())
     assert runs[0] == runs[1] != ([2.0, -1.5] if tensor else 2.0)
+
+
+@pytest.mark.parametrize("make", [lambda p: SGD(p, lr=0.1, momentum=0.9), lambda p: Adam(p)])
+def test_params_cannot_be_rebound(make: Any) -> None:
+    """Rebinding ``opt.params`` (to freeze one) would leave the state kept
+    per position behind, and a compiled step and ``step()`` read different
+    lists: one clear error instead."""
+    w, b = Value(0.3), Value(0.1)
+    opt = make([w, b])
+    with pytest.raises(AttributeError, match="cannot be rebound"):
+        opt.params = [w]
+    assert opt.params == [w, b]

@@ -176,6 +176,22 @@ class Optimizer:
         self.lr = lr
         self._flat = _Flat.of(self.params)
 
+    @property
+    def params(self) -> list[Any]:
+        """The parameters, in the order the optimizer's state (momentum,
+        moments) is kept."""
+        return self._params
+
+    @params.setter
+    def params(self, params: list[Any]) -> None:
+        if "_params" in self.__dict__:  # (set once, by __init__)
+            name = type(self).__name__
+            raise AttributeError(
+                f"{name}.params cannot be rebound: its state is kept per parameter, in "
+                f"this order; make a new {name} for another set of parameters"
+            )
+        self._params = params
+
     def zero_grad(self) -> None:
         """Reset every parameter's gradient before the next backward, as its
         engine does: a Tensor's to ``None`` (``Tensor.zero_grad``, as
