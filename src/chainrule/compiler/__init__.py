@@ -103,7 +103,7 @@ from ..value.mode import mode
 from ..value.protocols import UserOp
 from . import budget, reads
 from .budget import Budget
-from .keys import Call, NotReplayable, classify, describe, flatten
+from .keys import Call, Identity, NotReplayable, classify, describe, flatten
 
 __all__ = ["CompileWarning", "Compiled", "compile"]
 
@@ -428,8 +428,9 @@ class Compiled:
                         "calls (each change is a new trace)"
                     ]
                 elif not held:
+                    objects = _objects(_argument_objects(call))
                     self._why = [
-                        f"the state of {_objects(call.objects)} changes between calls, or a "
+                        f"the state of {objects} changes between calls, or a "
                         "Value passed as an argument is one it also reads through a global, "
                         "self or an argument object in one call and not another (each change "
                         "is a new trace)"
@@ -517,7 +518,7 @@ class Compiled:
 
             self._sources = Sources(self.fn)
         before = self._sources.take()
-        objects = _object_sources(call.objects) if call.objects else None
+        objects = _object_sources(call)
         objects_before = None if objects is None else objects.take()
         record = Record()
         fed: list[Any] = []
@@ -595,11 +596,11 @@ class Compiled:
 
                 record.problems.append(
                     f"it reads more than {LIMIT:,} numbers and objects through "
-                    f"{_objects(call.objects)}, too many to check before every replay"
+                    f"{_objects(_argument_objects(call))}, too many to check before every replay"
                 )
             elif not objects.hold(objects_before):
                 record.problems.append(
-                    f"it changes the state of {_objects(call.objects)} while it runs: a "
+                    f"it changes the state of {_objects(_argument_objects(call))} while it runs: a "
                     "replay would not"
                 )
         self._why = [*record.pins]
@@ -836,17 +837,38 @@ def _shared_alike(entry: _Entry, values: list[Value]) -> bool:
     return True
 
 
-def _object_sources(objects: tuple[Any, ...]) -> Any:
+def _object_sources(call: Call) -> Any:
     """A :class:`~chainrule.compiler.sources.Sources` whose bindings are the
-    objects among a call's arguments: its ``take``/``hold`` walk everything
-    reachable from them, as for globals and ``self``."""
-    from .sources import Sources
+    objects among a call's arguments (None when there are none): its
+    ``take``/``hold`` walk everything reachable from them, as for globals
+    and ``self``, arrays at any size by their bytes (a large array passed
+    as an argument is keyed by identity), and the entries of their classes
+    of the user's (``Model.temperature``, a method patched on the class)."""
+    from .sources import Sources, class_entries
 
+    objects = _argument_objects(call)
+    if not objects:
+        return None
     held = dict(enumerate(objects))
+    roots: list[tuple[Any, Any]] = [(held, k) for k in held]
+    for x in objects:
+        roots.extend(class_entries(x if isinstance(x, type) else type(x)))
     sources = Sources.__new__(Sources)  # (no function to collect: the roots given)
-    sources.roots = [(held, k) for k in held]
+    sources.roots = list({(id(where), name): (where, name) for where, name in roots}.values())
     sources.complete = True
+    sources.why = ""
+    sources.array_bytes = None
     return sources
+
+
+def _argument_objects(call: Call) -> tuple[Any, ...]:
+    """The arguments keyed by identity: the objects among them and the
+    NumPy arrays too large (or of objects) to be keyed by their bytes."""
+    return tuple(
+        part[1].obj
+        for part in call.key[1:]
+        if type(part) is tuple and len(part) == 2 and type(part[1]) is Identity
+    )
 
 
 def _objects(objects: tuple[Any, ...]) -> str:

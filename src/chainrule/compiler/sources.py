@@ -36,7 +36,12 @@ C type that may hold entries the walk cannot read (an iterator, a
 generator, a C extension's container), cannot be checked before every
 replay: it runs eagerly, with one warning naming why (pass such data as
 arguments). Larger arrays are checked by
-identity: see the compile page's sharp bits.
+identity (see the compile page's sharp bits), except in the
+:class:`Sources` the objects among a call's arguments are guarded by
+(``array_bytes`` None: any size by their bytes; with every entry of their
+classes of the user's, :func:`class_entries`). A function of the user's
+reached as data is compared by identity and its closure cells' contents
+and defaults walked (a library's by identity only).
 """
 
 from __future__ import annotations
@@ -71,7 +76,9 @@ _OPAQUE = (type, ModuleType, FunctionType, BuiltinFunctionType, MethodType, Valu
 #: Rows: lists and tuples.
 _ROWS = frozenset((list, tuple))
 #: Types whose objects are compared, never entered (exactly these types).
+#: (Not functions: a function of the user's has its closure cells and defaults walked.)
 _LEAVES = frozenset((*_OPAQUE, float, int, str, bool, bytes, complex, type(None), object))
+_LEAVES -= {FunctionType}
 
 
 def _same(a: Any, b: Any) -> bool:
@@ -90,13 +97,16 @@ def _same(a: Any, b: Any) -> bool:
 class Sources:
     """The bindings a function reads and their state at a trace."""
 
-    __slots__ = ("roots", "complete", "why")
+    __slots__ = ("roots", "complete", "why", "array_bytes")
 
     def __init__(self, fn: Any) -> None:
         # (namespace dict, class namespace, cell or object; name or None)
         roots: list[tuple[Any, Any]] = []
         self.complete = True  # the last take() saw everything it could check
         self.why = ""  # when not: why (too many entries, a container it cannot walk)
+        # arrays up to this size compared by their bytes, larger ones by identity
+        # (None: any size; the objects among a call's arguments)
+        self.array_bytes: int | None = ARRAY_KEY_BYTES
         _collect(fn, roots, set(), LEVELS)
         # each once, by id (a bound method's helper methods name its object's
         # attributes again; the roots keep their namespaces alive)
@@ -126,7 +136,7 @@ class Sources:
                 x = getattr(where, name, _MISSING)
             out.append(x)
             if type(x) not in _LEAVES:
-                _enter(x, out, entered, budget, assumed)
+                _enter(x, out, entered, budget, assumed, self.array_bytes)
         if out.opaque is not None:
             self.complete = False
             self.why = (
@@ -178,6 +188,7 @@ def _enter(
     entered: set[int],
     budget: list[int],
     assumed: dict[int, frozenset[type]] | None,
+    array_bytes: int | None = ARRAY_KEY_BYTES,
 ) -> None:
     """Everything reachable from ``x`` through containers and plain
     objects, each entered once, level by level (no recursion limit).
@@ -187,7 +198,8 @@ def _enter(
     (a leaf, an array, a plain object and its ``__slots__``) found once per
     type (:func:`_kind`). The types of a row level's entries are kept in
     ``out.kinds`` by the level's place; with ``assumed`` (an earlier walk's
-    kinds) they are taken from there (see :meth:`Sources.hold`)."""
+    kinds) they are taken from there (see :meth:`Sources.hold`).
+    Arrays over ``array_bytes`` (None: no limit) are compared by identity."""
     level = [x]
     leaves = _LEAVES
     kinds = _KINDS
@@ -214,8 +226,8 @@ def _enter(
                 if type(kind) is _Container:
                     if id(x) in entered:
                         continue
-                    items = kind.contents(x)
-                    if items is None:  # (a large array of numbers: by identity)
+                    items = kind.contents(x, array_bytes)
+                    if items is None:  # (a large array, a library's function: by identity)
                         continue
                     if items is _OPAQUE_ITEMS:
                         out.opaque = kind.name
@@ -319,32 +331,57 @@ def _attributes(x: Any, slots: tuple[str, ...], items: list[Any]) -> None:
 
 
 def _rows(base: Any) -> Any:
-    return lambda x: [*base.__iter__(x)]
+    return lambda x, _: [*base.__iter__(x)]
 
 
-def _mapping(x: Any) -> list[Any]:
+def _mapping(x: Any, _: Any) -> list[Any]:
     items = [*dict.keys(x), *dict.values(x)]
     if isinstance(x, collections.defaultdict):
         items.append(x.default_factory)
     return items
 
 
-def _numpy_array(x: Any) -> Any:
+def _numpy_array(x: Any, limit: int | None) -> Any:
     if not x.dtype.hasobject:
-        return [x.dtype.str, *x.shape, x.tobytes()] if x.nbytes <= ARRAY_KEY_BYTES else None
+        if limit is not None and x.nbytes > limit:
+            return None
+        return [x.dtype.str, *x.shape, x.tobytes()]
     if x.dtype.kind != "O":  # (records with objects in them)
         return _OPAQUE_ITEMS
     return [x.ndim, *x.shape, *x.flat]
 
 
-def _buffer(x: Any) -> Any:
+def _buffer(x: Any, limit: int | None) -> Any:
     try:
         data = memoryview(x)
     except ValueError:  # (a released memoryview: no data)
         return []
-    if data.nbytes > ARRAY_KEY_BYTES:
+    if limit is not None and data.nbytes > limit:
         return None
     return [data.format, *(data.shape or ()), data.tobytes()]
+
+
+def _function_items(fn: FunctionType, _: Any) -> Any:
+    """A function reached as data (``self.act = lambda h: h * box[0]``): its
+    defaults and closure cells' contents (its ``__dict__`` after); ``None``
+    (by identity) for a library's."""
+    module = fn.__module__
+    users = _USERS.get(module)
+    if users is None:
+        users = _USERS[module] = _users_module(sys.modules.get(module), module or "")
+    if not users:
+        return None
+    items: list[Any] = [fn.__defaults__, fn.__kwdefaults__]
+    for cell in fn.__closure__ or ():
+        try:
+            items.append(cell.cell_contents)
+        except ValueError:  # (an empty cell)
+            items.append(_MISSING)
+    return items
+
+
+#: Per module name, whether it is the user's (:func:`_users_module`).
+_USERS: dict[Any, bool] = {}
 
 
 #: Containers by base type, what their entries are (the first base that matches).
@@ -354,16 +391,16 @@ _CONTAINERS: list[tuple[type, Any]] = [
     (dict, _mapping),
     (set, _rows(set)),
     (frozenset, _rows(frozenset)),
-    (collections.deque, lambda x: [x.maxlen, *collections.deque.__iter__(x)]),
+    (collections.deque, lambda x, _: [x.maxlen, *collections.deque.__iter__(x)]),
     (array.array, _buffer),
     (bytearray, _buffer),
     (memoryview, _buffer),
-    (MappingProxyType, lambda x: [*x.keys(), *x.values()]),
-    (type({}.keys()), lambda x: [x.mapping]),
-    (type({}.values()), lambda x: [x.mapping]),
-    (type({}.items()), lambda x: [x.mapping]),
-    (weakref.ref, lambda x: [x()]),
-    (functools.partial, lambda x: [x.func, x.args, x.keywords]),
+    (MappingProxyType, lambda x, _: [*x.keys(), *x.values()]),
+    (type({}.keys()), lambda x, _: [x.mapping]),
+    (type({}.values()), lambda x, _: [x.mapping]),
+    (type({}.items()), lambda x, _: [x.mapping]),
+    (weakref.ref, lambda x, _: [x()]),
+    (functools.partial, lambda x, _: [x.func, x.args, x.keywords]),
 ]
 #: Types of no data, or of data that cannot change, whatever methods they have.
 _INERT = (range, slice, types.GenericAlias, types.UnionType, re.Match)
@@ -378,7 +415,9 @@ def _kind(t: type) -> Any:
     object: its ``__slots__`` names (and its ``__dict__``, if it has one)."""
     numpy = sys.modules.get("numpy")
     kind: Any
-    if t in _ATOMS or t is type(None) or issubclass(t, _OPAQUE) or t.__module__ in _NOT_DATA:
+    if t is FunctionType:
+        kind = _Container(t, _function_items)
+    elif t in _ATOMS or t is type(None) or issubclass(t, _OPAQUE) or t.__module__ in _NOT_DATA:
         kind = _SKIP
     elif numpy is not None and issubclass(t, numpy.ndarray):
         kind = _Container(t, _numpy_array)
@@ -389,7 +428,7 @@ def _kind(t: type) -> Any:
         if kind is None:
             kind = _slots(t)
             if not kind and _unknown_container(t):
-                kind = _Container(t, lambda x: _OPAQUE_ITEMS)
+                kind = _Container(t, lambda x, _: _OPAQUE_ITEMS)
     _KINDS[t] = kind  # (a type made before NumPy's import is not an array's)
     return kind
 
@@ -594,6 +633,19 @@ def _class_attributes(
             elif not isinstance(attr, type):
                 _named(attr, names, roots, helpers, objects=False)
             break
+
+
+def class_entries(klass: type) -> list[tuple[Any, str]]:
+    """Every entry of the namespaces of ``klass`` and its bases that are the
+    user's (:func:`_users`; not ``object``'s, a library's), as roots: its
+    methods by identity, its numbers by value, its data walked."""
+    return [
+        (space, name)
+        for k in klass.__mro__
+        if k is not object and _users(k)
+        for space in (_space(k),)
+        for name in space
+    ]
 
 
 #: Each class's namespace, one view per class (a root is kept once: by its view's id).
