@@ -175,7 +175,8 @@ def hidden_state(f: Any) -> bool:
         return _hidden_in_class(owner, name)  # datetime.now
     if isinstance(owner, _FILES):  # a file's read, readline
         return True
-    return _hidden_in_class(type(owner), name)  # a random.Random's, a numpy Generator's
+    klass: Any = type(owner)
+    return _hidden_in_class(klass, name)  # a random.Random's, a numpy Generator's
 
 
 @functools.lru_cache(maxsize=4096)
