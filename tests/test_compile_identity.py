@@ -7,10 +7,12 @@ number."""
 from __future__ import annotations
 
 import contextvars
+import dataclasses
 import gc
 import random
 import resource
 import warnings
+from collections import OrderedDict, defaultdict
 from collections.abc import Callable
 from typing import Any
 
@@ -88,3 +90,30 @@ def test_counters_run_eagerly(read: Callable[[], float], name: str) -> None:
     fast = chainrule.compile(lambda x: W * x + read(), budget=False)
     with pytest.warns(CompileWarning, match=name):
         assert fast(1.5).data == 3.0
+
+
+# --------------------------------------------------------------------------
+# 2. Dict keys of arguments: by type and value, not by ==
+# --------------------------------------------------------------------------
+
+
+@dataclasses.dataclass(frozen=True)
+class Task:
+    """Hashed and compared by name only."""
+
+    name: str
+    weight: float = dataclasses.field(compare=False)
+
+
+@pytest.mark.parametrize("kind", [dict, OrderedDict, lambda d: defaultdict(float, d)])
+def test_dict_keys_by_type_and_bits(kind: Callable[[Any], Any]) -> None:
+    by_sign = lambda d: sum((W / k * v for k, v in d.items()), Value(0.0))  # noqa: E731
+    same_as_eager(by_sign, [(kind({0.0: 1.0}),), (kind({-0.0: 1.0}),)], None)
+    by_name = lambda d: sum((W * len(str(k)) * v for k, v in d.items()), Value(0.0))  # noqa: E731
+    calls = [(kind({1: 1.0}),), (kind({True: 1.0}),), (kind({1.0: 1.0}),), (kind({(1,): 1.0}),)]
+    same_as_eager(by_name, calls + [(kind({(True,): 1.0}),)], None)
+
+
+def test_object_keys_by_identity() -> None:
+    weighted = lambda d: sum((W * t.weight * s for t, s in d.items()), Value(0.0))  # noqa: E731
+    same_as_eager(weighted, [({Task("a", w): 1.0},) for w in (1.0, 2.0, 3.0)], None)
