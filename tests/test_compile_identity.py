@@ -9,6 +9,7 @@ from __future__ import annotations
 import contextvars
 import dataclasses
 import gc
+import operator
 import random
 import resource
 import warnings
@@ -117,3 +118,88 @@ def test_dict_keys_by_type_and_bits(kind: Callable[[Any], Any]) -> None:
 def test_object_keys_by_identity() -> None:
     weighted = lambda d: sum((W * t.weight * s for t, s in d.items()), Value(0.0))  # noqa: E731
     same_as_eager(weighted, [({Task("a", w): 1.0},) for w in (1.0, 2.0, 3.0)], None)
+
+
+# --------------------------------------------------------------------------
+# 1. Identity of a pick asked through C code called for the user
+# --------------------------------------------------------------------------
+
+E = [Value(0.5), Value(1.5), Value(-1.0)]
+PICK = "compares an entry picked by an int argument"
+
+
+def test_dict_fromkeys_of_picks_gives_eager_numbers_and_gradients() -> None:
+    def loss(a: int, b: int) -> Value:
+        rows = list(dict.fromkeys([E[a], E[b]]))
+        return E[a] * E[b] + 0.1 * sum(r * r for r in rows)
+
+    fast = chainrule.compile(loss, budget=False)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        for a, b in [(0, 1), (1, 1), (2, 2)]:
+            results = []
+            for f in (loss, fast):
+                for p in E:
+                    p.grad = 0.0
+                out = f(a, b)
+                out.backward()
+                results.append((out.data, [p.grad for p in E]))
+            assert results[0] == results[1]
+    assert any(PICK in str(w.message) for w in caught if w.category is CompileWarning)
+
+
+def index_of(i: int) -> Value:
+    return E[E.index(E[i])] * 2.0
+
+
+@pytest.mark.parametrize(
+    "f",
+    [
+        lambda i, j: E[0] * E.count(E[i]),
+        lambda i, j: E[0] * float(operator.contains(E, E[i])),
+        lambda i, j: E[0] * len(set(map(id, [E[i], E[j]]))),
+        lambda i, j: E[0] * len(sorted([E[i], E[j]], key=id)) + sorted([E[i], E[j]], key=id)[0],
+        lambda i, j: E[0] * float(E[i].__hash__() == E[j].__hash__()),
+        lambda i, j: index_of(i) + E[j],
+    ],
+)
+def test_identity_through_c_code_runs_eagerly(f: Callable[..., Any]) -> None:
+    same_as_eager(f, [(1, 1), (1, 2), (0, 0)], PICK)
+
+
+def test_compiles_own_use_of_picks_is_not_a_comparison() -> None:
+    same_as_eager(lambda i, j: E[i] * E[j] + sum([E[i], E[j]], Value(0.0)), [(1, 1), (1, 2)], None)
+
+
+# --------------------------------------------------------------------------
+# 4. A counter kept as an attribute of the function itself
+# --------------------------------------------------------------------------
+
+
+def counted(x: float) -> Value:
+    counted.calls = getattr(counted, "calls", 0) + 1  # type: ignore[attr-defined]
+    return W * x * counted.calls  # type: ignore[attr-defined]
+
+
+def counted_by_setattr(x: float) -> Value:
+    setattr(counted_by_setattr, "calls", getattr(counted_by_setattr, "calls", 0) + 1)  # noqa: B010
+    return W * x * counted_by_setattr.calls  # type: ignore[attr-defined]
+
+
+@pytest.mark.parametrize("f", [counted, counted_by_setattr])
+def test_a_counter_on_the_function_runs_eagerly(f: Any) -> None:
+    same_as_eager(
+        f, [(1.0,)] * 3, "changes an attribute of a function", lambda: setattr(f, "calls", 0)
+    )
+    assert f.calls == 3
+
+
+def test_a_counter_on_the_compiled_function_runs_eagerly() -> None:
+    @chainrule.compile(budget=False)
+    def step(x: float) -> Value:
+        step.calls += 1
+        return W * x * step.calls
+
+    step.calls = 0
+    with pytest.warns(CompileWarning, match="changes an attribute of a function"):
+        assert [step(1.0).data for _ in range(3)] == [2.0, 4.0, 6.0]
