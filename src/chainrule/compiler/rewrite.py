@@ -164,27 +164,14 @@ class _Rewrite(ast.NodeTransformer):
         call = ast.Call(ast.Name(_SUBSCRIPT, ast.Load()), [node.value, node.slice], [])
         return ast.copy_location(call, node)
 
-    def visit_Assign(self, node: ast.Assign) -> ast.AST:
+    def _stores(self, node: Any) -> ast.AST:
+        """``x.attr = ...``, ``+=``, ``: T =``, ``del``: see :func:`_watch_store`."""
         self.generic_visit(node)
-        for target in node.targets:
+        for target in getattr(node, "targets", None) or [node.target]:
             _watch_store(target)
         return node
 
-    def visit_AugAssign(self, node: ast.AugAssign) -> ast.AST:
-        self.generic_visit(node)
-        _watch_store(node.target)
-        return node
-
-    def visit_AnnAssign(self, node: ast.AnnAssign) -> ast.AST:
-        self.generic_visit(node)
-        _watch_store(node.target)
-        return node
-
-    def visit_Delete(self, node: ast.Delete) -> ast.AST:
-        self.generic_visit(node)
-        for target in node.targets:
-            _watch_store(target)
-        return node
+    visit_Assign = visit_AugAssign = visit_AnnAssign = visit_Delete = _stores
 
     def visit_Call(self, node: ast.Call) -> ast.AST:
         self.generic_visit(node)
