@@ -146,6 +146,10 @@ _HIDDEN_MODULES: dict[str, frozenset[str] | None] = {
     "io": frozenset(("open",)),
     "_io": frozenset(("open",)),
     "pathlib": frozenset(("read_text", "read_bytes", "open", "exists", "stat", "iterdir")),
+    "contextvars": frozenset(("get",)),  # a ContextVar's value depends on the context
+    "_contextvars": frozenset(("get",)),
+    "resource": frozenset(("getrusage",)),
+    "gc": frozenset(("get_count", "get_stats")),
 }
 _HIDDEN_BUILTINS = frozenset(("open", "input"))
 
@@ -168,10 +172,18 @@ def hidden_state(f: Any) -> bool:
     if isinstance(owner, ModuleType):
         return _hidden_in(owner.__name__, name)
     if isinstance(owner, type):
-        return _hidden_in(owner.__module__, name)  # datetime.now
+        return _hidden_in_class(owner, name)  # datetime.now
     if isinstance(owner, _FILES):  # a file's read, readline
         return True
-    return _hidden_in(type(owner).__module__, name)  # a random.Random's, a numpy Generator's
+    klass: Any = type(owner)
+    return _hidden_in_class(klass, name)  # a random.Random's, a numpy Generator's
+
+
+@functools.lru_cache(maxsize=4096)
+def _hidden_in_class(klass: Any, name: str) -> bool:
+    """Whether ``name`` of a class or of any of its bases (a user's subclass
+    of ``random.Random``) is on the deny-list."""
+    return any(_hidden_in(getattr(k, "__module__", "") or "", name) for k in klass.__mro__)
 
 
 @functools.lru_cache(maxsize=4096)

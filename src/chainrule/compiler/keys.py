@@ -159,7 +159,7 @@ def flatten(tree: Any) -> tuple[list[Any], Callable[[list[Any]], Any], Any]:
             keys = list(x)
             parts = [walk(x[k]) for k in keys]
             makers = [p for p, _ in parts]
-            shape = (dict, tuple(keys), tuple(s for _, s in parts))
+            shape = (dict, dict_keys(keys), tuple(s for _, s in parts))
             return (lambda it: {k: p(it) for k, p in zip(keys, makers)}), shape
         return _other(x, walk)
 
@@ -180,14 +180,14 @@ def _other(x: Any, walk: Callable[[Any], Any]) -> tuple[Callable[[Any], Any], An
         if kind is OrderedDict:
             return (lambda it: OrderedDict([(k, p(it)) for k, p in zip(keys, makers)])), (
                 kind,
-                tuple(keys),
+                dict_keys(keys),
                 shapes,
             )
         factory = x.default_factory
         return (lambda it: defaultdict(factory, [(k, p(it)) for k, p in zip(keys, makers)])), (
             kind,
             Identity(factory),
-            tuple(keys),
+            dict_keys(keys),
             shapes,
         )
     if isinstance(x, tuple) and _is_named_tuple(kind):
@@ -201,6 +201,26 @@ def _other(x: Any, walk: Callable[[Any], Any]) -> tuple[Callable[[Any], Any], An
         "compile rebuilds only lists, tuples, dicts, named tuples, OrderedDict and "
         "defaultdict"
     )
+
+
+def dict_keys(keys: list[Any]) -> tuple[Any, ...]:
+    """A dict's keys as a part of a key: by type and value, not by ``==``
+    (``0.0`` and ``-0.0``, ``1``, ``True`` and ``1.0`` are other graphs)."""
+    return tuple(map(_dict_key, keys))
+
+
+def _dict_key(k: Any) -> Any:
+    """One dict key by its type and value (a float bit for bit, a tuple by
+    its items), or, for another object, by identity (an equal but other
+    object may give another graph: a dataclass's ``compare=False`` field)."""
+    t = type(k)
+    if t is str or t is int or t is bool or t is bytes or k is None:
+        return (t, k)
+    if t is float:
+        return (t, struct.pack("<d", k))
+    if t is tuple:
+        return (t, tuple(map(_dict_key, k)))
+    return Identity(k)
 
 
 def _is_named_tuple(kind: type) -> bool:

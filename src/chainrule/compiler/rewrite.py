@@ -65,7 +65,7 @@ from typing import Any
 from .escapes import all_names, call_method, describe, hidden_state, safe
 from .reads import AST_LOCK, Record, current, read_whole_by, user_site
 from .symbolic import SymInt, gather
-from .trace import StandIn, identity, same_object
+from .trace import ON_BEHALF, StandIn, identity, same_object
 
 _SUBSCRIPT = "_chainrule_subscript_"
 _CALL = "_chainrule_call_"
@@ -100,6 +100,8 @@ _ROUTED = frozenset(
         "sum",
         "any",
         "all",
+        "setattr",
+        "delattr",
     ]
 )
 #: Names whose calls are left as written: the other builtins (shadowed by
@@ -162,6 +164,15 @@ class _Rewrite(ast.NodeTransformer):
         call = ast.Call(ast.Name(_SUBSCRIPT, ast.Load()), [node.value, node.slice], [])
         return ast.copy_location(call, node)
 
+    def _stores(self, node: Any) -> ast.AST:
+        """``x.attr = ...``, ``+=``, ``: T =``, ``del``: see :func:`_watch_store`."""
+        self.generic_visit(node)
+        for target in getattr(node, "targets", None) or [node.target]:
+            _watch_store(target)
+        return node
+
+    visit_Assign = visit_AugAssign = visit_AnnAssign = visit_Delete = _stores
+
     def visit_Call(self, node: ast.Call) -> ast.AST:
         self.generic_visit(node)
         if (
@@ -178,6 +189,19 @@ class _Rewrite(ast.NodeTransformer):
             return node
         call = ast.Call(ast.Name(_CALL, ast.Load()), [node.func, *node.args], node.keywords)
         return ast.copy_location(call, node)
+
+
+def _watch_store(target: ast.expr) -> None:
+    """``obj.attr = ...`` (``+=``, ``del``, in a tuple of targets) ->
+    ``_op("store", obj).attr = ...``: a function's attribute written while
+    it runs makes the trace one that cannot be replayed."""
+    if isinstance(target, ast.Attribute):
+        target.value = ast.copy_location(_op_call("store", target.value), target.value)
+    elif isinstance(target, (ast.Tuple, ast.List)):
+        for elt in target.elts:
+            _watch_store(elt)
+    elif isinstance(target, ast.Starred):
+        _watch_store(target.value)
 
 
 def _op_call(kind: str, *operands: ast.expr) -> ast.Call:
@@ -297,6 +321,8 @@ def _compile(
     if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
         node.decorator_list = []
         body: list[ast.stmt] = [node]
+        if node.name not in code.co_freevars:  # a function that names itself (f.calls)
+            body.insert(0, ast.Global([node.name]))  # reads a global, as in its module
     else:
         body = [ast.Return(node)]  # type: ignore[arg-type]
     if rewrite:
@@ -423,6 +449,10 @@ def _call(f: Any, /, *args: Any, **kwargs: Any) -> Any:
     if record is None:
         g = target(f)
         return read_whole_by(f, args, kwargs) if g is f and opaque(f) else g(*args, **kwargs)
+    if (f is builtins.setattr or f is builtins.delattr) and args and _is_function(args[0]):
+        record.problems.append(f"{user_site()}: {FUNCTION_ATTRIBUTE}")
+    if f is builtins.id and len(args) == 1 and not kwargs and type(args[0]) is StandIn:
+        return identity(args[0], 2)  # map(id, picks), sorted(key=id): the entry's
     why = hidden(f, args, kwargs, record)
     if why is not None:
         record.problems.append(f"{user_site()}: {why}; a replay would reuse its traced result")
@@ -538,6 +568,10 @@ def _op(kind: str, a: Any, b: Any = None) -> Any:
     if kind == "id":
         return identity(a, 2) if type(a) is StandIn else id(a)
     record = current()
+    if kind == "store":  # obj.attr = ... : obj
+        if record is not None and _is_function(a):
+            record.problems.append(f"{user_site()}: {FUNCTION_ATTRIBUTE}")
+        return a
     if kind == "in":
         if record is not None and _outside(a, record):
             record.problems.append(
@@ -549,6 +583,23 @@ def _op(kind: str, a: Any, b: Any = None) -> Any:
     if record is not None and (t is str or t is bytes or t is bytearray):
         return read_whole_by(operator.mod, (a, b), {})
     return a % b
+
+
+#: Why a function that writes an attribute of a function runs eagerly.
+FUNCTION_ATTRIBUTE = (
+    "changes an attribute of a function while it runs (a counter kept as f.calls?); "
+    "a replay would not change it again"
+)
+
+
+def _is_function(x: Any) -> bool:
+    """A function, a bound method or a compiled function (``f.calls += 1``)."""
+    t = type(x)
+    return (
+        t is FunctionType
+        or t is MethodType
+        or (t.__name__ == "Compiled" and t.__module__ == "chainrule.compiler")
+    )
 
 
 #: Types whose constructors reach a number only through its methods (or
@@ -598,3 +649,4 @@ def call(fn: Any, *args: Any) -> Any:
 #: The code of :func:`_call` and :func:`call`: C functions called from
 #: their frames, or below them, are the user's (escapes.CCalls).
 RELAY = frozenset((_call.__code__, call.__code__, _relay(len).__code__, _op.__code__))
+ON_BEHALF.update(RELAY | {read_whole_by.__code__})  # (read_whole_by: called from _call, _op)

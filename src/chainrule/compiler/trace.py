@@ -104,7 +104,7 @@ class StandIn(Value):
         return not _same(self, other, 2)
 
     def __hash__(self) -> int:
-        if reads.current() is not None and _user_frame(sys._getframe(1)):
+        if reads.current() is not None and _asker(sys._getframe(1)) is not None:
             _compared(sys._getframe(1))
         return object.__hash__(_entry(self))
 
@@ -116,13 +116,30 @@ def _entry(v: Any) -> Any:
     return v
 
 
-def _user_frame(frame: Any) -> bool:
-    return frame.f_code.co_filename not in _OURS
+#: The code of compile's functions that call C code on the user's behalf
+#: (:data:`chainrule.compiler.rewrite.RELAY`: ``_call``, ``_relay``): a
+#: stand-in that C code called from them compares or hashes
+#: (``E.count(E[i])``, ``dict.fromkeys``) is compared by the user.
+ON_BEHALF: set[Any] = set()
+
+
+def _asker(frame: Any) -> Any:
+    """The frame of the user's code that compares a stand-in, from the frame
+    that does (``frame``), or None when it is compile's own bookkeeping."""
+    code = frame.f_code
+    if code.co_filename not in _OURS:
+        return frame
+    if code not in ON_BEHALF:
+        return None
+    while frame.f_back is not None and frame.f_code.co_filename in _OURS:
+        frame = frame.f_back
+    return frame
 
 
 def _compared(frame: Any) -> None:
     record = reads.current()
     if record is not None:
+        frame = _asker(frame) or frame
         record.problems.append(f"{frame.f_code.co_filename}:{frame.f_lineno}: {IDENTITY_OF_PICK}")
 
 
@@ -138,7 +155,7 @@ def _same(a: Any, b: Any, depth: int) -> bool:
     """``a == b`` for Values, by identity, as eagerly (a stand-in as its pick);
     asked by user code while tracing, the function runs eagerly."""
     frame = sys._getframe(depth)
-    if reads.current() is None or not _user_frame(frame):
+    if reads.current() is None or _asker(frame) is None:
         return a is b  # compile's own bookkeeping: the stand-in itself
     _compared(frame)
     return _entry(a) is _entry(b)
