@@ -659,6 +659,9 @@ class Compiled:
         entry.snapshot = snapshot
         entry.objects, entry.objects_snapshot = objects, objects_snapshot
         if arg_values:
+            # by id: every Value counted here is held by the entry (the
+            # program's live inputs, the snapshots' entries) as long as the
+            # set is, so no id in it can pass to another object
             reached = {id(v) for v in program.live_inputs}
             for x in itertools.chain(snapshot, objects_snapshot or ()):
                 if isinstance(x, Value):
