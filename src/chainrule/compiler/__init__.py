@@ -236,7 +236,7 @@ class _Entry:
         # with Value arguments: the ids of the Values it reads otherwise (globals,
         # self, argument objects, the program's leaves), and the Value arguments
         # among them by position (a replay's must be these, and no others)
-        self.reached: set[int] | None = None
+        self.reached: set[Identity] | None = None
         self.shared: dict[int, Value] = {}
 
 
@@ -659,15 +659,13 @@ class Compiled:
         entry.snapshot = snapshot
         entry.objects, entry.objects_snapshot = objects, objects_snapshot
         if arg_values:
-            # by id: every Value counted here is held by the entry (the
-            # program's live inputs, the snapshots' entries) as long as the
-            # set is, so no id in it can pass to another object
-            reached = {id(v) for v in program.live_inputs}
+            # by identity (keys.Identity holds its Value: no stale match)
+            reached = {Identity(v) for v in program.live_inputs}
             for x in itertools.chain(snapshot, objects_snapshot or ()):
                 if isinstance(x, Value):
-                    reached.add(id(x))
+                    reached.add(Identity(x))
             entry.reached = reached
-            entry.shared = {k: v for k, v in enumerate(arg_values) if id(v) in reached}
+            entry.shared = {k: v for k, v in enumerate(arg_values) if Identity(v) in reached}
         buffer = program.forward(call)
         if buffer is None or not numpy.array_equal(buffer, program.base, equal_nan=True):
             # a guard that does not hold on the traced values, or a node whose
@@ -835,7 +833,7 @@ def _shared_alike(entry: _Entry, values: list[Value]) -> bool:
         if s is not None:
             if s is not v:
                 return False
-        elif id(v) in reached:
+        elif Identity(v) in reached:
             return False
     return True
 
@@ -915,14 +913,14 @@ def _write_back(containers: list[Any]) -> str | None:
     ]
     if not changed:
         return None
-    back = {id(c): o for c, o, _ in containers}
+    back = {Identity(c): o for c, o, _ in containers}
 
     def plain(x: Any) -> Any:
         if type(x) is reads.TracedFloat:
             return float.__float__(x)
         if isinstance(x, reads.TracedInt):
             return x.value
-        return back.get(id(x), x)
+        return back.get(Identity(x), x)
 
     for copy, original in changed:
         if isinstance(copy, dict):
