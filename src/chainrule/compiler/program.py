@@ -81,7 +81,6 @@ class Group:
     small: bool  # so few nodes that floats beat arrays
     first_term: int = 0  # where its terms start among the program's terms
     incoming: Any = None  # the terms its nodes' gradients add (see gradient_of)
-    members: Any = None  # while captured: its Values
 
     def run(self, val: np.ndarray, call: Any) -> Any:
         """Write the group's outputs; return its inputs' values (the backward
