@@ -235,11 +235,11 @@ class SumGroup(Group):
         self.products = _as_slice(products)
         self.singles = _as_slice(singles)
         self.runs = []
-        is_product = kinds == 2
+        first_rows = rows.tolist()
+        first = 0  # the products before a run: those of the runs before it
         for term_run in _runs(products):
-            first = int(np.count_nonzero(is_product[: term_run.start]))
             count = term_run.stop - term_run.start
-            row = int(rows[term_run.start])
+            row = first_rows[term_run.start]
             self.runs.append(
                 (
                     slice(first, first + count),
@@ -248,6 +248,7 @@ class SumGroup(Group):
                     slice(row + 1, row + 2 * count + 1, 2),
                 )
             )
+            first += count
 
     def run(self, val: np.ndarray, call: Any) -> None:
         if self.outer is None:
