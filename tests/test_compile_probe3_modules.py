@@ -109,6 +109,15 @@ def test_an_attribute_added_to_a_module_later_is_guarded(config: Any) -> None:
     replays_as_eager(loss_named, lambda: setattr(config, "shift", 3.0))
 
 
+def test_a_module_attribute_read_by_getattr_is_guarded(config: Any) -> None:
+    w = Value(0.5)
+
+    def loss(x: float) -> Value:
+        return w * x * getattr(config, "scale", 1.0)
+
+    replays_as_eager(loss, lambda: setattr(config, "scale", 3.0))
+
+
 # --------------------------------------------------------------------------
 # Repro 15: a submodule's attribute, the package a global
 # --------------------------------------------------------------------------

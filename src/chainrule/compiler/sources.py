@@ -615,9 +615,10 @@ def _module(
 
 
 def _read_names(functions: set[Identity]) -> tuple[str, ...]:
-    """The names the code of ``functions`` (and of bound methods' functions) loads."""
+    """The names the code of ``functions`` (and of bound methods' functions)
+    loads, and the identifiers among its strings (``getattr(config, "scale")``)."""
     codes = (getattr(getattr(f.obj, "__func__", f.obj), "__code__", None) for f in functions)
-    return tuple(dict.fromkeys(n for code in codes if code is not None for n in _names(code)))
+    return tuple(dict.fromkeys(n for code in codes if code is not None for n in _names(code, True)))
 
 
 def _users(klass: type) -> bool:
@@ -699,9 +700,14 @@ def _space(klass: type) -> Any:
     return space
 
 
-def _names(code: Any) -> list[str]:
+def _names(code: Any, strings: bool = False) -> list[str]:
+    """The names ``code`` (and the code nested in it) loads; with
+    ``strings``, the identifiers among its string constants too
+    (``getattr(config, "scale", 1.0)``)."""
     names = list(code.co_names)
     for c in code.co_consts:
         if hasattr(c, "co_names"):
-            names.extend(_names(c))
+            names.extend(_names(c, strings))
+        elif strings and type(c) is str and c.isidentifier():
+            names.append(c)
     return list(dict.fromkeys(names))
