@@ -118,6 +118,24 @@ def test_a_module_attribute_read_by_getattr_is_guarded(config: Any) -> None:
     replays_as_eager(loss, lambda: setattr(config, "scale", 3.0))
 
 
+def test_a_module_attribute_served_by_its_getattr_is_guarded() -> None:
+    # PEP 562: the module's __getattr__ serves what its namespace lacks
+    lazy = types.ModuleType("lazy_probe3_modules")
+    exec(
+        "_values = {'scale': 2.0}\ndef __getattr__(name):\n    return _values[name]\n",
+        lazy.__dict__,
+    )
+    sys.modules[lazy.__name__] = lazy
+    try:
+        w = Value(0.5)
+        replays_as_eager(
+            lambda x: w * x * lazy.scale,  # type: ignore[attr-defined]
+            lambda: lazy._values.__setitem__("scale", 3.0),  # type: ignore[attr-defined]
+        )
+    finally:
+        del sys.modules[lazy.__name__]
+
+
 # --------------------------------------------------------------------------
 # Repro 15: a submodule's attribute, the package a global
 # --------------------------------------------------------------------------

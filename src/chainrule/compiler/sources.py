@@ -598,15 +598,16 @@ def _module(
 ) -> None:
     """A module of the user's (``config.helper()``, ``project.config.scale``):
     the code among its attributes that ``names`` names, and its submodules'
-    likewise (a library's functions are its own business). Its data is
-    guarded where the module is reached (:data:`_MODULE`)."""
+    likewise, and its ``__getattr__`` (PEP 562: it serves the attributes
+    the namespace lacks); a library's functions are its own business. Its
+    data is guarded where the module is reached (:data:`_MODULE`)."""
     level, entered = [module], {id(module)}  # (each once: a package and its submodules cycle)
     while level:
         module = level.pop()
         if not _users_module(module):
             continue
         space = vars(module)
-        for attr in [space[name] for name in names if name in space]:
+        for attr in [space[name] for name in (*names, "__getattr__") if name in space]:
             if not isinstance(attr, ModuleType):
                 _named(attr, names, roots, helpers)
             elif id(attr) not in entered:
@@ -630,8 +631,10 @@ def _users_module(module: ModuleType | None, name: str = "") -> bool:
     """Whether ``module`` (named ``name``) is the user's, not the standard
     library, NumPy, chainrule or an installed package (site-packages): what
     a library's code reads is not the user's data."""
-    top = (name or getattr(module, "__name__", "")).partition(".")[0]
-    where = str(getattr(module, "__file__", None) or "")
+    # (from its namespace: a module's __getattr__ is not asked, it may raise anything)
+    space = getattr(module, "__dict__", None) or {}
+    top = (name or space.get("__name__", "")).partition(".")[0]
+    where = str(space.get("__file__") or "")
     return (
         top not in sys.stdlib_module_names
         and top not in ("numpy", "chainrule", "builtins")
