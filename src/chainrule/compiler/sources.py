@@ -41,7 +41,9 @@ identity (see the compile page's sharp bits), except in the
 (``array_bytes`` None: any size by their bytes; with every entry of their
 classes of the user's, :func:`class_entries`). A function of the user's
 reached as data is compared by identity and its closure cells' contents
-and defaults walked (a library's by identity only).
+and defaults walked (a library's by identity only). A module, wherever it
+is reached (a global, a closure cell, ``self.cfg``, an argument, a
+container, a submodule), by the attributes the code names (:data:`_MODULE`).
 """
 
 from __future__ import annotations
@@ -55,7 +57,7 @@ import re
 import sys
 import types
 import weakref
-from itertools import chain
+from itertools import chain, repeat
 from types import BuiltinFunctionType, FunctionType, MappingProxyType, MethodType, ModuleType
 from typing import Any
 
@@ -72,11 +74,12 @@ LEVELS = 8
 _NOT_DATA = frozenset(("threading", "_thread", "queue", "logging", "multiprocessing"))
 
 _MISSING = object()
-_OPAQUE = (type, ModuleType, FunctionType, BuiltinFunctionType, MethodType, Value)
+_OPAQUE = (type, FunctionType, BuiltinFunctionType, MethodType, Value)
 #: Rows: lists and tuples.
 _ROWS = frozenset((list, tuple))
 #: Types whose objects are compared, never entered (exactly these types).
-#: (Not functions: a function of the user's has its closure cells and defaults walked.)
+#: (Not functions: a function of the user's has its closure cells and defaults walked;
+#: not modules: a module's attributes that the code names are, :data:`_MODULE`.)
 _LEAVES = frozenset((*_OPAQUE, float, int, str, bool, bytes, complex, type(None), object))
 _LEAVES -= {FunctionType}
 
@@ -97,7 +100,7 @@ def _same(a: Any, b: Any) -> bool:
 class Sources:
     """The bindings a function reads and their state at a trace."""
 
-    __slots__ = ("roots", "complete", "why", "array_bytes")
+    __slots__ = ("roots", "complete", "why", "array_bytes", "names")
 
     def __init__(self, fn: Any) -> None:
         # (namespace dict, class namespace, cell or object; name or None)
@@ -107,7 +110,10 @@ class Sources:
         # arrays up to this size compared by their bytes, larger ones by identity
         # (None: any size; the objects among a call's arguments)
         self.array_bytes: int | None = ARRAY_KEY_BYTES
-        _collect(fn, roots, set(), LEVELS)
+        seen: set[Identity] = set()
+        _collect(fn, roots, seen, LEVELS)
+        # the attribute names the code reads: those of every module reached (_MODULE)
+        self.names = _read_names(seen)
         # each once, by id (a bound method's helper methods name its object's
         # attributes again; the roots keep their namespaces alive)
         self.roots = list({(id(where), name): (where, name) for where, name in roots}.values())
@@ -124,6 +130,7 @@ class Sources:
         # (its parent's entries, or a root), so no id is reused while the walk runs
         entered: set[int] = set()
         assumed = None if known is None else known.kinds
+        inner: list[Any] = []  # the roots' containers, objects and modules: entered together
         for where, name in self.roots:
             if name is None:  # a closure cell
                 try:
@@ -136,7 +143,9 @@ class Sources:
                 x = getattr(where, name, _MISSING)
             out.append(x)
             if type(x) not in _LEAVES:
-                _enter(x, out, entered, budget, assumed, self.array_bytes)
+                inner.append(x)
+        if inner:  # (one walk, not one per root: most of a small function's guard)
+            _enter(inner, out, entered, budget, assumed, self.array_bytes, self.names)
         if out.opaque is not None:
             self.complete = False
             self.why = (
@@ -183,15 +192,17 @@ class Snapshot(list[Any]):
 
 
 def _enter(
-    x: Any,
+    level: list[Any],
     out: Snapshot,
     entered: set[int],
     budget: list[int],
     assumed: dict[int, frozenset[type]] | None,
     array_bytes: int | None = ARRAY_KEY_BYTES,
+    names: tuple[str, ...] = (),
 ) -> None:
-    """Everything reachable from ``x`` through containers and plain
-    objects, each entered once, level by level (no recursion limit).
+    """Everything reachable from ``level``'s objects through containers and plain
+    objects, each entered once, level by level (no recursion limit);
+    a module: its attributes among ``names`` (:data:`_MODULE`).
     Run before every replay, so the lists and tuples of a level are
     entered together, in C-level passes (their lengths, then all their
     entries); dicts and objects one by one, what an object of a type is
@@ -200,7 +211,6 @@ def _enter(
     ``out.kinds`` by the level's place; with ``assumed`` (an earlier walk's
     kinds) they are taken from there (see :meth:`Sources.hold`).
     Arrays over ``array_bytes`` (None: no limit) are compared by identity."""
-    level = [x]
     leaves = _LEAVES
     kinds = _KINDS
     left = budget[0]
@@ -223,7 +233,11 @@ def _enter(
                     kind = _kind(t)
                 if kind is _SKIP:
                     continue
-                if type(kind) is _Container:
+                if kind is _MODULE:
+                    if id(x) in entered:
+                        continue
+                    items = [*map(x.__dict__.get, names, repeat(_MISSING))]
+                elif type(kind) is _Container:
                     if id(x) in entered:
                         continue
                     items = kind.contents(x, array_bytes)
@@ -297,6 +311,11 @@ def _enter(
 
 
 _SKIP = "skip"
+#: A module, wherever it is reached (a global, a closure cell, an argument,
+#: ``self.cfg``, a container, a submodule): its attributes that the code
+#: names (:attr:`Sources.names`; absent ones too, so one set later counts),
+#: library modules' as the user's.
+_MODULE = "module"
 #: Per type, what :func:`_enter` does with its objects (by the type itself:
 #: classes live as long as their objects).
 _KINDS: dict[type, Any] = {}
@@ -417,6 +436,8 @@ def _kind(t: type) -> Any:
     kind: Any
     if t is FunctionType:
         kind = _Container(t, _function_items)
+    elif issubclass(t, ModuleType):
+        kind = _MODULE
     elif t in _ATOMS or t is type(None) or issubclass(t, _OPAQUE) or t.__module__ in _NOT_DATA:
         kind = _SKIP
     elif numpy is not None and issubclass(t, numpy.ndarray):
@@ -530,17 +551,7 @@ def _function(fn: FunctionType, roots: list[tuple[Any, Any]], helpers: list[Any]
     for name in names:
         if name in g:
             roots.append((g, name))
-            value = g[name]
-            if isinstance(value, ModuleType):  # module.NAME: the names it reads there
-                space = vars(value)
-                users = _users_module(value)
-                for a in names:
-                    if a in space and a != name:
-                        roots.append((space, a))
-                        if users:  # (a library's functions: its own business)
-                            _named(space[a], names, roots, helpers)
-            else:
-                _named(value, names, roots, helpers)
+            _named(g[name], names, roots, helpers)
     for cell in fn.__closure__ or ():
         roots.append((cell, None))
         with contextlib.suppress(ValueError):  # (an empty cell)
@@ -565,6 +576,8 @@ def _named(
     object of a class of the user's: those of its class (``cfg.lr``)."""
     if isinstance(value, (FunctionType, MethodType, functools.partial)):
         helpers.append(value)
+    elif isinstance(value, ModuleType):
+        _module(value, names, roots, helpers)
     elif isinstance(value, type):
         if _users(value):
             _class_attributes(value, names, None, None, roots, helpers)
@@ -580,6 +593,35 @@ def _named(
                 _class_attributes(type(value), names, value, d, roots, helpers)
 
 
+def _module(
+    module: ModuleType, names: list[str], roots: list[tuple[Any, Any]], helpers: list[Any]
+) -> None:
+    """A module of the user's (``config.helper()``, ``project.config.scale``):
+    the code among its attributes that ``names`` names, and its submodules'
+    likewise, and its ``__getattr__`` (PEP 562: it serves the attributes
+    the namespace lacks); a library's functions are its own business. Its
+    data is guarded where the module is reached (:data:`_MODULE`)."""
+    level, entered = [module], {id(module)}  # (each once: a package and its submodules cycle)
+    while level:
+        module = level.pop()
+        if not _users_module(module):
+            continue
+        space = vars(module)
+        for attr in [space[name] for name in (*names, "__getattr__") if name in space]:
+            if not isinstance(attr, ModuleType):
+                _named(attr, names, roots, helpers)
+            elif id(attr) not in entered:
+                entered.add(id(attr))
+                level.append(attr)
+
+
+def _read_names(functions: set[Identity]) -> tuple[str, ...]:
+    """The names the code of ``functions`` (and of bound methods' functions)
+    loads, and the identifiers among its strings (``getattr(config, "scale")``)."""
+    codes = (getattr(getattr(f.obj, "__func__", f.obj), "__code__", None) for f in functions)
+    return tuple(dict.fromkeys(n for code in codes if code is not None for n in _names(code, True)))
+
+
 def _users(klass: type) -> bool:
     """Whether ``klass`` is the user's (its module is: :func:`_users_module`)."""
     return _users_module(sys.modules.get(klass.__module__), klass.__module__)
@@ -589,8 +631,10 @@ def _users_module(module: ModuleType | None, name: str = "") -> bool:
     """Whether ``module`` (named ``name``) is the user's, not the standard
     library, NumPy, chainrule or an installed package (site-packages): what
     a library's code reads is not the user's data."""
-    top = (name or getattr(module, "__name__", "")).partition(".")[0]
-    where = str(getattr(module, "__file__", None) or "")
+    # (from its namespace: a module's __getattr__ is not asked, it may raise anything)
+    space = getattr(module, "__dict__", None) or {}
+    top = (name or space.get("__name__", "")).partition(".")[0]
+    where = str(space.get("__file__") or "")
     return (
         top not in sys.stdlib_module_names
         and top not in ("numpy", "chainrule", "builtins")
@@ -659,9 +703,14 @@ def _space(klass: type) -> Any:
     return space
 
 
-def _names(code: Any) -> list[str]:
+def _names(code: Any, strings: bool = False) -> list[str]:
+    """The names ``code`` (and the code nested in it) loads; with
+    ``strings``, the identifiers among its string constants too
+    (``getattr(config, "scale", 1.0)``)."""
     names = list(code.co_names)
     for c in code.co_consts:
         if hasattr(c, "co_names"):
-            names.extend(_names(c))
+            names.extend(_names(c, strings))
+        elif strings and type(c) is str and c.isidentifier():
+            names.append(c)
     return list(dict.fromkeys(names))
