@@ -138,8 +138,9 @@ def test_a_call_used_twice_and_a_square() -> None:
     _compare([w, b], f, _floats(6), run)
 
 
+@pytest.mark.parametrize("chunk", [1, 3])  # 1: each parameter adds one term a call
 @pytest.mark.parametrize("fused", [True, False])
-def test_a_small_mlp_over_a_batch(fused: bool) -> None:
+def test_a_small_mlp_over_a_batch(fused: bool, chunk: int) -> None:
     model = chainrule.nn.MLP(2, [4, 4, 1], rng=random.Random(0), fused=fused)
     params = model.parameters()
 
@@ -150,7 +151,8 @@ def test_a_small_mlp_over_a_batch(fused: bool) -> None:
         return [([rng.uniform(-2, 2), rng.uniform(-2, 2)], rng.uniform(-1, 1)) for _ in range(12)]
 
     def run(g: Callable[..., Any], batch: Any) -> tuple[Value, list[Value]]:
-        return sum(g(batch[k : k + 3]) for k in range(0, len(batch), 3)) * (1.0 / len(batch)), []
+        chunks = [batch[k : k + chunk] for k in range(0, len(batch), chunk)]
+        return sum(g(c) for c in chunks) * (1.0 / len(batch)), []
 
     _compare(params, f, draw, run, range(30))
 

@@ -594,6 +594,7 @@ class Program:
         self._plan: list[tuple[Any, Any, int, int, bool, int]] | None = None  # see _backward_plan
         self._late = self._late_leaves = False
         self._leaves_from = np.zeros((2, 0), dtype=np.intp)  # see _backward_plan
+        self._sums_in_one = False  # no leaf adds more than one term (see _backward_plan)
         self._direct: dict[int, Direct] = {}  # producer's plan position -> see Direct
         self._spare_terms: list[tuple[np.ndarray, list[Any]]] = []  # see _gradients
         self._inputs: tuple[np.ndarray, list[Any]] | None = None  # see forward
@@ -664,7 +665,10 @@ class Program:
         kept: dict[tuple[int, int], np.ndarray] | None = None if nodes is None else {}
         live = self.live
         arg_values = call.values
-        if within:
+        if self._plan is None:
+            self._plan = self._backward_plan()
+        # (where no leaf adds two terms, g + (0.0 + t) is g + t: as the root)
+        if within and not self._sums_in_one:
             # the leaves' running sums, by slot: the live leaves', then the
             # arguments' (a Value is in one slot: compile keys an argument
             # that is also a leaf it reads, or is passed twice, apart). A
@@ -943,6 +947,10 @@ class Program:
         # (see _gradients): their sums from their running sums
         starts = np.arange(self.n_terms + 1, self.n_terms + 1 + n_leaves, dtype=np.intp)
         self._leaves_from = np.concatenate((starts[None, :], self.leaf_incoming))
+        # every leaf adds one term at most (a parameter used once per call, a
+        # model on one point): its running sum plus (0.0 + t) is plus t, so
+        # the walk's order needs no starts (backward)
+        self._sums_in_one = len(self.leaf_incoming) == 1 and not self._late_leaves
         plan = []
         for j, step in reversed(list(enumerate(self.steps))):
             if type(step) is GatherStep:
