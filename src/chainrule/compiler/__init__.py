@@ -163,11 +163,13 @@ class CompiledValue(Value):
 def _node_backward(v: CompiledValue) -> None:
     """The chain rule of one compiled output inside a larger graph: the
     replay's backward, seeded with the output's gradient, adds into the
-    inputs' ``.grad`` (a micrograd ``_backward`` closure's protocol)."""
+    inputs' ``.grad`` (a micrograd ``_backward`` closure's protocol), each
+    term one by one, as the eager walk adds them (``Program.backward``
+    ``within``)."""
     g = v.grad
     if type(g) is not float:
         raise TypeError(f"backward: {NOT_AGAIN}")
-    v._program.backward(v._buffer, v._slot, g, v._call)
+    v._program.backward(v._buffer, v._slot, g, v._call, within=True)
 
 
 class _NodeBackward:

@@ -593,6 +593,8 @@ class Program:
         self.eager_seconds = 0.0  # an eager call of its graph (the budget's estimate)
         self._plan: list[tuple[Any, Any, int, int, bool, int]] | None = None  # see _backward_plan
         self._late = self._late_leaves = False
+        self._leaves_from = np.zeros((2, 0), dtype=np.intp)  # see _backward_plan
+        self._sums_in_one = False  # no leaf adds more than one term (see _backward_plan)
         self._direct: dict[int, Direct] = {}  # producer's plan position -> see Direct
         self._spare_terms: list[tuple[np.ndarray, list[Any]]] = []  # see _gradients
         self._inputs: tuple[np.ndarray, list[Any]] | None = None  # see forward
@@ -639,19 +641,53 @@ class Program:
     # -- backward -----------------------------------------------------------
 
     def backward(
-        self, val: np.ndarray, root: int, seed: float, call: Any, nodes: list[int] | None = None
+        self,
+        val: np.ndarray,
+        root: int,
+        seed: float,
+        call: Any,
+        nodes: list[int] | None = None,
+        *,
+        within: bool = False,
     ) -> dict[int, float]:
         """Add d root / d leaf to every leaf's ``.grad`` (eager semantics);
         with ``nodes`` (slots), return d root / d node of those that root
-        depends on (the eager pass sets their ``.grad``)."""
+        depends on (the eager pass sets their ``.grad``).
+
+        The root of a backward pass (``within=False``) adds each leaf's sum,
+        from 0.0, to its ``.grad``, as ``Value.backward`` adds a pass's
+        gradients to what the leaves held. A node within a larger graph's
+        pass (``within=True``: :func:`chainrule.compiler._node_backward`)
+        adds each term one by one to the leaf's ``.grad``, that pass's
+        running sum, and assigns the result: ``((g + t1) + t2) ...``, the
+        order of the eager walk, where this call's terms come together
+        (``g + (t1 + t2)`` would differ in the last bit)."""
         kept: dict[tuple[int, int], np.ndarray] | None = None if nodes is None else {}
-        grad = self.leaf_gradients(val, root, seed, call, kept)
         live = self.live
-        for leaf, d in zip(live, grad[: len(live)].tolist()):  # a plain loop: faster than map
-            leaf.grad += d
         arg_values = call.values
-        for slot, pos in self.arg_leaves:
-            arg_values[pos].grad += grad.item(slot)
+        if self._plan is None:
+            self._plan = self._backward_plan()
+        # (where no leaf adds two terms, g + (0.0 + t) is g + t: as the root)
+        if within and not self._sums_in_one:
+            # the leaves' running sums, by slot: the live leaves', then the
+            # arguments' (a Value is in one slot: compile keys an argument
+            # that is also a leaf it reads, or is passed twice, apart). A
+            # pass's running sum is never -0.0 (it starts at 0.0, and 0.0 + t
+            # is not), so the sign of a zero term (see _times_grid) is moot.
+            grads = list(map(_get_grad, live))
+            if self.arg_leaves:
+                grads += [arg_values[pos].grad for _, pos in self.arg_leaves]
+            grad = self.leaf_gradients(val, root, seed, call, kept, to_array(grads))
+            for leaf, d in zip(live, grad[: len(live)].tolist()):
+                leaf.grad = d
+            for slot, pos in self.arg_leaves:
+                arg_values[pos].grad = grad.item(slot)
+        else:
+            grad = self.leaf_gradients(val, root, seed, call, kept)
+            for leaf, d in zip(live, grad[: len(live)].tolist()):  # a plain loop: faster than map
+                leaf.grad += d
+            for slot, pos in self.arg_leaves:
+                arg_values[pos].grad += grad.item(slot)
         if not kept:
             return {}
         seen = self._reach(root, call)
@@ -669,17 +705,22 @@ class Program:
         seed: float,
         call: Any,
         node_grads: dict[tuple[int, int], np.ndarray] | None = None,
+        start: np.ndarray | None = None,
     ) -> np.ndarray:
         """d root / d leaf (times ``seed``), by slot: the live leaves first
         (``live[i]`` is slot ``i``), then the Values among the arguments
         (``arg_leaves``); into ``node_grads``, if given, every step's gradients by
-        its slots ``(first, stop)``."""
-        grad = self._gradients(val, root, seed, call, None, node_grads)
+        its slots ``(first, stop)``. With ``start`` (a number per leaf
+        slot), each leaf's sum starts there instead of at 0.0: ``start``
+        and then its terms, added one by one."""
+        grad = self._gradients(val, root, seed, call, None, node_grads, start)
         if not np.isfinite(grad).all():
             # A node that root does not depend on got a zero gradient, and
             # zero times an inf local derivative is nan: the eager pass never
             # visits such a node. Again, with only the nodes root depends on.
-            grad = self._gradients(val, root, seed, call, self._reach(root, call), node_grads)
+            # (Also where an inf or nan was in ``start``: the same numbers.)
+            seen = self._reach(root, call)
+            grad = self._gradients(val, root, seed, call, seen, node_grads, start)
         return grad
 
     def _gradients(
@@ -690,17 +731,24 @@ class Program:
         call: Any,
         seen: np.ndarray | None,
         node_grads: dict[tuple[int, int], np.ndarray] | None = None,
+        start: np.ndarray | None = None,
     ) -> np.ndarray:
         """The leaves' gradients (slots 0...): each node's gradient is the
         sum of its terms, added one by one in the eager pass's order from
-        0.0, before its own terms are made."""
+        0.0 (a leaf's: from ``start``, if given), before its own terms are
+        made.
+
+        The buffer of terms: every group's terms, then the padding term
+        (0.0, which the columns of fewer terms add last), then a place per
+        leaf for its ``start`` (the leaves' first row of terms then)."""
         plan = self._plan
         if plan is None:
             plan = self._plan = self._backward_plan()
+        size = self.n_terms + 1 + self.leaf_incoming.shape[1]
         if seen is not None:  # the terms a mask skips: zeros
-            terms = np.zeros(self.n_terms + 1)
+            terms = np.zeros(size)
             views = self._views(terms)
-            return self._run_plan(val, root, seed, call, seen, terms, views, node_grads)
+            return self._run_plan(val, root, seed, call, seen, terms, views, node_grads, start)
         # Every group writes all its terms before any is read (a node's
         # terms are read by the nodes it feeds, later in the plan), so a
         # buffer of terms serves call after call, with its groups' views;
@@ -709,11 +757,11 @@ class Program:
         try:
             terms, views = spare.pop()
         except IndexError:
-            terms = np.empty(self.n_terms + 1)
-            terms[-1] = 0.0  # the padding term
+            terms = np.empty(size)
+            terms[self.n_terms] = 0.0  # the padding term
             views = self._views(terms)
         try:
-            return self._run_plan(val, root, seed, call, None, terms, views, node_grads)
+            return self._run_plan(val, root, seed, call, None, terms, views, node_grads, start)
         finally:
             spare.append((terms, views))
 
@@ -737,6 +785,7 @@ class Program:
         terms: np.ndarray,
         views: list[tuple[Any, Any]],
         node_grads: dict[tuple[int, int], np.ndarray] | None = None,
+        start: np.ndarray | None = None,
     ) -> np.ndarray:
         """:meth:`_gradients` into ``terms``, each group into its part of
         them and its rows (``views``); with a mask (``seen``), the steps it
@@ -751,13 +800,19 @@ class Program:
             inputs = kept[1]
             self._inputs = None  # held from a forward pass to its backward pass only
 
-        def gradient_of(incoming: Any, first: int, stop: int, picked: bool) -> np.ndarray:
+        def gradient_of(
+            incoming: Any, first: int, stop: int, picked: bool, from_start: bool = False
+        ) -> np.ndarray:
             if type(incoming) is slice:  # one term each, in a row
                 g = terms[incoming] + 0.0  # (from 0.0: -0.0 becomes 0.0)
             else:
-                g = sum_rows(terms.take(incoming), 0.0)  # 0.0 + the first term + the next ...
+                # 0.0 + the first term + the next ...; the leaves' from their
+                # starts: -0.0 + a first row of starts, which it leaves as they are
+                g = sum_rows(terms.take(incoming), -0.0 if from_start else 0.0)
             if picked:
-                self._merge_picked(g, incoming, first, stop, merged, terms)
+                if from_start:  # (the leaves' own terms, without their starts)
+                    incoming = self.leaf_incoming
+                self._merge_picked(g, incoming, first, stop, merged, terms, from_start)
                 g += late[first:stop]
             if first <= root < stop:
                 g[root - first] = seed
@@ -795,9 +850,14 @@ class Program:
                     X = None if inputs is None else inputs[j]
                     step.backward(val, g, view, mask, X, rows)
             n_leaves = self.leaf_incoming.shape[1]
-            grad = gradient_of(self.leaf_incoming, 0, n_leaves, self._late_leaves)
-        if seen is not None:
-            grad[~seen[:n_leaves]] = 0.0
+            if start is None:
+                grad = gradient_of(self.leaf_incoming, 0, n_leaves, self._late_leaves)
+            else:
+                terms[self.n_terms + 1 :] = start  # the leaves' first row (see _leaves_from)
+                grad = gradient_of(self._leaves_from, 0, n_leaves, self._late_leaves, True)
+        if seen is not None:  # (the leaves that root does not depend on: no terms)
+            unseen = ~seen[:n_leaves]
+            grad[unseen] = 0.0 if start is None else start[unseen]
         return grad
 
     def _merge_picked(
@@ -808,11 +868,14 @@ class Program:
         stop: int,
         merged: list[tuple[GatherStep, np.ndarray]],
         terms: np.ndarray,
+        from_start: bool = False,
     ) -> None:
         """The gradients ``g`` of slots ``first:stop`` where a gather's
         alias picked one this call: its own terms and the terms of every
         alias that picked it, added from 0.0 in the eager pass's order
-        (``term_rank``), where the alias and the entry are one node."""
+        (``term_rank``), where the alias and the entry are one node;
+        ``from_start``: the leaves' (``first`` 0), from each one's start
+        instead (:meth:`_run_plan`)."""
         key = (first, *((step.first, picks.tobytes()) for step, picks in merged))
         layout = self._merges.get(key)
         if layout is None:
@@ -822,7 +885,11 @@ class Program:
             self._merges[key] = layout
         if layout is not None:
             hit, matrix = layout
-            g[hit - first] = sum_rows(terms.take(matrix), 0.0)
+            if from_start:  # -0.0 + each leaf's start, then its terms
+                matrix = np.concatenate(((self.n_terms + 1 + hit)[None, :], matrix))
+                g[hit] = sum_rows(terms.take(matrix), -0.0)
+            else:
+                g[hit - first] = sum_rows(terms.take(matrix), 0.0)
 
     def _merge_layout(
         self,
@@ -873,7 +940,17 @@ class Program:
             if type(step) is GatherStep:
                 picked[step.table] = True
         self._late = bool(picked.any())
-        self._late_leaves = bool(picked[: self.leaf_incoming.shape[1]].any())
+        n_leaves = self.leaf_incoming.shape[1]
+        self._late_leaves = bool(picked[:n_leaves].any())
+        # the leaves' terms after a first row of their starts, which a
+        # backward pass within a larger one writes after the padding term
+        # (see _gradients): their sums from their running sums
+        starts = np.arange(self.n_terms + 1, self.n_terms + 1 + n_leaves, dtype=np.intp)
+        self._leaves_from = np.concatenate((starts[None, :], self.leaf_incoming))
+        # every leaf adds one term at most (a parameter used once per call, a
+        # model on one point): its running sum plus (0.0 + t) is plus t, so
+        # the walk's order needs no starts (backward)
+        self._sums_in_one = len(self.leaf_incoming) == 1 and not self._late_leaves
         plan = []
         for j, step in reversed(list(enumerate(self.steps))):
             if type(step) is GatherStep:
