@@ -34,8 +34,9 @@ import math
 import operator
 import sys
 import threading
+from collections import deque
 from collections.abc import Callable
-from types import CodeType, FrameType
+from types import CodeType, FrameType, GeneratorType
 from typing import Any, TypeGuard
 
 from .escapes import describe
@@ -55,6 +56,12 @@ class TracedFloat(float):
     __slots__ = ("_recipe", "_trace")
     _recipe: Recipe
     _trace: int  # the serial of its trace's Record (0: none): not the Record, kept alive
+
+    def __new__(cls, *args: Any) -> float:  # type: ignore[misc]
+        """``type(x)(3.0)``, ``x.fromhex(...)``, ``statistics``' ``T(value)``:
+        a plain float, as eagerly (only :func:`traced` makes a TracedFloat,
+        with its recipe)."""
+        return float(*args)
 
     @property
     def recipe(self) -> Any:
@@ -85,7 +92,7 @@ class TracedInt:
 
 
 def traced(value: float, recipe: Recipe) -> TracedFloat:
-    t = TracedFloat(value)
+    t = float.__new__(TracedFloat, value)
     t._recipe = recipe
     record = getattr(_tracing, "record", None)
     if record is not None:
@@ -131,6 +138,9 @@ class Record:
         self.compared: tuple[Any, Any] | None = None
         # iterators made while tracing (by id; kept alive): not the user's state
         self.iterators: dict[int, Any] = {}
+        # the traced floats pinned by read_whole_by, by id (each lives as long
+        # as the trace): the plain float each is given as
+        self.whole: dict[int, float] = {}
 
 
 _tracing = threading.local()
@@ -194,9 +204,18 @@ def read_whole_by(f: Callable[..., Any], args: Any, kwargs: Any) -> Any:
     """``f(*args, **kwargs)`` for a function the trace cannot see into (C
     code, a library's, or code compile could not copy), which may read a
     traced float whole (``math.exp(v.data)``): every traced float among its
-    arguments (and in their lists, tuples, dicts and sets) and every one
-    made while it runs (a generator it consumes) is a guard, so a replay
-    holds only while they are the same, bit for bit."""
+    arguments (in their lists, tuples, dicts, sets, dict views, deques, at
+    any depth), every one an iterator it consumes yields (a generator of
+    floats read earlier) and every one made while it runs is a guard, so a
+    replay holds only while they are the same, bit for bit. They are
+    pinned before the call, or as it takes them, and the ones made in it
+    when it ends, also when it raises (``math.log(x)`` in a ``try``: the
+    ``except`` branch holds only for that ``x``).
+
+    It gets the numbers themselves, as eagerly: the ints (``json.dumps({"step":
+    i})``) and floats (``marshal.dumps([x])``), in place in the lists, dicts
+    and sets that hold them (a function that changes its list changes the
+    user's), each one pinned."""
     record = current()
     if record is None:
         return f(*args, **kwargs)
@@ -204,31 +223,112 @@ def read_whole_by(f: Callable[..., Any], args: Any, kwargs: Any) -> Any:
     within = _within((args, kwargs))
     if within is None:  # too many to look through: every float made so far
         made = 0
-        within = []
-    found = [x for x in within if live(x)]
-    for x in within:
-        if isinstance(x, TracedInt):
-            int(x)  # type: ignore[call-overload]  # an int argument read whole: the trace holds for its value (a pin)
-    # it gets the ints themselves (``json.dumps(i)``, ``pow(i, 2, 5)``)
-    args = tuple(_whole_int(x) for x in args)
-    kwargs = {k: _whole_int(x) for k, x in kwargs.items()}
-    out = f(*args, **kwargs)
-    found.extend(record.floats[made:])
-    for x in found:
-        guard_whole(x)
-    if found and not record.pins:
-        name = describe(f)
-        record.pins.append(f"a number read from a Value is read whole by {name} ({user_site()})")
-    return out
+    else:
+        for x in within:
+            _pin(x)
+        args = tuple(_consumed(_numbers(x), record) for x in args)
+        kwargs = {k: _consumed(_numbers(x), record) for k, x in kwargs.items()}
+    try:
+        return f(*args, **kwargs)
+    finally:
+        for x in record.floats[made:]:
+            _pin(x)
+        if record.whole and not record.pins:
+            record.pins.append(
+                f"a number read from a Value is read whole by {describe(f)} ({user_site()})"
+            )
 
 
-def _whole_int(x: Any) -> Any:
-    return int(x) if isinstance(x, TracedInt) else x  # type: ignore[call-overload]
+def _pin(x: Any) -> None:
+    """A number read whole: the trace holds for its value (a guard, once)."""
+    if isinstance(x, TracedInt):
+        int(x)  # type: ignore[call-overload]  # an int argument: a pin of its own
+    elif live(x):
+        record = current()
+        if record is not None and id(x) not in record.whole:
+            # one plain float for each (marshal refers to one object twice)
+            record.whole[id(x)] = guard_whole(x)
+
+
+def _numbers(x: Any) -> Any:
+    """``x`` with the traced numbers in it as the plain numbers they hold:
+    in place in its lists, dicts and sets, new tuples and frozensets."""
+    t = type(x)
+    if t is TracedFloat:
+        record = current()
+        plain = None if record is None else record.whole.get(id(x))
+        return float.__float__(x) if plain is None else plain
+    if isinstance(x, TracedInt):
+        return x.value
+    if t is list:
+        for i, y in enumerate(x):
+            z = _numbers(y)
+            if z is not y:
+                x[i] = z
+    elif t is dict:
+        for k, y in x.items():
+            z = _numbers(y)
+            if z is not y:
+                x[k] = z  # (a value: the keys and their order stay)
+        keys = [(k, _numbers(k)) for k in x]
+        if any(k is not z for k, z in keys):  # a traced key: the same order
+            items = [(z, x[k]) for k, z in keys]
+            x.clear()
+            x.update(items)
+    elif t is set:
+        changed = [(y, z) for y in x if (z := _numbers(y)) is not y]
+        for y, z in changed:
+            x.discard(y)
+            x.add(z)
+    elif t is tuple or t is frozenset:
+        items = [_numbers(y) for y in x]
+        if any(z is not y for y, z in zip(x, items)):
+            return t(items)
+    return x
+
+
+#: Iterator types whose only use by a consumer is ``next``: the builtins',
+#: itertools' and collections' (a file, also an iterator, is read otherwise).
+_ITERATOR_MODULES = frozenset(("builtins", "itertools", "_collections", "collections"))
+
+
+def _consumed(x: Any, record: Record) -> Any:
+    """``x``, or, for an iterator (a generator, ``map``, ``dict.values()``'s
+    iterator, ``itertools.chain``), one that gives its items and pins each
+    traced number it gives (:class:`Pinning`)."""
+    t = type(x)
+    if not hasattr(t, "__next__") or not (t is GeneratorType or t.__module__ in _ITERATOR_MODULES):
+        return x
+    pinning = Pinning(x)
+    record.iterators[id(pinning)] = pinning  # made while tracing: the trace's own
+    return pinning
+
+
+class Pinning:
+    """An iterator handed to a function the trace cannot see into: it gives
+    that function the iterator's items one by one, as they are taken (the
+    rest stays in the user's iterator), each traced number in them pinned
+    (a guard) and given as the plain number it holds, as eagerly."""
+
+    __slots__ = ("items",)
+
+    def __init__(self, items: Any) -> None:
+        self.items = items
+
+    def __iter__(self) -> Pinning:
+        return self
+
+    def __next__(self) -> Any:
+        item = next(self.items)
+        for x in _within(item) or ():
+            _pin(x)
+        return _numbers(item)
 
 
 def _within(x: Any, limit: int = 10_000) -> list[Any] | None:
-    """``x`` and what its lists, tuples, dicts and sets hold, at any depth;
-    None past ``limit`` entries."""
+    """``x`` and what its lists, tuples, dicts, sets, dict views and deques
+    hold, at any depth (iterating them changes nothing); None past
+    ``limit`` entries."""
     found: list[Any] = []
     stack = [x]
     while stack:
@@ -236,14 +336,20 @@ def _within(x: Any, limit: int = 10_000) -> list[Any] | None:
             return None
         y = stack.pop()
         t = type(y)
-        if t is list or t is tuple or t is set or t is frozenset:
-            stack.extend(y)
-        elif t is dict:
+        if t is dict:
             stack.extend(y.keys())
             stack.extend(y.values())
+        elif t in _CONTAINERS:
+            stack.extend(y)
         else:
             found.append(y)
     return found
+
+
+#: The containers :func:`_within` looks into (a dict: its keys and values).
+_CONTAINERS = frozenset(
+    (list, tuple, set, frozenset, deque) + (type({}.keys()), type({}.values()), type({}.items()))
+)
 
 
 def guard_whole(x: TracedFloat) -> float:
@@ -261,18 +367,41 @@ def guard_whole(x: TracedFloat) -> float:
 
 def _binary(f: Callable[[Any, Any], Any]) -> tuple[Callable[..., Any], Callable[..., Any]]:
     def forward(self: TracedFloat, other: Any) -> Any:
-        if not isinstance(other, (int, float)):
-            return NotImplemented
-        y = f(float.__float__(self), plain(other))
-        return traced(y, ("op", f, self.recipe, recipe_of(other))) if type(y) is float else y
+        return _follow(f, self, other)
 
     def reflected(self: TracedFloat, other: Any) -> Any:
-        if not isinstance(other, (int, float)):
-            return NotImplemented
-        y = f(plain(other), float.__float__(self))
-        return traced(y, ("op", f, recipe_of(other), self.recipe)) if type(y) is float else y
+        return _follow(f, other, self)
 
     return forward, reflected
+
+
+def _follow(f: Callable[[Any, Any], Any], a: Any, b: Any) -> Any:
+    """``f(a, b)``, one of them a TracedFloat: another TracedFloat when it
+    gives a float. What the trace cannot follow holds only for the
+    operands' values (guards): a result of another type (a NumPy float64,
+    a complex: ``x * np.sqrt(2.0)``, ``x ** 0.5`` for ``x < 0``), an operand
+    of another type (``x * 1j``), an error (``1.0 / x`` at 0.0: an
+    ``except`` branch traced)."""
+    if not (isinstance(a, (int, float)) and isinstance(b, (int, float))):
+        if not isinstance(a, complex) and not isinstance(b, complex):
+            return NotImplemented  # a Value's, a SymInt's own operation follows it
+        _pin_operands(a, b)
+        return f(plain(a), plain(b))
+    try:
+        y = f(plain(a), plain(b))
+    except BaseException:
+        _pin_operands(a, b)
+        raise
+    if type(y) is float:
+        return traced(y, ("op", f, recipe_of(a), recipe_of(b)))
+    _pin_operands(a, b)
+    return y
+
+
+def _pin_operands(*operands: Any) -> None:
+    for x in operands:
+        if type(x) is TracedFloat:
+            guard_whole(x)
 
 
 def plain(x: Any) -> Any:
