@@ -247,6 +247,22 @@ def test_an_operation_that_raises_on_a_read_float_is_a_guard() -> None:
     assert [e for e, _ in rows] == [10.0, 1.0, 0.5]
 
 
+def test_an_int_argument_in_an_operation_that_raises_or_turns_complex_is_a_guard() -> None:
+    """The same for an int argument (:mod:`chainrule.compiler.symbolic`)."""
+    w = Value(2.0)
+
+    def f(i: int) -> Value:
+        try:
+            s = 1.0 / i
+        except ZeroDivisionError:
+            s = 5.0
+        return w * s + w * abs((i - 3) ** 0.5)
+
+    rows = both(f, [(0,), (2,), (4,), (7,)], w)
+    agree(rows)
+    assert rows[1][0][0] == 2.0 * 0.5 + 2.0 * 1.0
+
+
 @pytest.mark.parametrize(
     "risky",
     [math.log, math.sqrt, math.exp, lambda x: 2.0**x, lambda x: math.fsum([x, math.log(x)])],

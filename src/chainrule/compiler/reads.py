@@ -224,30 +224,30 @@ def read_whole_by(f: Callable[..., Any], args: Any, kwargs: Any) -> Any:
     if within is None:  # too many to look through: every float made so far
         made = 0
     else:
-        for x in within:
-            _pin(x)
+        pin(*within)
         args = tuple(_consumed(_numbers(x), record) for x in args)
         kwargs = {k: _consumed(_numbers(x), record) for k, x in kwargs.items()}
     try:
         return f(*args, **kwargs)
     finally:
-        for x in record.floats[made:]:
-            _pin(x)
+        pin(*record.floats[made:])
         if record.whole and not record.pins:
             record.pins.append(
                 f"a number read from a Value is read whole by {describe(f)} ({user_site()})"
             )
 
 
-def _pin(x: Any) -> None:
-    """A number read whole: the trace holds for its value (a guard, once)."""
-    if isinstance(x, TracedInt):
-        int(x)  # type: ignore[call-overload]  # an int argument: a pin of its own
-    elif live(x):
-        record = current()
-        if record is not None and id(x) not in record.whole:
-            # one plain float for each (marshal refers to one object twice)
-            record.whole[id(x)] = guard_whole(x)
+def pin(*numbers: Any) -> None:
+    """Numbers read whole (the traced ones among ``numbers``): the trace
+    holds for their values (a guard each, once)."""
+    for x in numbers:
+        if isinstance(x, TracedInt):
+            int(x)  # type: ignore[call-overload]  # an int argument: a pin of its own
+        elif live(x):
+            record = current()
+            if record is not None and id(x) not in record.whole:
+                # one plain float for each (marshal refers to one object twice)
+                record.whole[id(x)] = guard_whole(x)
 
 
 def _numbers(x: Any) -> Any:
@@ -320,8 +320,7 @@ class Pinning:
 
     def __next__(self) -> Any:
         item = next(self.items)
-        for x in _within(item) or ():
-            _pin(x)
+        pin(*_within(item) or ())
         return _numbers(item)
 
 
@@ -385,23 +384,17 @@ def _follow(f: Callable[[Any, Any], Any], a: Any, b: Any) -> Any:
     if not (isinstance(a, (int, float)) and isinstance(b, (int, float))):
         if not isinstance(a, complex) and not isinstance(b, complex):
             return NotImplemented  # a Value's, a SymInt's own operation follows it
-        _pin_operands(a, b)
+        pin(a, b)
         return f(plain(a), plain(b))
     try:
         y = f(plain(a), plain(b))
     except BaseException:
-        _pin_operands(a, b)
+        pin(a, b)
         raise
     if type(y) is float:
         return traced(y, ("op", f, recipe_of(a), recipe_of(b)))
-    _pin_operands(a, b)
+    pin(a, b)
     return y
-
-
-def _pin_operands(*operands: Any) -> None:
-    for x in operands:
-        if type(x) is TracedFloat:
-            guard_whole(x)
 
 
 def plain(x: Any) -> Any:
