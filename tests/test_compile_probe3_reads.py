@@ -352,3 +352,49 @@ def test_a_list_a_c_function_changes_keeps_its_change() -> None:
         return w * x * len(seen) + w * seen[1]
 
     agree(both(f, [(1.0, 1), (1.0, 7), (2.0, 20)], w))
+
+
+def test_the_numbers_in_an_argument_list_made_plain_for_a_call_are_put_back() -> None:
+    """A list or dict argument read by a C function is not changed by it:
+    the plain numbers are the call's only, so the function replays (it is
+    not one that changes its arguments in place) and still follows them."""
+    w = Value(2.0)
+
+    def f(xs: list[float], d: dict[str, Any]) -> Value:
+        return w * math.fsum(xs) + w * len(json.dumps(d)) + w * xs[0]
+
+    fast = chainrule.compile(f)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", CompileWarning)
+        for xs in ([1.0, 2.0], [1.0, 3.0], [1.0, 3.0]):
+            d = {"a": xs[1], "i": [1, (2, len(xs))]}
+            assert fast(xs, d).data == f(xs, d).data
+            assert xs == [1.0, xs[1]] and type(xs[1]) is float
+    assert fast.traces == 2 and fast.hits == 1
+
+
+def test_an_iterator_passed_on_by_itertools_is_still_followed() -> None:
+    """``itertools.chain`` only passes its iterators' items on: the loop
+    over it follows them (one trace), and a C function handed the chain
+    pins them (a guard)."""
+    import itertools
+
+    W = [Value(0.5), Value(1.5)]
+
+    def loop(x: float) -> Value:
+        total = W[0] * 0.0
+        for v in itertools.chain((v.data for v in W), iter([x])):
+            total = total + W[0] * v
+        return total
+
+    def summed(x: float) -> Value:
+        return W[0] * math.fsum(itertools.chain((v.data for v in W), [x]))
+
+    rows = []
+    fast_loop, fast_summed = chainrule.compile(loop), chainrule.compile(summed)
+    for d in (1.5, 2.0, 3.0):
+        W[1].data = d
+        rows += [(loop(1.0).data, fast_loop(1.0).data), (summed(1.0).data, fast_summed(1.0).data)]
+    agree(rows)
+    assert rows[5][0] == 0.5 * (0.5 + 3.0 + 1.0)
+    assert fast_loop.traces == 1

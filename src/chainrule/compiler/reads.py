@@ -212,24 +212,29 @@ def read_whole_by(f: Callable[..., Any], args: Any, kwargs: Any) -> Any:
     when it ends, also when it raises (``math.log(x)`` in a ``try``: the
     ``except`` branch holds only for that ``x``).
 
-    It gets the numbers themselves, as eagerly: the ints (``json.dumps({"step":
-    i})``) and floats (``marshal.dumps([x])``), in place in the lists, dicts
-    and sets that hold them (a function that changes its list changes the
-    user's), each one pinned."""
+    While it runs, it gets the numbers themselves, as eagerly: the ints
+    (``json.dumps({"step": i})``) and floats (``marshal.dumps([x])``), at
+    any depth (:class:`Whole`)."""
     record = current()
     if record is None:
         return f(*args, **kwargs)
     made = len(record.floats)
     within = _within((args, kwargs))
+    whole = Whole()
     if within is None:  # too many to look through: every float made so far
         made = 0
     else:
         pin(*within)
-        args = tuple(_consumed(_numbers(x), record) for x in args)
-        kwargs = {k: _consumed(_numbers(x), record) for k, x in kwargs.items()}
+        if any(type(x) is TracedFloat or isinstance(x, TracedInt) for x in within):
+            args = tuple(map(whole.numbers, args))
+            kwargs = {k: whole.numbers(x) for k, x in kwargs.items()}
+        if not _passes_on(f):
+            args = tuple(_consumed(x, record) for x in args)
+            kwargs = {k: _consumed(x, record) for k, x in kwargs.items()}
     try:
         return f(*args, **kwargs)
     finally:
+        whole.put_back()
         pin(*record.floats[made:])
         if record.whole and not record.pins:
             record.pins.append(
@@ -250,41 +255,79 @@ def pin(*numbers: Any) -> None:
                 record.whole[id(x)] = guard_whole(x)
 
 
-def _numbers(x: Any) -> Any:
-    """``x`` with the traced numbers in it as the plain numbers they hold:
-    in place in its lists, dicts and sets, new tuples and frozensets."""
+class Whole:
+    """The traced numbers in a call's arguments as the plain numbers they
+    hold, for that call (each pinned first): in place in their lists, dicts
+    and sets (a C function that changes the list, ``bisect.insort``, changes
+    the user's), in new tuples and frozensets; put back when it returns,
+    so the trace goes on following them and an argument's container is
+    not seen as changed. (A plain int put back may be an equal one the
+    call added: the same number, as the trace holds for it.)"""
+
+    def __init__(self) -> None:
+        self.back: dict[int, tuple[Any, Any]] = {}  # id(plain) -> (plain, traced)
+        self.changed: list[Any] = []  # the containers changed in place
+
+    def numbers(self, x: Any) -> Any:
+        """``x`` with its traced numbers plain."""
+        t = type(x)
+        if t is TracedFloat or isinstance(x, TracedInt):
+            record = current()
+            plain = None if record is None else record.whole.get(id(x))
+            if plain is None:
+                plain = x.value if isinstance(x, TracedInt) else float.__float__(x)
+            self.back[id(plain)] = (plain, x)
+            return plain
+        if t is tuple or t is frozenset:
+            items = [self.numbers(y) for y in x]
+            if any(z is not y for y, z in zip(x, items)):
+                new = t(items)
+                self.back[id(new)] = (new, x)
+                return new
+            return x
+        if _replace(x, self.numbers):
+            self.changed.append(x)
+        return x
+
+    def put_back(self) -> None:
+        def traced_of(y: Any) -> Any:
+            entry = self.back.get(id(y))
+            return entry[1] if entry is not None and entry[0] is y else y
+
+        for x in reversed(self.changed):
+            _replace(x, traced_of)
+
+
+def _replace(x: Any, f: Callable[[Any], Any]) -> bool:
+    """Each entry ``y`` of the list, dict (its keys, its values) or set
+    ``x`` as ``f(y)``, in place (a dict keeps its order); whether any was."""
     t = type(x)
-    if t is TracedFloat:
-        record = current()
-        plain = None if record is None else record.whole.get(id(x))
-        return float.__float__(x) if plain is None else plain
-    if isinstance(x, TracedInt):
-        return x.value
     if t is list:
-        for i, y in enumerate(x):
-            z = _numbers(y)
-            if z is not y:
-                x[i] = z
-    elif t is dict:
-        for k, y in x.items():
-            z = _numbers(y)
-            if z is not y:
-                x[k] = z  # (a value: the keys and their order stay)
-        keys = [(k, _numbers(k)) for k in x]
-        if any(k is not z for k, z in keys):  # a traced key: the same order
-            items = [(z, x[k]) for k, z in keys]
+        new = [f(y) for y in x]
+        changed = any(z is not y for y, z in zip(x, new))
+        if changed:
+            x[:] = new
+        return changed
+    if t is dict:
+        keys = [f(k) for k in x]
+        if any(a is not k for a, k in zip(keys, x)):  # a key: built again, in order
+            items = [(a, f(y)) for a, y in zip(keys, x.values())]
             x.clear()
             x.update(items)
-    elif t is set:
-        changed = [(y, z) for y in x if (z := _numbers(y)) is not y]
-        for y, z in changed:
+            return True
+        changed = False
+        for k, y in x.items():
+            if (z := f(y)) is not y:
+                x[k] = z
+                changed = True
+        return changed
+    if t is set:
+        swaps = [(y, z) for y in x if (z := f(y)) is not y]
+        for y, z in swaps:
             x.discard(y)
             x.add(z)
-    elif t is tuple or t is frozenset:
-        items = [_numbers(y) for y in x]
-        if any(z is not y for y, z in zip(x, items)):
-            return t(items)
-    return x
+        return bool(swaps)
+    return False
 
 
 #: Iterator types whose only use by a consumer is ``next``: the builtins',
@@ -304,11 +347,19 @@ def _consumed(x: Any, record: Record) -> Any:
     return pinning
 
 
+def _passes_on(f: Any) -> bool:
+    """Whether ``f`` only passes on the items of the iterators it is handed
+    (``itertools.chain``, a ``deque``): the code that takes them from it is
+    what may read them (a C function handed the chain pins them then)."""
+    owner = f if isinstance(f, type) else getattr(f, "__self__", None)
+    return isinstance(owner, type) and owner.__module__ in ("itertools", "collections")
+
+
 class Pinning:
     """An iterator handed to a function the trace cannot see into: it gives
     that function the iterator's items one by one, as they are taken (the
     rest stays in the user's iterator), each traced number in them pinned
-    (a guard) and given as the plain number it holds, as eagerly."""
+    (a guard)."""
 
     __slots__ = ("items",)
 
@@ -321,7 +372,7 @@ class Pinning:
     def __next__(self) -> Any:
         item = next(self.items)
         pin(*_within(item) or ())
-        return _numbers(item)
+        return item
 
 
 def _within(x: Any, limit: int = 10_000) -> list[Any] | None:
