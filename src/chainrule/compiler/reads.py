@@ -371,7 +371,11 @@ class Pinning:
 
     def __next__(self) -> Any:
         item = next(self.items)
-        pin(*_within(item) or ())
+        within = _within(item)
+        record = current()
+        if within is None and record is not None:  # too many to look through
+            within = record.floats
+        pin(*within or ())
         return item
 
 
