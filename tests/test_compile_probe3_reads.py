@@ -398,3 +398,23 @@ def test_an_iterator_passed_on_by_itertools_is_still_followed() -> None:
     agree(rows)
     assert rows[5][0] == 0.5 * (0.5 + 3.0 + 1.0)
     assert fast_loop.traces == 1
+
+
+def test_a_read_float_pinned_then_the_winner_of_max_is_pinned_again() -> None:
+    """A float a C function read (a guard on its own node) that then wins
+    ``max()`` is the reduction: read whole again, it is guarded again."""
+    a, b, w = Value(1.0), Value(0.5), Value(2.0)
+
+    def f(x: float) -> Value:
+        p = a.data
+        first = math.exp(p)
+        m = max(p, b.data)
+        return w * math.exp(m) + w * first * x
+
+    rows = []
+    fast = chainrule.compile(f)
+    for bd in (0.5, 0.7, 3.0):
+        b.data = bd
+        rows.append((f(1.0).data, fast(1.0).data))
+    agree(rows)
+    assert rows[2][0] == 2.0 * math.exp(3.0) + 2.0 * math.e

@@ -139,8 +139,8 @@ class Record:
         # iterators made while tracing (by id; kept alive): not the user's state
         self.iterators: dict[int, Any] = {}
         # the traced floats pinned by read_whole_by, by id (each lives as long
-        # as the trace): the plain float each is given as
-        self.whole: dict[int, float] = {}
+        # as the trace): the plain float each is given as, and the recipe pinned
+        self.whole: dict[int, tuple[float, Any]] = {}
 
 
 _tracing = threading.local()
@@ -250,9 +250,14 @@ def pin(*numbers: Any) -> None:
             int(x)  # type: ignore[call-overload]  # an int argument: a pin of its own
         elif live(x):
             record = current()
-            if record is not None and id(x) not in record.whole:
-                # one plain float for each (marshal refers to one object twice)
-                record.whole[id(x)] = guard_whole(x)
+            if record is None:
+                continue
+            known = record.whole.get(id(x))
+            if known is not None and known[1] is x.recipe:
+                continue  # pinned already (a max() it won since: its recipe changed)
+            value = guard_whole(x)
+            # one plain float for each (marshal refers to one object twice)
+            record.whole[id(x)] = (value if known is None else known[0], x.recipe)
 
 
 class Whole:
@@ -273,8 +278,10 @@ class Whole:
         t = type(x)
         if t is TracedFloat or isinstance(x, TracedInt):
             record = current()
-            plain = None if record is None else record.whole.get(id(x))
-            if plain is None:
+            known = None if record is None else record.whole.get(id(x))
+            if known is not None:
+                plain = known[0]
+            else:
                 plain = x.value if isinstance(x, TracedInt) else float.__float__(x)
             self.back[id(plain)] = (plain, x)
             return plain
