@@ -218,7 +218,7 @@ def read_whole_by(f: Callable[..., Any], args: Any, kwargs: Any) -> Any:
     record = current()
     if record is None:
         return f(*args, **kwargs)
-    made = len(record.floats)
+    made, pinned = len(record.floats), len(record.whole)
     within = _within((args, kwargs))
     whole = Whole()
     if within is None:  # too many to look through: every float made so far
@@ -236,7 +236,7 @@ def read_whole_by(f: Callable[..., Any], args: Any, kwargs: Any) -> Any:
     finally:
         whole.put_back()
         pin(*record.floats[made:])
-        if record.whole and not record.pins:
+        if len(record.whole) > pinned and not record.pins:
             record.pins.append(
                 f"a number read from a Value is read whole by {describe(f)} ({user_site()})"
             )
@@ -446,17 +446,28 @@ def _follow(f: Callable[[Any, Any], Any], a: Any, b: Any) -> Any:
     if not (isinstance(a, (int, float)) and isinstance(b, (int, float))):
         if not isinstance(a, complex) and not isinstance(b, complex):
             return NotImplemented  # a Value's, a SymInt's own operation follows it
-        pin(a, b)
+        _unfollowed(a, b, "a complex")
         return f(plain(a), plain(b))
     try:
         y = f(plain(a), plain(b))
-    except BaseException:
-        pin(a, b)
+    except BaseException as e:
+        _unfollowed(a, b, type(e).__name__)
         raise
     if type(y) is float:
         return traced(y, ("op", f, recipe_of(a), recipe_of(b)))
-    pin(a, b)
+    _unfollowed(a, b, type(y).__name__)
     return y
+
+
+def _unfollowed(a: Any, b: Any, what: str) -> None:
+    """The operands of an operation the trace cannot follow, pinned; the
+    first such operation is named in the messages."""
+    pin(a, b)
+    record = current()
+    if record is not None and not record.pins and (live(a) or live(b)):
+        record.pins.append(
+            f"a number read from a Value or a float argument gives {what} ({user_site()})"
+        )
 
 
 def plain(x: Any) -> Any:
