@@ -34,8 +34,9 @@ import math
 import operator
 import sys
 import threading
+from collections import deque
 from collections.abc import Callable
-from types import CodeType, FrameType
+from types import CodeType, FrameType, GeneratorType
 from typing import Any, TypeGuard
 
 from .escapes import describe
@@ -55,6 +56,12 @@ class TracedFloat(float):
     __slots__ = ("_recipe", "_trace")
     _recipe: Recipe
     _trace: int  # the serial of its trace's Record (0: none): not the Record, kept alive
+
+    def __new__(cls, *args: Any) -> float:  # type: ignore[misc]
+        """``type(x)(3.0)``, ``x.fromhex(...)``, ``statistics``' ``T(value)``:
+        a plain float, as eagerly (only :func:`traced` makes a TracedFloat,
+        with its recipe)."""
+        return float(*args)
 
     @property
     def recipe(self) -> Any:
@@ -85,7 +92,7 @@ class TracedInt:
 
 
 def traced(value: float, recipe: Recipe) -> TracedFloat:
-    t = TracedFloat(value)
+    t = float.__new__(TracedFloat, value)
     t._recipe = recipe
     record = getattr(_tracing, "record", None)
     if record is not None:
@@ -131,6 +138,9 @@ class Record:
         self.compared: tuple[Any, Any] | None = None
         # iterators made while tracing (by id; kept alive): not the user's state
         self.iterators: dict[int, Any] = {}
+        # the traced floats pinned by read_whole_by, by id (each lives as long
+        # as the trace): the plain float each is given as, and the recipe pinned
+        self.whole: dict[int, tuple[float, Any]] = {}
 
 
 _tracing = threading.local()
@@ -194,41 +204,192 @@ def read_whole_by(f: Callable[..., Any], args: Any, kwargs: Any) -> Any:
     """``f(*args, **kwargs)`` for a function the trace cannot see into (C
     code, a library's, or code compile could not copy), which may read a
     traced float whole (``math.exp(v.data)``): every traced float among its
-    arguments (and in their lists, tuples, dicts and sets) and every one
-    made while it runs (a generator it consumes) is a guard, so a replay
-    holds only while they are the same, bit for bit."""
+    arguments (in their lists, tuples, dicts, sets, dict views, deques, at
+    any depth), every one an iterator it consumes yields (a generator of
+    floats read earlier) and every one made while it runs is a guard, so a
+    replay holds only while they are the same, bit for bit. They are
+    pinned before the call, or as it takes them, and the ones made in it
+    when it ends, also when it raises (``math.log(x)`` in a ``try``: the
+    ``except`` branch holds only for that ``x``).
+
+    While it runs, it gets the numbers themselves, as eagerly: the ints
+    (``json.dumps({"step": i})``) and floats (``marshal.dumps([x])``), at
+    any depth (:class:`Whole`)."""
     record = current()
     if record is None:
         return f(*args, **kwargs)
-    made = len(record.floats)
+    made, pinned = len(record.floats), len(record.whole)
     within = _within((args, kwargs))
+    whole = Whole()
     if within is None:  # too many to look through: every float made so far
         made = 0
-        within = []
-    found = [x for x in within if live(x)]
-    for x in within:
+    else:
+        pin(*within)
+        if any(type(x) is TracedFloat or isinstance(x, TracedInt) for x in within):
+            args = tuple(map(whole.numbers, args))
+            kwargs = {k: whole.numbers(x) for k, x in kwargs.items()}
+        if not _passes_on(f):
+            args = tuple(_consumed(x, record) for x in args)
+            kwargs = {k: _consumed(x, record) for k, x in kwargs.items()}
+    try:
+        return f(*args, **kwargs)
+    finally:
+        whole.put_back()
+        pin(*record.floats[made:])
+        if len(record.whole) > pinned and not record.pins:
+            record.pins.append(
+                f"a number read from a Value is read whole by {describe(f)} ({user_site()})"
+            )
+
+
+def pin(*numbers: Any) -> None:
+    """Numbers read whole (the traced ones among ``numbers``): the trace
+    holds for their values (a guard each, once)."""
+    for x in numbers:
         if isinstance(x, TracedInt):
-            int(x)  # type: ignore[call-overload]  # an int argument read whole: the trace holds for its value (a pin)
-    # it gets the ints themselves (``json.dumps(i)``, ``pow(i, 2, 5)``)
-    args = tuple(_whole_int(x) for x in args)
-    kwargs = {k: _whole_int(x) for k, x in kwargs.items()}
-    out = f(*args, **kwargs)
-    found.extend(record.floats[made:])
-    for x in found:
-        guard_whole(x)
-    if found and not record.pins:
-        name = describe(f)
-        record.pins.append(f"a number read from a Value is read whole by {name} ({user_site()})")
-    return out
+            int(x)  # type: ignore[call-overload]  # an int argument: a pin of its own
+        elif live(x):
+            record = current()
+            if record is None:
+                continue
+            known = record.whole.get(id(x))
+            if known is not None and known[1] is x.recipe:
+                continue  # pinned already (a max() it won since: its recipe changed)
+            value = guard_whole(x)
+            # one plain float for each (marshal refers to one object twice)
+            record.whole[id(x)] = (value if known is None else known[0], x.recipe)
 
 
-def _whole_int(x: Any) -> Any:
-    return int(x) if isinstance(x, TracedInt) else x  # type: ignore[call-overload]
+class Whole:
+    """The traced numbers in a call's arguments as the plain numbers they
+    hold, for that call (each pinned first): in place in their lists, dicts
+    and sets (a C function that changes the list, ``bisect.insort``, changes
+    the user's), in new tuples and frozensets; put back when it returns,
+    so the trace goes on following them and an argument's container is
+    not seen as changed. (A plain int put back may be an equal one the
+    call added: the same number, as the trace holds for it.)"""
+
+    def __init__(self) -> None:
+        self.back: dict[int, tuple[Any, Any]] = {}  # id(plain) -> (plain, traced)
+        self.changed: list[Any] = []  # the containers changed in place
+
+    def numbers(self, x: Any) -> Any:
+        """``x`` with its traced numbers plain."""
+        t = type(x)
+        if t is TracedFloat or isinstance(x, TracedInt):
+            record = current()
+            known = None if record is None else record.whole.get(id(x))
+            if known is not None:
+                plain = known[0]
+            else:
+                plain = x.value if isinstance(x, TracedInt) else float.__float__(x)
+            self.back[id(plain)] = (plain, x)
+            return plain
+        if t is tuple or t is frozenset:
+            items = [self.numbers(y) for y in x]
+            if any(z is not y for y, z in zip(x, items)):
+                new = t(items)
+                self.back[id(new)] = (new, x)
+                return new
+            return x
+        if _replace(x, self.numbers):
+            self.changed.append(x)
+        return x
+
+    def put_back(self) -> None:
+        def traced_of(y: Any) -> Any:
+            entry = self.back.get(id(y))
+            return entry[1] if entry is not None and entry[0] is y else y
+
+        for x in reversed(self.changed):
+            _replace(x, traced_of)
+
+
+def _replace(x: Any, f: Callable[[Any], Any]) -> bool:
+    """Each entry ``y`` of the list, dict (its keys, its values) or set
+    ``x`` as ``f(y)``, in place (a dict keeps its order); whether any was."""
+    t = type(x)
+    if t is list:
+        new = [f(y) for y in x]
+        changed = any(z is not y for y, z in zip(x, new))
+        if changed:
+            x[:] = new
+        return changed
+    if t is dict:
+        keys = [f(k) for k in x]
+        if any(a is not k for a, k in zip(keys, x)):  # a key: built again, in order
+            items = [(a, f(y)) for a, y in zip(keys, x.values())]
+            x.clear()
+            x.update(items)
+            return True
+        changed = False
+        for k, y in x.items():
+            if (z := f(y)) is not y:
+                x[k] = z
+                changed = True
+        return changed
+    if t is set:
+        swaps = [(y, z) for y in x if (z := f(y)) is not y]
+        for y, z in swaps:
+            x.discard(y)
+            x.add(z)
+        return bool(swaps)
+    return False
+
+
+#: Iterator types whose only use by a consumer is ``next``: the builtins',
+#: itertools' and collections' (a file, also an iterator, is read otherwise).
+_ITERATOR_MODULES = frozenset(("builtins", "itertools", "_collections", "collections"))
+
+
+def _consumed(x: Any, record: Record) -> Any:
+    """``x``, or, for an iterator (a generator, ``map``, ``dict.values()``'s
+    iterator, ``itertools.chain``), one that gives its items and pins each
+    traced number it gives (:class:`Pinning`)."""
+    t = type(x)
+    if not hasattr(t, "__next__") or not (t is GeneratorType or t.__module__ in _ITERATOR_MODULES):
+        return x
+    pinning = Pinning(x)
+    record.iterators[id(pinning)] = pinning  # made while tracing: the trace's own
+    return pinning
+
+
+def _passes_on(f: Any) -> bool:
+    """Whether ``f`` only passes on the items of the iterators it is handed
+    (``itertools.chain``, a ``deque``): the code that takes them from it is
+    what may read them (a C function handed the chain pins them then)."""
+    owner = f if isinstance(f, type) else getattr(f, "__self__", None)
+    return isinstance(owner, type) and owner.__module__ in ("itertools", "collections")
+
+
+class Pinning:
+    """An iterator handed to a function the trace cannot see into: it gives
+    that function the iterator's items one by one, as they are taken (the
+    rest stays in the user's iterator), each traced number in them pinned
+    (a guard)."""
+
+    __slots__ = ("items",)
+
+    def __init__(self, items: Any) -> None:
+        self.items = items
+
+    def __iter__(self) -> Pinning:
+        return self
+
+    def __next__(self) -> Any:
+        item = next(self.items)
+        within = _within(item)
+        record = current()
+        if within is None and record is not None:  # too many to look through
+            within = record.floats
+        pin(*within or ())
+        return item
 
 
 def _within(x: Any, limit: int = 10_000) -> list[Any] | None:
-    """``x`` and what its lists, tuples, dicts and sets hold, at any depth;
-    None past ``limit`` entries."""
+    """``x`` and what its lists, tuples, dicts, sets, dict views and deques
+    hold, at any depth (iterating them changes nothing); None past
+    ``limit`` entries."""
     found: list[Any] = []
     stack = [x]
     while stack:
@@ -236,14 +397,20 @@ def _within(x: Any, limit: int = 10_000) -> list[Any] | None:
             return None
         y = stack.pop()
         t = type(y)
-        if t is list or t is tuple or t is set or t is frozenset:
-            stack.extend(y)
-        elif t is dict:
+        if t is dict:
             stack.extend(y.keys())
             stack.extend(y.values())
+        elif t in _CONTAINERS:
+            stack.extend(y)
         else:
             found.append(y)
     return found
+
+
+#: The containers :func:`_within` looks into (a dict: its keys and values).
+_CONTAINERS = frozenset(
+    (list, tuple, set, frozenset, deque) + (type({}.keys()), type({}.values()), type({}.items()))
+)
 
 
 def guard_whole(x: TracedFloat) -> float:
@@ -261,18 +428,46 @@ def guard_whole(x: TracedFloat) -> float:
 
 def _binary(f: Callable[[Any, Any], Any]) -> tuple[Callable[..., Any], Callable[..., Any]]:
     def forward(self: TracedFloat, other: Any) -> Any:
-        if not isinstance(other, (int, float)):
-            return NotImplemented
-        y = f(float.__float__(self), plain(other))
-        return traced(y, ("op", f, self.recipe, recipe_of(other))) if type(y) is float else y
+        return _follow(f, self, other)
 
     def reflected(self: TracedFloat, other: Any) -> Any:
-        if not isinstance(other, (int, float)):
-            return NotImplemented
-        y = f(plain(other), float.__float__(self))
-        return traced(y, ("op", f, recipe_of(other), self.recipe)) if type(y) is float else y
+        return _follow(f, other, self)
 
     return forward, reflected
+
+
+def _follow(f: Callable[[Any, Any], Any], a: Any, b: Any) -> Any:
+    """``f(a, b)``, one of them a TracedFloat: another TracedFloat when it
+    gives a float. What the trace cannot follow holds only for the
+    operands' values (guards): a result of another type (a NumPy float64,
+    a complex: ``x * np.sqrt(2.0)``, ``x ** 0.5`` for ``x < 0``), an operand
+    of another type (``x * 1j``), an error (``1.0 / x`` at 0.0: an
+    ``except`` branch traced)."""
+    if not (isinstance(a, (int, float)) and isinstance(b, (int, float))):
+        if not isinstance(a, complex) and not isinstance(b, complex):
+            return NotImplemented  # a Value's, a SymInt's own operation follows it
+        _unfollowed(a, b, "a complex")
+        return f(plain(a), plain(b))
+    try:
+        y = f(plain(a), plain(b))
+    except BaseException as e:
+        _unfollowed(a, b, type(e).__name__)
+        raise
+    if type(y) is float:
+        return traced(y, ("op", f, recipe_of(a), recipe_of(b)))
+    _unfollowed(a, b, type(y).__name__)
+    return y
+
+
+def _unfollowed(a: Any, b: Any, what: str) -> None:
+    """The operands of an operation the trace cannot follow, pinned; the
+    first such operation is named in the messages."""
+    pin(a, b)
+    record = current()
+    if record is not None and not record.pins and (live(a) or live(b)):
+        record.pins.append(
+            f"a number read from a Value or a float argument gives {what} ({user_site()})"
+        )
 
 
 def plain(x: Any) -> Any:

@@ -160,12 +160,24 @@ def _operand(x: Any) -> tuple[bool, Any, Any]:
     return False, x, x
 
 
-def _result(self: SymInt, y: Any, recipe: Any) -> Any:
+def _result(self: SymInt, y: Any, recipe: Any, *operands: Any) -> Any:
     if type(y) is int:
         return SymInt(y, recipe, self.record)
     if type(y) is float:
         return traced(y, recipe)
+    reads.pin(*operands)  # (``i ** 0.5`` for ``i < 0``: a complex) holds for their values
     return y
+
+
+def _apply(self: SymInt, f: Callable[[Any, Any], Any], a: Any, b: Any, recipe: Any) -> Any:
+    """``f(a, b)`` followed; an error (``1.0 / i`` at 0, caught) holds the
+    trace to the operands' values (:func:`~chainrule.compiler.reads.pin`)."""
+    try:
+        y = f(reads.plain(a), reads.plain(b))
+    except BaseException:
+        reads.pin(a, b)
+        raise
+    return _result(self, y, recipe, a, b)
 
 
 def _plain(x: Any) -> Any:
@@ -176,18 +188,18 @@ def _binary(f: Callable[[Any, Any], Any]) -> tuple[Callable[..., Any], Callable[
     def forward(self: SymInt, other: Any) -> Any:
         if self.record is not reads.current():
             return f(self.value, _plain(other))
-        ok, b, rb = _operand(other)
+        ok, _, rb = _operand(other)
         if not ok:  # a Value, a string ...: this value only
             return f(self._pin(), other)
-        return _result(self, f(self.value, b), ("op", f, self.recipe, rb))
+        return _apply(self, f, self, other, ("op", f, self.recipe, rb))
 
     def reflected(self: SymInt, other: Any) -> Any:
         if self.record is not reads.current():
             return f(_plain(other), self.value)
-        ok, a, ra = _operand(other)
+        ok, _, ra = _operand(other)
         if not ok:
             return f(other, self._pin())
-        return _result(self, f(a, self.value), ("op", f, ra, self.recipe))
+        return _apply(self, f, other, self, ("op", f, ra, self.recipe))
 
     return forward, reflected
 
