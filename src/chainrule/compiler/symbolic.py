@@ -172,6 +172,19 @@ def _plain(x: Any) -> Any:
     return x.value if type(x) is SymInt else x
 
 
+def _raised(self: SymInt, other: Any) -> None:
+    """Arithmetic that raised (``10 // i`` at 0, ``1 << i`` below 0, ``0 ** i``,
+    ``i / x`` at 0.0): the operands' values decided it, so the trace holds
+    for those values only (an int pinned, a read float a guard), and another
+    value traces again, which raises or not as eagerly (an ``except`` around
+    it is then replayed only where it ran)."""
+    self._pin()
+    if type(other) is SymInt and other.record is self.record:
+        other._pin()
+    elif reads.live(other):
+        reads.guard_whole(other)
+
+
 def _binary(f: Callable[[Any, Any], Any]) -> tuple[Callable[..., Any], Callable[..., Any]]:
     def forward(self: SymInt, other: Any) -> Any:
         if self.record is not reads.current():
@@ -179,7 +192,12 @@ def _binary(f: Callable[[Any, Any], Any]) -> tuple[Callable[..., Any], Callable[
         ok, b, rb = _operand(other)
         if not ok:  # a Value, a string ...: this value only
             return f(self._pin(), other)
-        return _result(self, f(self.value, b), ("op", f, self.recipe, rb))
+        try:
+            y = f(self.value, b)
+        except Exception:
+            _raised(self, other)
+            raise
+        return _result(self, y, ("op", f, self.recipe, rb))
 
     def reflected(self: SymInt, other: Any) -> Any:
         if self.record is not reads.current():
@@ -187,7 +205,12 @@ def _binary(f: Callable[[Any, Any], Any]) -> tuple[Callable[..., Any], Callable[
         ok, a, ra = _operand(other)
         if not ok:
             return f(other, self._pin())
-        return _result(self, f(a, self.value), ("op", f, ra, self.recipe))
+        try:
+            y = f(a, self.value)
+        except Exception:
+            _raised(self, other)
+            raise
+        return _result(self, y, ("op", f, ra, self.recipe))
 
     return forward, reflected
 
@@ -383,9 +406,12 @@ def int_checker(guards: list[tuple[Any, Any, Any, Any]]) -> Callable[[list[int]]
         for pos, v in pins:
             if ints[pos] != v:
                 return False
-        for f, a, b, want in rest:
-            if f(recipe_value(a, ints), recipe_value(b, ints)) != want:
-                return False
+        try:
+            for f, a, b, want in rest:
+                if f(recipe_value(a, ints), recipe_value(b, ints)) != want:
+                    return False
+        except Exception:  # (1 << i for a negative i): trace again, which raises as eagerly
+            return False
         return True
 
     return holds
