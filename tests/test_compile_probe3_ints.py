@@ -349,3 +349,18 @@ def test_floats_returned_by_a_call_that_runs_eagerly_are_floats() -> None:
     assert (hd, x) == (3.0, 1.5)
     assert type(hd) is float and type(x) is float
     assert caught[0].category is CompileWarning
+
+
+def test_a_copy_of_a_pick_inside_fn_is_a_copy_of_the_entry() -> None:
+    table = [Value(1.0), Value(2.0)]
+
+    def f(i: int, x: float) -> Value:
+        e = table[i]
+        return e * x + copy.copy(e).data
+
+    fast = chainrule.compile(f)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        got = [fast(i, 1.0).data for i in (0, 1)]
+    assert got == [2.0, 4.0]  # eager's
+    assert caught and all(c.category is CompileWarning for c in caught)

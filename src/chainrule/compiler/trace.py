@@ -321,12 +321,15 @@ def type_of(x: Any, depth: int = 1) -> type:
 
 
 def _reduce_ex(self: Value, protocol: Any) -> Any:
-    """``pickle``, ``copy.copy`` of a node made while tracing or a stand-in:
-    a Value (or the class of the entry it picks), as eagerly."""
+    """``pickle``, ``copy.copy`` of a node made while tracing: a Value, as
+    eagerly; of a stand-in: the entry it picks (the copy writes ``.data``
+    of a new Value, so the function then runs eagerly)."""
+    if type(self) is StandIn:
+        return _entry(self).__reduce_ex__(protocol)
     reduced: Any = object.__reduce_ex__(self, protocol)
     f, args, *rest = reduced
-    if args and isinstance(args[0], type) and issubclass(args[0], Value):
-        args = (type_of(self, 2), *args[1:])
+    if args and args[0] is TraceValue:
+        args = (Value, *args[1:])
     return (f, args, *rest)
 
 
