@@ -63,7 +63,7 @@ from types import BuiltinFunctionType, CellType, CodeType, FunctionType, Generat
 from typing import Any
 
 from .escapes import all_names, call_method, describe, hidden_state, safe
-from .reads import AST_LOCK, Record, _whole_int, current, read_whole_by, user_site
+from .reads import AST_LOCK, Record, current, read_whole_by, user_site
 from .symbolic import SymInt, gather
 from .trace import ON_BEHALF, StandIn, identity, same_object, type_of
 
@@ -585,7 +585,7 @@ def _op(kind: str, a: Any, b: Any = None) -> Any:
     t = type(a)
     if record is not None and (t is str or t is bytes or t is bytearray):
         if type(b) is tuple:  # '%.*f' % (i, x): C takes an int argument itself (pinned)
-            b = tuple(map(_whole_int, b))
+            b = tuple(int(x) if type(x) is SymInt else x for x in b)
         return read_whole_by(operator.mod, (a, b), {})
     return a % b
 
