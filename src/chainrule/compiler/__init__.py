@@ -958,12 +958,6 @@ def _values_in(tree: Any) -> list[Any]:
     return out
 
 
-def _plain_int(x: Any) -> Any:
-    from .reads import TracedInt
-
-    return x.value if isinstance(x, TracedInt) else x
-
-
 def _untraced(
     out_items: list[Any],
     record: Any,
@@ -972,11 +966,11 @@ def _untraced(
 ) -> Any:
     """The result of a trace that is not kept, as ``fn`` returned it
     eagerly: the graph made eager (:func:`~chainrule.compiler.trace.untrace`),
-    a pick as the entry itself, a followed int as the int."""
+    a pick as the entry itself, a followed int or float as the plain number."""
     from .trace import StandIn, untrace
 
     picks = untrace(out_items + (extra or []), record)
-    return rebuild([_plain_int(picks.get(x, x) if type(x) is StandIn else x) for x in out_items])
+    return rebuild([reads.plain(picks.get(x, x) if type(x) is StandIn else x) for x in out_items])
 
 
 def _picked(alias: Any, slot: int, record: Any, positions: dict[Any, int], made: set[Any]) -> Any:

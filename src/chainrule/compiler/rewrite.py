@@ -65,7 +65,7 @@ from typing import Any
 from .escapes import all_names, call_method, describe, hidden_state, safe
 from .reads import AST_LOCK, Record, current, read_whole_by, user_site
 from .symbolic import SymInt, gather
-from .trace import ON_BEHALF, StandIn, identity, same_object
+from .trace import ON_BEHALF, StandIn, identity, same_object, type_of
 
 _SUBSCRIPT = "_chainrule_subscript_"
 _CALL = "_chainrule_call_"
@@ -76,7 +76,7 @@ _MAKER = "_chainrule_maker_"
 #: state (``next``, ``open``), call a function they are given (``map``,
 #: ``sorted``) or take an iterator (``list(it)``); ``max``/``min`` only with
 #: ``key=`` (without, they must be called from the user's frame: reads
-#: follow them).
+#: follow them); ``type(x)`` says the user's class (:func:`~chainrule.compiler.trace.type_of`).
 _ROUTED = frozenset(
     [
         "next",
@@ -102,6 +102,7 @@ _ROUTED = frozenset(
         "all",
         "setattr",
         "delattr",
+        "type",
     ]
 )
 #: Names whose calls are left as written: the other builtins (shadowed by
@@ -453,6 +454,8 @@ def _call(f: Any, /, *args: Any, **kwargs: Any) -> Any:
         record.problems.append(f"{user_site()}: {FUNCTION_ATTRIBUTE}")
     if f is builtins.id and len(args) == 1 and not kwargs and type(args[0]) is StandIn:
         return identity(args[0], 2)  # map(id, picks), sorted(key=id): the entry's
+    if f is builtins.type and len(args) == 1 and not kwargs:
+        return type_of(args[0], 2)  # a node made while tracing: Value, as eagerly
     why = hidden(f, args, kwargs, record)
     if why is not None:
         record.problems.append(f"{user_site()}: {why}; a replay would reuse its traced result")
@@ -581,6 +584,8 @@ def _op(kind: str, a: Any, b: Any = None) -> Any:
         return a
     t = type(a)
     if record is not None and (t is str or t is bytes or t is bytearray):
+        if type(b) is tuple:  # '%.*f' % (i, x): C takes an int argument itself (pinned)
+            b = tuple(int(x) if type(x) is SymInt else x for x in b)
         return read_whole_by(operator.mod, (a, b), {})
     return a % b
 

@@ -13,7 +13,12 @@ hot path is untouched at every other time):
 * ``Value.__init__`` notes each Value made during the trace: those are the
   trace's constants (recomputed from a recipe when built from a read
   float); every leaf that existed before is an input, read at each replay;
-* the comparisons and ``float()`` of Value go through the read floats;
+* the comparisons and ``float()`` of Value go through the read floats,
+  and so do the methods that hand user code the number: ``item()`` (a
+  read float), ``detach()`` (a leaf made from it: recomputed at each
+  replay, no gradient), ``repr``/``str`` (the number read whole, a guard;
+  a parameter's ``.grad`` read as user code reads it); ``_local_grads``
+  (the engine's floats, which a replay would not recompute) is refused;
 * ``/`` records a guard for the engine's own choice between micrograd's
   ``a * b**-1`` and one true division, which depends on the values;
 * the engine's number intake (``as_float`` in engine, beyond_micrograd and
@@ -67,6 +72,23 @@ _INTERNAL = frozenset(
 
 _data_slot = Value.__dict__["data"]
 _grad_slot = Value.__dict__["grad"]
+_class_slot = object.__dict__["__class__"]
+
+
+class _Masked(Value):
+    """A class a trace puts in place of the user's Values: ``v.__class__``
+    says the user's class (:func:`type_of`); assigning it is as for any object."""
+
+    __slots__ = ()
+
+    @property
+    def __class__(self) -> type:
+        return type_of(self, 2)
+
+    @__class__.setter
+    def __class__(self, cls: type) -> None:
+        _class_slot.__set__(self, cls)
+
 
 #: While tracing, a read float that became a leaf (``v - top``) and the
 #: alias of a gather (:mod:`chainrule.compiler.symbolic`) list the nodes
@@ -83,7 +105,7 @@ def _depends(v: Value, on: tuple[Value, ...], marker: Primitive) -> None:
     v._local = (*(0.0,) * len(on), marker)
 
 
-class StandIn(Value):
+class StandIn(_Masked):
     """The alias of a gather's pick (``table[i]``, ``i`` an int argument):
     a new object, where eagerly the pick is the entry itself. Comparing it
     (``==``, ``in`` a list, a dict key or a set member: Python compares by
@@ -212,7 +234,7 @@ def untrace(roots: list[Any], record: Record) -> dict[Any, Any]:
     nodes, leaves = topological_order(holder)
     for v in itertools.chain(nodes[1:], leaves):
         if type(v) is TraceValue:
-            v.__class__ = Value  # type: ignore[assignment]
+            v.__class__ = Value
         fn = v._fn
         if fn is RECIPE:
             v._prev = ()
@@ -241,7 +263,7 @@ class Unsupported(Exception):
     """The traced function does something a replay cannot repeat."""
 
 
-class TraceValue(Value):
+class TraceValue(_Masked):
     """The class of the nodes an operation makes while a trace runs: the
     engine writes their ``.data`` and ``.grad`` through the plain slots
     (the trace watches writes to the Values that existed before it, and
@@ -270,6 +292,58 @@ TraceValue.data = property(_read_new, _data_slot.__set__)  # type: ignore[misc,a
 TraceValue.grad = _grad_slot  # type: ignore[misc]
 
 
+def type_of(x: Any, depth: int = 1) -> type:
+    """``type(x)`` as eagerly, in user code while tracing (a copy's call of
+    the builtin ``type``, ``x.__class__``): a node made while tracing is a
+    Value, a traced float a float, an int argument an int; a stand-in the
+    class of the entry it picks, where the list's entries are all of one
+    class (else the function runs eagerly: which class depends on the
+    int). ``depth``: the user's frame."""
+    t = type(x)
+    if t is TraceValue:
+        return Value
+    if t is TracedFloat:
+        return float
+    if issubclass(t, reads.TracedInt):
+        return int
+    if t is not StandIn:
+        return t
+    entry = type(_entry(x))
+    record = reads.current()
+    if record is not None and any(type(_entry(c)) is not entry for c in x._prev):
+        frame = _asker(sys._getframe(depth))
+        if frame is not None:  # (not compile's own isinstance)
+            record.problems.append(
+                f"{frame.f_code.co_filename}:{frame.f_lineno}: asks the class of an entry "
+                "picked by an int argument (table[i]) from a list of Values of several classes"
+            )
+    return entry
+
+
+def _reduce_ex(self: Value, protocol: Any) -> Any:
+    """``pickle``, ``copy.copy`` of a node made while tracing: a Value, as
+    eagerly; of a stand-in: the entry it picks (the copy writes ``.data``
+    of a new Value, so the function then runs eagerly)."""
+    if type(self) is StandIn:
+        return _entry(self).__reduce_ex__(protocol)
+    reduced: Any = object.__reduce_ex__(self, protocol)
+    f, args, *rest = reduced
+    if args and args[0] is TraceValue:
+        args = (Value, *args[1:])
+    return (f, args, *rest)
+
+
+# The classes a trace puts in place of the user's show the user's names: in an
+# error message (``cannot unpack non-iterable Value object``), ``type(v).__name__``
+# (and ``type(v)``, ``v.__class__`` in user code: :func:`type_of`)
+for _cls in (TraceValue, StandIn):
+    _cls.__reduce_ex__ = _reduce_ex  # type: ignore[method-assign,assignment]
+TraceValue.__name__ = TraceValue.__qualname__ = Value.__name__
+TraceValue.__module__ = Value.__module__
+TracedFloat.__name__ = TracedFloat.__qualname__ = float.__name__
+TracedFloat.__module__ = float.__module__
+
+
 @contextmanager
 def watching(record: Record, created: list[Value]) -> Iterator[None]:
     """Swap in the watching attributes of Value for the current thread."""
@@ -284,6 +358,7 @@ def watching(record: Record, created: list[Value]) -> Iterator[None]:
     saved = {  # None: inherited (from BeyondMicrograd)
         name: Value.__dict__.get(name)
         for name in ("__lt__", "__le__", "__gt__", "__ge__", "__format__", "backward")
+        + ("item", "detach", "__repr__", "_local_grads")
     }
     me = threading.get_ident()
     internal = _INTERNAL
@@ -312,7 +387,7 @@ def watching(record: Record, created: list[Value]) -> Iterator[None]:
             and threading.get_ident() == me
         ):
             record.problems.append(
-                f"{reads.where()}: reads .grad of a Value; a replay would use the number "
+                f"{reads.user_site()}: reads .grad of a Value; a replay would use the number "
                 "it had while tracing: pass it to the function as an argument"
             )
         return g
@@ -396,6 +471,32 @@ def watching(record: Record, created: list[Value]) -> Iterator[None]:
             return v
         return traced(get(v), ("node", v)) if threading.get_ident() == me else get(v)
 
+    def item(self: Value) -> Any:
+        """``v.item()``: ``v.data`` as user code reads it (followed)."""
+        return user_read(self)
+
+    def detach(self: Value) -> Value:
+        """``v.detach()``: a leaf made from the read float, recomputed from
+        ``v`` at each replay and cut off from the graph (``read_leaf``)."""
+        return Value(user_read(self))
+
+    def show(self: Value) -> str:
+        """``repr(v)``, ``str(v)``: its number read whole (a guard) and its
+        ``.grad`` read as user code reads it (a parameter's: refused)."""
+        return f"Value(data={user_read(self)}, grad={self.grad})"
+
+    def local_grads(self: Value) -> tuple[Any, ...]:
+        """microgpt's ``_local_grads``: the engine's floats, computed from the
+        inputs' data, which a replay would not recompute for user code."""
+        if threading.get_ident() == me:
+            record.problems.append(
+                f"{reads.user_site()}: reads _local_grads of a Value; a replay would use "
+                "the numbers it had while tracing"
+            )
+        return eager_local_grads.__get__(self)
+
+    eager_local_grads = Value._local_grads
+
     def compare(f: Callable[[Any, Any], bool]) -> Callable[[Value, Any], bool]:
         def method(self: Value, other: Any) -> bool:
             return f(user_read(self), user_read(other))
@@ -452,6 +553,10 @@ def watching(record: Record, created: list[Value]) -> Iterator[None]:
     Value.__gt__ = compare(operator.gt)  # type: ignore[method-assign,assignment]
     Value.__ge__ = compare(operator.ge)  # type: ignore[method-assign,assignment]
     Value.__format__ = lambda self, spec: format(user_read(self), spec)  # type: ignore[method-assign]
+    Value.item = item  # type: ignore[method-assign,assignment]
+    Value.detach = detach  # type: ignore[method-assign,assignment]
+    Value.__repr__ = show  # type: ignore[method-assign]
+    Value._local_grads = property(local_grads)  # type: ignore[method-assign,assignment]
     engine._as_float = beyond_micrograd.as_float = protocols.as_float = keep_read
     reads.set_current(record)
     try:
