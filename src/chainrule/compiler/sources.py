@@ -22,15 +22,20 @@ functions and callable objects in globals, cells and modules, the
 methods, static and class methods and properties' getters of those
 classes, the attributes it names of a class of the user's it reads
 (``Config.lr``), a ``functools.partial``'s function, arguments and
-keywords, a compiled function's own function; :data:`LEVELS` deep.
+keywords, a wrapper's function (a compiled function's, a
+``functools.lru_cache``'s); :data:`LEVELS` deep. The attributes it names
+of a function's own ``__dict__`` where the walk does not enter it (a
+wrapper's, a library's function's: :func:`_own_attributes`).
 Each binding by identity, and everything reachable from it through lists,
 tuples and dicts (their subclasses too, read with the base type's own
 methods, and their attributes), sets, frozensets, deques, partials, weak
-references and plain objects' attributes (``__slots__`` too), at any
-depth, entry by entry (by identity, numbers by value, bit for bit); NumPy
-arrays, ``array.array``, ``bytearray`` up to
-:data:`~chainrule.compiler.keys.ARRAY_KEY_BYTES` by their bytes, NumPy
-object arrays entry by entry. A function that reads more than
+references and plain objects' attributes (``__slots__`` too; a
+``threading.local``'s, the calling thread's: the guard reads them in the
+thread that calls) with every entry of their classes of the user's
+(:func:`user_spaces`), at any depth, entry by entry (by identity,
+numbers by value, bit for bit); NumPy arrays, ``array.array``,
+``bytearray`` up to :data:`~chainrule.compiler.keys.ARRAY_KEY_BYTES` by
+their bytes, NumPy object arrays entry by entry. A function that reads more than
 :data:`LIMIT` entries that way (a data set in a global), or an object of a
 C type that may hold entries the walk cannot read (an iterator, a
 generator, a C extension's container), cannot be checked before every
@@ -38,8 +43,7 @@ replay: it runs eagerly, with one warning naming why (pass such data as
 arguments). Larger arrays are checked by
 identity (see the compile page's sharp bits), except in the
 :class:`Sources` the objects among a call's arguments are guarded by
-(``array_bytes`` None: any size by their bytes; with every entry of their
-classes of the user's, :func:`class_entries`). A function of the user's
+(``array_bytes`` None: any size by their bytes). A function of the user's
 reached as data is compared by identity and its closure cells' contents
 and defaults walked (a library's by identity only).
 """
@@ -53,6 +57,7 @@ import functools
 import operator
 import re
 import sys
+import threading
 import types
 import weakref
 from itertools import chain
@@ -254,6 +259,11 @@ def _enter(
             left -= len(items)
             out.extend(items)
             below.extend([y for y in items if type(y) not in leaves])
+            if id(t) not in entered:
+                # its classes of the user's, once a walk (the type's id among
+                # the entered: a class is never entered as an object)
+                entered.add(id(t))
+                below.extend(user_spaces(t))
         if rows:
             at = len(out)
             kinds_below = None if assumed is None else assumed.get(at)
@@ -365,11 +375,7 @@ def _function_items(fn: FunctionType, _: Any) -> Any:
     """A function reached as data (``self.act = lambda h: h * box[0]``): its
     defaults and closure cells' contents (its ``__dict__`` after); ``None``
     (by identity) for a library's."""
-    module = fn.__module__
-    users = _USERS.get(module)
-    if users is None:
-        users = _USERS[module] = _users_module(sys.modules.get(module), module or "")
-    if not users:
+    if not _users_function(fn):
         return None
     items: list[Any] = [fn.__defaults__, fn.__kwdefaults__]
     for cell in fn.__closure__ or ():
@@ -382,6 +388,15 @@ def _function_items(fn: FunctionType, _: Any) -> Any:
 
 #: Per module name, whether it is the user's (:func:`_users_module`).
 _USERS: dict[Any, bool] = {}
+
+
+def _users_function(fn: FunctionType) -> bool:
+    """Whether ``fn`` is the user's (its module is: :func:`_users_module`)."""
+    module = fn.__module__
+    users = _USERS.get(module)
+    if users is None:
+        users = _USERS[module] = _users_module(sys.modules.get(module), module or "")
+    return users
 
 
 #: Containers by base type, what their entries are (the first base that matches).
@@ -417,6 +432,10 @@ def _kind(t: type) -> Any:
     kind: Any
     if t is FunctionType:
         kind = _Container(t, _function_items)
+    elif issubclass(t, threading.local):
+        # (a plain object whose __dict__ is the calling thread's: the guard
+        # before a replay reads that thread's attributes, cfg.scale)
+        kind = _slots(t)
     elif t in _ATOMS or t is type(None) or issubclass(t, _OPAQUE) or t.__module__ in _NOT_DATA:
         kind = _SKIP
     elif numpy is not None and issubclass(t, numpy.ndarray):
@@ -513,9 +532,12 @@ def _collect(fn: Any, roots: list[tuple[Any, Any]], seen: set[Identity], level: 
             _collect(MethodType(call, fn), roots, seen, level)
             return
         d = getattr(fn, "__dict__", None)
-        if type(d) is dict:
-            roots.extend((d, name) for name in d)
-        return
+        if type(d) is not dict:
+            return
+        roots.extend((d, name) for name in d)
+        if "__wrapped__" not in d:
+            return
+        helpers.append(d["__wrapped__"])  # (functools.lru_cache: the function it calls)
     if level > 0:
         for h in helpers:
             _collect(h, roots, seen, level - 1)
@@ -539,6 +561,8 @@ def _function(fn: FunctionType, roots: list[tuple[Any, Any]], helpers: list[Any]
                         roots.append((space, a))
                         if users:  # (a library's functions: its own business)
                             _named(space[a], names, roots, helpers)
+                        else:  # (but for attributes set on them: json.dumps.scale)
+                            _own_attributes(space[a], names, roots)
             else:
                 _named(value, names, roots, helpers)
     for cell in fn.__closure__ or ():
@@ -565,6 +589,7 @@ def _named(
     object of a class of the user's: those of its class (``cfg.lr``)."""
     if isinstance(value, (FunctionType, MethodType, functools.partial)):
         helpers.append(value)
+        _own_attributes(value, names, roots)
     elif isinstance(value, type):
         if _users(value):
             _class_attributes(value, names, None, None, roots, helpers)
@@ -572,12 +597,43 @@ def _named(
         d = getattr(value, "__dict__", None)
         if type(d) is dict and "__wrapped__" in d:  # a compiled function: the function
             helpers.append(d["__wrapped__"])
+            _own_attributes(value, names, roots)
         elif _users(type(value)):
             if isinstance(call_method(value), FunctionType):
                 helpers.append(value)
             if objects:
                 d = d if type(d) is dict else None
                 _class_attributes(type(value), names, value, d, roots, helpers)
+
+
+def _own_attributes(value: Any, names: list[str], roots: list[tuple[Any, Any]]) -> None:
+    """The attributes ``names`` names of a function's own ``__dict__``
+    (``bump.calls``), rooted where the walk does not enter it: a wrapper's
+    (``functools.lru_cache``, a compiled function: code to the walk),
+    whose names are rooted present or not (code compile cannot copy, the
+    wrapped function itself, may set them while the function runs, and
+    that store is not seen), a library's function's or a bound method's
+    function's (those present). A compiled function's own counters and
+    cache are not the user's (:attr:`Compiled._bookkeeping`)."""
+    bound = type(value) is MethodType
+    if bound:
+        value = value.__func__
+    d = getattr(value, "__dict__", None)
+    if type(d) is not dict:
+        return
+    if type(value) is FunctionType:
+        if not bound and _users_function(value):
+            return  # (walked with the function, as data)
+    elif "__wrapped__" not in d:
+        return  # (a partial, an object: walked as data)
+    module = getattr(value, "__module__", None) or ""
+    any_name = "__wrapped__" in d and _users_module(sys.modules.get(module), module)
+    own = getattr(type(value), "_bookkeeping", ())
+    roots.extend(
+        (d, name)
+        for name in names
+        if (any_name or name in d) and name not in own and not name.startswith("__")
+    )
 
 
 def _users(klass: type) -> bool:
@@ -635,17 +691,22 @@ def _class_attributes(
             break
 
 
-def class_entries(klass: type) -> list[tuple[Any, str]]:
-    """Every entry of the namespaces of ``klass`` and its bases that are the
-    user's (:func:`_users`; not ``object``'s, a library's), as roots: its
-    methods by identity, its numbers by value, its data walked."""
-    return [
-        (space, name)
-        for k in klass.__mro__
-        if k is not object and _users(k)
-        for space in (_space(k),)
-        for name in space
-    ]
+#: Per type, the namespaces :func:`user_spaces` names (by the type itself, as :data:`_KINDS`).
+_USER_SPACES: dict[type, tuple[Any, ...]] = {}
+
+
+def user_spaces(klass: type) -> tuple[Any, ...]:
+    """The namespaces of ``klass`` and its bases that are the user's
+    (:func:`_users`; not ``object``'s, a library's): every object the walk
+    enters has them entered too, once a walk, so a class attribute changed
+    between calls (``Layer.scale = 4.0``, a method patched on the class) of
+    an object reached at any depth (``self.layer.scale``, an argument's)
+    traces again. A library's class is its own business."""
+    spaces = _USER_SPACES.get(klass)
+    if spaces is None:
+        spaces = tuple(_space(k) for k in klass.__mro__ if k is not object and _users(k))
+        _USER_SPACES[klass] = spaces
+    return spaces
 
 
 #: Each class's namespace, one view per class (a root is kept once: by its view's id).
