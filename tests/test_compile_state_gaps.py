@@ -272,3 +272,31 @@ def test_a_class_attribute_of_an_object_in_a_list_of_self_is_guarded() -> None:
         assert [fast(2.0).data, fast(2.0).data] == [2.0, 2.0]
         Base.scale = 3.0
         assert fast(2.0).data == 3.0 == net.loss(2.0).data
+
+
+def layer_class() -> tuple[type, list[float]]:
+    box = [1.0]
+
+    class Scaled:
+        def __init__(self) -> None:
+            self.w = Value(2.0)
+
+        def act(self, h: Value) -> Value:
+            return h * box[0]
+
+    return Scaled, box
+
+
+def test_a_methods_closure_in_the_class_of_an_object_reached_deeper_is_guarded() -> None:
+    Scaled, box = layer_class()
+    nets = {"layer": Scaled()}
+
+    def f(x: float) -> Value:
+        layer = nets["layer"]
+        return layer.act(layer.w * x)
+
+    fast = chainrule.compile(f)
+    with no_warning():
+        assert [fast(1.0).data, fast(1.0).data] == [2.0, 2.0]
+        box[0] = 3.0  # a cell of the method's closure, changed in place
+        assert fast(1.0).data == 6.0 == f(1.0).data

@@ -854,18 +854,13 @@ def _object_sources(call: Call) -> Any:
     as an argument is keyed by identity), and the entries of their classes
     of the user's (``Model.temperature``, a method patched on the class:
     :func:`~chainrule.compiler.sources.user_spaces`, as for any object the
-    walk enters; held here too for a class passed and an object the walk
-    compares without entering, a Value of a subclass)."""
+    walk enters; held here for a class passed, which is not entered)."""
     from .sources import Sources, user_spaces
 
     objects = _argument_objects(call)
     if not objects:
         return None
-    spaces = {
-        id(space): space
-        for x in objects
-        for space in user_spaces(x if isinstance(x, type) else type(x))
-    }
+    spaces = {id(s): s for x in objects if isinstance(x, type) for s in user_spaces(x)}
     held = dict(enumerate([*objects, *spaces.values()]))
     sources = Sources.__new__(Sources)  # (no function to collect: the roots given)
     sources.roots = [(held, k) for k in held]

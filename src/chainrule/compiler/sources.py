@@ -82,8 +82,14 @@ _OPAQUE = (type, ModuleType, FunctionType, BuiltinFunctionType, MethodType, Valu
 _ROWS = frozenset((list, tuple))
 #: Types whose objects are compared, never entered (exactly these types).
 #: (Not functions: a function of the user's has its closure cells and defaults walked.)
+#: (And what a class holds besides data and functions: its descriptors, its
+#: static and class methods, properties and slots, which cannot change.)
 _LEAVES = frozenset((*_OPAQUE, float, int, str, bool, bytes, complex, type(None), object))
 _LEAVES -= {FunctionType}
+_LEAVES |= {property, staticmethod, classmethod, types.GetSetDescriptorType}
+_LEAVES |= {types.MemberDescriptorType, types.WrapperDescriptorType}
+#: In a class's namespace (:func:`_walk_classes`), its methods too: by identity.
+_SPACE_LEAVES = _LEAVES | {FunctionType}
 
 
 def _same(a: Any, b: Any) -> bool:
@@ -142,6 +148,7 @@ class Sources:
             out.append(x)
             if type(x) not in _LEAVES:
                 _enter(x, out, entered, budget, assumed, self.array_bytes)
+        _walk_classes(out, entered, budget, known, self.array_bytes)
         if out.opaque is not None:
             self.complete = False
             self.why = (
@@ -179,12 +186,16 @@ class Snapshot(list[Any]):
     """A :meth:`Sources.take`: its entries, and the types of each row
     level's entries, by the level's place in it (``kinds``)."""
 
-    __slots__ = ("kinds", "opaque")
+    __slots__ = ("kinds", "opaque", "classes", "methods")
 
     def __init__(self) -> None:
         super().__init__()
         self.kinds: dict[int, frozenset[type]] = {}
         self.opaque: str | None = None  # a container met that cannot be walked: its type
+        # the types of the objects entered, in the order met (:func:`_walk_classes`)
+        self.classes: dict[type, None] = {}
+        # by the place of a pass of _walk_classes: the methods and data it found
+        self.methods: dict[int, tuple[list[Any], list[Any]]] = {}
 
 
 def _enter(
@@ -208,6 +219,7 @@ def _enter(
     level = [x]
     leaves = _LEAVES
     kinds = _KINDS
+    classes = out.classes
     left = budget[0]
     while level and left >= 0:
         below: list[Any] = []  # the next level
@@ -259,11 +271,8 @@ def _enter(
             left -= len(items)
             out.extend(items)
             below.extend([y for y in items if type(y) not in leaves])
-            if id(t) not in entered:
-                # its classes of the user's, once a walk (the type's id among
-                # the entered: a class is never entered as an object)
-                entered.add(id(t))
-                below.extend(user_spaces(t))
+            if t not in classes:  # (its classes: walked after, :func:`_walk_classes`)
+                classes[t] = None
         if rows:
             at = len(out)
             kinds_below = None if assumed is None else assumed.get(at)
@@ -378,11 +387,7 @@ def _function_items(fn: FunctionType, _: Any) -> Any:
     if not _users_function(fn):
         return None
     items: list[Any] = [fn.__defaults__, fn.__kwdefaults__]
-    for cell in fn.__closure__ or ():
-        try:
-            items.append(cell.cell_contents)
-        except ValueError:  # (an empty cell)
-            items.append(_MISSING)
+    items.extend(map(_cell_contents, fn.__closure__ or ()))
     return items
 
 
@@ -448,8 +453,17 @@ def _kind(t: type) -> Any:
             kind = _slots(t)
             if not kind and _unknown_container(t):
                 kind = _Container(t, lambda x, _: _OPAQUE_ITEMS)
+            elif not kind and not _has_dict(t):
+                kind = _SKIP  # (no attributes: a descriptor in a class, a property)
     _KINDS[t] = kind  # (a type made before NumPy's import is not an array's)
     return kind
+
+
+def _has_dict(t: type) -> bool:
+    """Whether objects of ``t`` have a ``__dict__`` (where the type keeps
+    one, or a class of its MRO makes one: a ``threading.local``'s is read
+    through its type, which is walked as one anyway)."""
+    return bool(t.__dictoffset__) or any("__dict__" in vars(k) for k in t.__mro__)
 
 
 def _unknown_container(t: type) -> bool:
@@ -689,6 +703,91 @@ def _class_attributes(
             elif not isinstance(attr, type):
                 _named(attr, names, roots, helpers, objects=False)
             break
+
+
+def _walk_classes(
+    out: Snapshot,
+    entered: set[int],
+    budget: list[int],
+    known: Snapshot | None,
+    array_bytes: int | None,
+) -> None:
+    """The namespaces of the classes of the user's (:func:`user_spaces`) of
+    the objects the walk entered (``out.classes``, in the order met), each
+    once, after the walk of the roots: their lengths, then every entry
+    (methods by identity: a patched method is another function), then
+    the data among them entered as any root's (whose classes are walked
+    in turn), and its methods' defaults, closure cells' contents and own
+    attributes (:func:`_method_parts`). In one pass, not class by class as
+    objects are met: before every replay, and a model's classes are few
+    and its objects many. With ``known`` (see :meth:`Sources.hold`), which
+    of the entries are methods and data is taken from there: the result
+    is the state only if it is ``known``'s entry for entry, and then so
+    are they."""
+    done = 0
+    while done < len(out.classes):
+        types = [*out.classes][done:]
+        done = len(out.classes)
+        spaces = [
+            s
+            for s in {id(s): s for t in types for s in user_spaces(t)}.values()
+            if id(s) not in entered
+        ]
+        entered.update(map(id, spaces))
+        at = len(out)
+        out.extend(map(len, spaces))
+        for space in spaces:
+            out.extend(space.keys())
+            out.extend(space.values())
+        found = None if known is None else known.methods.get(at)
+        if found is None:
+            entries = out[at + len(spaces) :]
+            methods = [f for f in entries if type(f) is FunctionType and _users_function(f)]
+            data = [x for x in entries if type(x) not in _SPACE_LEAVES]
+            parts = len(out)
+            _method_parts(methods, out)
+            data.extend([x for x in out[parts:] if type(x) not in _LEAVES])
+        else:  # (before a replay: the methods and data of the walk it is checked against)
+            methods, data = found
+            _method_parts(methods, out)
+        out.methods[at] = methods, data
+        budget[0] -= len(out) - at
+        kinds = None if known is None else known.kinds
+        for x in data:
+            _enter(x, out, entered, budget, kinds, array_bytes)
+
+
+_DEFAULTS = operator.attrgetter("__defaults__", "__kwdefaults__")
+_CLOSURE = operator.attrgetter("__closure__")
+_DICT = operator.attrgetter("__dict__")
+_CELL = operator.attrgetter("cell_contents")
+
+
+def _method_parts(methods: list[FunctionType], out: Snapshot) -> None:
+    """What :func:`_function_items` and :func:`_attributes` read of each
+    function of ``methods`` (its defaults, closure cells' contents, its
+    own attributes), added to ``out`` in C-level passes over them all
+    (most methods have none of these)."""
+    at = len(out)
+    out.extend(chain.from_iterable(map(_DEFAULTS, methods)))
+    cells = list(chain.from_iterable(filter(None, map(_CLOSURE, methods))))
+    try:
+        out.extend(map(_CELL, cells))
+    except ValueError:  # (an empty cell: one by one)
+        del out[at + 2 * len(methods) :]
+        out.extend(_cell_contents(cell) for cell in cells)
+    dicts = list(map(_DICT, methods))
+    out.extend(map(len, dicts))
+    for d in filter(None, dicts):
+        out.extend(d.keys())
+        out.extend(d.values())
+
+
+def _cell_contents(cell: Any) -> Any:
+    try:
+        return cell.cell_contents
+    except ValueError:  # (an empty cell)
+        return _MISSING
 
 
 #: Per type, the namespaces :func:`user_spaces` names (by the type itself, as :data:`_KINDS`).
