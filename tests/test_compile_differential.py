@@ -8,7 +8,9 @@ between calls, a parameter replaced in its list between calls, a read of
 ``.data`` (used as a number, and through ``math``), a division by the
 float (``-0.0`` and ``0.0`` apart), another compiled function called
 inside (nested) and its output used in more arithmetic (composed), an
-exception, a side effect on a list. Every call runs eagerly and compiled:
+exception, a side effect on a list, an object's attribute and its class's
+attribute changed between calls, a random generator (outside state), a
+pick's identity (``P[i] is P[k]``). Every call runs eagerly and compiled:
 the values bit for bit, the parameters' gradients (of the result used in
 more arithmetic) to 1e-12, the
 exceptions equal, the side effects equal. Meanwhile two threads read and
@@ -25,6 +27,7 @@ The default run checks 5,000 programs (derandomized); ``pytest -m long``
 from __future__ import annotations
 
 import math
+import random
 import sys
 import threading
 import time
@@ -42,7 +45,7 @@ from conftest import close
 
 pytestmark = pytest.mark.usefixtures("trace_every_graph")
 
-N_OPS = 15
+N_OPS = 19
 special = st.sampled_from([0.0, -0.0, 1.0, -1.5, 2.5, math.nan, math.inf, 1e-300])
 floats = st.one_of(st.floats(-3, 3, allow_nan=False), special)
 op = st.tuples(st.integers(0, N_OPS - 1), st.integers(0, 2))
@@ -93,8 +96,16 @@ def make(
                 acc = twelve(acc, x)
             elif code == 13:
                 acc = (acc - P[k]).relu() + acc
-            else:
+            elif code == 14:
                 acc = acc + P[k] * math.tanh(acc.data)  # a read through math
+            elif code == 15:
+                acc = acc * G["obj"].scale  # an object's attribute, changed between calls
+            elif code == 16:
+                acc = acc + P[k] * G["obj"].shift  # its class's attribute, changed too
+            elif code == 17:
+                acc = acc * (1.0 + G["rng"].random())  # outside state: a generator
+            else:
+                acc = acc + P[k] if P[i] is P[k] else acc  # a pick's identity
         return acc
 
     return f
@@ -125,6 +136,16 @@ def same_bits(a: float, b: float) -> bool:
     if a != a or b != b:
         return a != a and b != b
     return a == b and math.copysign(1.0, a) == math.copysign(1.0, b)
+
+
+class Settings:
+    """An object whose attribute (``scale``) and class attribute
+    (``shift``) a program reads, both changed between calls."""
+
+    shift = 0.5
+
+    def __init__(self) -> None:
+        self.scale = 1.0
 
 
 class Meddlers:
@@ -219,13 +240,16 @@ def run_program(ops: list[tuple[int, int]], calls: list[tuple[float, int, float,
     m = _meddlers
     if m is not None:
         m.program(P)
-    G: dict[str, Any] = {"scale": 1.0, "log": []}
-    G_eager: dict[str, Any] = {"scale": 1.0, "log": []}
+    obj = type("Settings", (Settings,), {})()  # (its own class: the class attribute changes)
+    G: dict[str, Any] = {"scale": 1.0, "log": [], "obj": obj, "rng": random.Random(7)}
+    G_eager: dict[str, Any] = {"scale": 1.0, "log": [], "obj": obj, "rng": random.Random(7)}
     plain_inner = lambda x: P[1] * x + P[2]  # noqa: E731
     eager = make(ops, P, G_eager, plain_inner)
     compiled = chainrule.compile(make(ops, P, G, chainrule.compile(plain_inner)))
     for n, (x, i, scale, replace) in enumerate(calls):
         G["scale"] = G_eager["scale"] = scale
+        obj.scale = 2.0 * scale
+        type(obj).shift = -scale
         if replace:  # a parameter replaced in its list between calls
             new = Value(P[n % 3].data + 0.25)
             if m is None:

@@ -27,6 +27,10 @@ confusion")::
 
     grad(lambda x: grad(lambda y: x * y)(x))(3.0)  # d/dx x = 1.0, not 2.0
 
+A function compiled by ``chainrule.compile`` is differentiated twice
+(``hessian``, ``jvp``, ``hvp``, a nested transform) through its own
+function, eagerly: a replay's output has no Values to differentiate again.
+
 ``jvp`` is forward-over-reverse: the VJP is linear in its cotangent ``u``,
 so the derivative of ``<vjp(u), tangent>`` with respect to ``u`` is the
 Jacobian-vector product. ``hvp`` is reverse-over-reverse: the gradient of
@@ -39,6 +43,7 @@ import numbers
 import sys
 import threading
 from collections.abc import Callable, Iterator, Sequence
+from types import MethodType
 from typing import Any, Union
 
 from .value.autograd import gradients as _value_gradients
@@ -167,6 +172,7 @@ class _Call:
         args: tuple[Any, ...],
         kwargs: dict[str, Any],
         positions: tuple[int, ...],
+        twice: bool = False,
     ) -> None:
         self.name = name
         # Values or Tensors among the arguments, or an outer transform, may
@@ -174,6 +180,8 @@ class _Call:
         self.create_graph = (
             _depth.level > 0 or any(map(_any_graph, args)) or any(map(_any_graph, kwargs.values()))
         )
+        # the transform differentiates f's graph again (hessian, jvp, hvp)
+        self.twice = twice
         found: list[list[Any]] = []
         structures = []
         for i in positions:
@@ -207,6 +215,8 @@ class _Call:
 
     def call(self, f: Callable[..., Any], kwargs: dict[str, Any]) -> Any:
         """``f`` on the variables, its result as it returned it."""
+        if self.twice or self.create_graph:
+            f = _differentiable(f)
         _depth.level += 1
         try:
             return f(*self.call_args, **kwargs)
@@ -374,6 +384,23 @@ class _Call:
 _TENSOR_ARG: list[Any] = []
 
 
+def _differentiable(f: Callable[..., Any]) -> Callable[..., Any]:
+    """``f``, or for a function compiled by :func:`chainrule.compile` (a
+    method decorated with it too) the function itself: a replay's output is
+    one node whose backward is the replay's, with no Values to differentiate
+    again, so a transform that does (``hessian``, ``jvp``, ``hvp``, a nested
+    one) runs it eagerly, with eager's numbers. (Not one with an optimizer:
+    a call of it is a training step.)"""
+    compiler = sys.modules.get("chainrule.compiler")
+    if compiler is None:  # (nothing compiled yet)
+        return f
+    bound = getattr(f, "__self__", None) if isinstance(f, MethodType) else None
+    compiled = f.__func__ if bound is not None else f  # type: ignore[attr-defined]
+    if not isinstance(compiled, compiler.Compiled) or compiled.optimizer is not None:
+        return f
+    return compiled.fn if bound is None else MethodType(compiled.fn, bound)
+
+
 def _tensor_arg(ct: Any) -> Any:
     """The Tensor engine's ``arg``: the identity, as a custom op."""
     if not _TENSOR_ARG:
@@ -475,7 +502,7 @@ def hessian(f: Callable[..., Any], argnums: ArgNums = 0) -> Callable[..., Any]:
 
     def transformed(*args: Any, **kwargs: Any) -> Any:
         positions = _positions(argnums, len(args), "hessian")
-        call = _Call("hessian", args, kwargs, positions)
+        call = _Call("hessian", args, kwargs, positions, twice=True)
         with enable_grad():
             out = call.run(f, kwargs)
             first = call.gradients(out, call.variables, graph=True)
@@ -580,7 +607,7 @@ def jvp(
     (6.0, 2.0)
     """
     args = _primals(primals)
-    call = _Call("jvp", args, {}, _all_or(argnums, len(args), "jvp"))
+    call = _Call("jvp", args, {}, _all_or(argnums, len(args), "jvp"), twice=True)
     ts = call.tangents(tangents, "jvp")
     with enable_grad():
         out = call.run(f, {}, scalar=False)
@@ -613,7 +640,7 @@ def hvp(
     (18.0, 4.0)
     """
     args = _primals(primals)
-    call = _Call("hvp", args, {}, _all_or(argnums, len(args), "hvp"))
+    call = _Call("hvp", args, {}, _all_or(argnums, len(args), "hvp"), twice=True)
     ts = call.tangents(tangents, "hvp")
     with enable_grad():
         out = call.run(f, kwargs={})

@@ -112,6 +112,13 @@ class CompileWarning(UserWarning):
     """A compiled function runs eagerly instead (the message says why)."""
 
 
+#: Why a compiled output cannot be differentiated again (``create_graph=True``).
+NOT_AGAIN = (
+    "a compiled function's output has no Values to differentiate again; "
+    "call the function without chainrule.compile for create_graph=True"
+)
+
+
 class CompiledValue(Value):
     """An output of a replay: one node of the caller's graph whose inputs
     are the Values the captured graph reads (parameters, Values among the
@@ -132,10 +139,7 @@ class CompiledValue(Value):
         """Add d self / d leaf into every leaf's ``.grad``, as
         :meth:`Value.backward` does for the eager graph."""
         if create_graph:
-            raise TypeError(
-                "backward: a compiled graph has no Values to differentiate again; "
-                "call the function without chainrule.compile for create_graph=True"
-            )
+            raise TypeError(f"backward: {NOT_AGAIN}")
         from ..value.engine import _as_float
 
         seed = _as_float(gradient, "backward")
@@ -162,10 +166,7 @@ def _node_backward(v: CompiledValue) -> None:
     inputs' ``.grad`` (a micrograd ``_backward`` closure's protocol)."""
     g = v.grad
     if type(g) is not float:
-        raise TypeError(
-            "backward: a compiled function's output has no Values to differentiate again; "
-            "call the function without chainrule.compile for create_graph=True"
-        )
+        raise TypeError(f"backward: {NOT_AGAIN}")
     v._program.backward(v._buffer, v._slot, g, v._call)
 
 
@@ -175,6 +176,8 @@ class _NodeBackward:
     alive until the collector runs)."""
 
     __slots__ = ("ref",)
+    #: what a create_graph backward through it says (chainrule.value.edges)
+    not_again = NOT_AGAIN
 
     def __init__(self, v: CompiledValue) -> None:
         self.ref = weakref.ref(v)
@@ -523,7 +526,7 @@ class Compiled:
 
             self._sources = Sources(self.fn)
         before = self._sources.take()
-        objects = _object_sources(call)
+        objects = _object_sources(call, self._sources.names)
         objects_before = None if objects is None else objects.take()
         record = Record()
         fed: list[Any] = []
@@ -846,15 +849,17 @@ def _shared_alike(entry: _Entry, values: list[Value]) -> bool:
     return True
 
 
-def _object_sources(call: Call) -> Any:
+def _object_sources(call: Call, names: tuple[str, ...]) -> Any:
     """A :class:`~chainrule.compiler.sources.Sources` whose bindings are the
     objects among a call's arguments (None when there are none): its
     ``take``/``hold`` walk everything reachable from them, as for globals
     and ``self``, arrays at any size by their bytes (a large array passed
-    as an argument is keyed by identity), and the entries of their classes
+    as an argument is keyed by identity), the entries of their classes
     of the user's (``Model.temperature``, a method patched on the class:
     :func:`~chainrule.compiler.sources.user_spaces`, as for any object the
-    walk enters; held here for a class passed, which is not entered)."""
+    walk enters; held here for a class passed, which is not entered), and
+    of a module among them the attributes in ``names``, those the
+    function's code reads (as for a global module)."""
     from .sources import Sources, user_spaces
 
     objects = _argument_objects(call)
@@ -867,6 +872,7 @@ def _object_sources(call: Call) -> Any:
     sources.complete = True
     sources.why = ""
     sources.array_bytes = None
+    sources.names = names
     return sources
 
 

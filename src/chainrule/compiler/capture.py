@@ -25,13 +25,13 @@ from __future__ import annotations
 import collections
 import itertools
 import operator
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 import numpy as np
 
 from ..value.engine import Value
-from ..value.primitives import ADD, MUL, Primitive
+from ..value.primitives import ADD, BY_NAME, MUL, Primitive
 from ..value.walk import topological_order
 from . import reads, rules
 from .program import (
@@ -49,6 +49,7 @@ from .rules import SUM_TERMS
 from .trace import GATHER, RECIPE, Unsupported
 
 _get_data = operator.attrgetter("data")
+_get_prev = operator.attrgetter("_prev")
 
 
 class _Roots:
@@ -111,6 +112,51 @@ def build(
     return program
 
 
+#: A term's *place*: ``position << PLACE_BITS | input``, where ``position``
+#: is the walk position (root first) of the node whose chain rule makes the
+#: term and ``input`` its input's position: one int, whose order is the
+#: order in which the eager pass makes the terms (positions first, then
+#: inputs). An int, not a (node, input) pair: no tuple per term, no lookup
+#: of a node's position.
+PLACE_BITS = 32
+
+
+def _primitive(v: Value) -> Primitive:
+    """``v._fn``, without the property's call where ``_local`` ends with the
+    primitive or its name (the engine's ``+`` and ``*``): the common cases."""
+    local = v._local
+    if local:
+        fn = local[-1]
+        kind = type(fn)
+        if kind is str:
+            return BY_NAME[fn]
+        if kind is Primitive:
+            return fn
+    return v._fn
+
+
+def _check_replayable(fn: Primitive) -> None:
+    """Refuse a primitive whose backward pass cannot be replayed (checked
+    once per group, where its first node meets it)."""
+    if fn.closure is not None:
+        raise Unsupported(
+            f"node {fn.name!r} backpropagates through a micrograd _backward closure, "
+            "which cannot be replayed; define the operation as a chainrule.Primitive"
+        )
+    if fn.derivative is None and fn is not RECIPE and fn is not GATHER:
+        raise Unsupported(
+            f"node {fn.name!r} was built with Value(data, children, local_grads), whose "
+            "derivative cannot be evaluated again; define it as a chainrule.Primitive"
+        )
+
+
+#: A running sum while its chain may grow: its inputs, the kinds of its
+#: terms (1: a plain term, 2: a product's two factors), each input's place
+#: (:data:`PLACE_BITS`: whose chain rule makes its term, the + or the
+#: product) and the place of its last + (where padding terms go).
+Chain = tuple[list[Value], list[int], list[int], int]
+
+
 def _lay_out(
     nodes: list[Value],
     leaves: list[Value],
@@ -119,59 +165,59 @@ def _lay_out(
     record: Record,
     pinned: set[Value],
 ) -> Program:
-    uses = collections.Counter(itertools.chain.from_iterable(v._prev for v in nodes))
+    uses = collections.Counter(itertools.chain.from_iterable(map(_get_prev, nodes)))
     level: dict[Any, int] = dict.fromkeys(leaves, 0)
     get_level = level.__getitem__
-    # Running sums: node -> (inputs, kinds, sources) while its chain may still
-    # grow; a source is the node (and input position) whose chain rule the
-    # input's contribution is in the eager pass: the + or the product.
-    chains: dict[Value, tuple[list[Value], list[int], list[tuple[Value, int]]]] = {}
-    # (level, order, kind, shape) -> members (a dict: a product joining a
-    # running sum leaves its group)
-    groups: dict[Any, dict[Any, None]] = {}
+    # Running sums, by their last +, while their chain may grow.
+    chains: dict[Value, Chain] = {}
+    # The nodes whose only use may extend a running sum (used once, not
+    # pinned): running sums (by their last +) and products.
+    extendable: set[Value] = set()
+    products: set[Value] = set()
+    # (level, order, kind, shape) -> members and the place of each one's
+    # first term (a dict: a product joining a running sum leaves its group)
+    groups: dict[Any, dict[Any, int]] = {}
 
-    def term(x: Value, v: Value, i: int) -> tuple[tuple[Value, ...], int, int, list[Any]]:
-        """Input ``i`` of ``v`` as a term of a running sum: its inputs, its
-        kind, its level + 1, their sources."""
-        if x._fn is MUL and uses[x] == 1 and x not in pinned:  # a product: its two factors
+    def join(x: Value, place: int, ins: list[Value], kinds: list[int], places: list[int]) -> int:
+        """Input ``x`` (``place``: its term's place) as the next term of a
+        running sum: a product used once, its two factors; else ``x``
+        itself. Returns the term's level + 1."""
+        if x in products:  # its two factors
             lv = level.pop(x)
-            del groups[(lv, 3, MUL, 2)][x]
-            return x._prev, 2, lv, [(x, 0), (x, 1)]
-        return (x,), 1, level[x] + 1, [(v, i)]
+            at = groups[(lv, 3, MUL, 2)].pop(x)
+            ins += x._prev
+            kinds.append(2)
+            places += (at, at + 1)
+            return lv
+        ins.append(x)
+        kinds.append(1)
+        places.append(place)
+        return level[x] + 1
 
-    for v in reversed(nodes):  # inputs first
-        fn = v._fn
+    one_place = 1 << PLACE_BITS
+    # v's place: its walk position, with input 0
+    for place, v in zip(range((len(nodes) - 1) * one_place, -1, -one_place), reversed(nodes)):
         prev = v._prev
-        if fn.closure is not None:
-            raise Unsupported(
-                f"node {fn.name!r} backpropagates through a micrograd _backward closure, "
-                "which cannot be replayed; define the operation as a chainrule.Primitive"
-            )
+        fn = _primitive(v)
         if fn is ADD:
             a, b = prev
-            if a in chains and uses[a] == 1 and a not in pinned:
-                ins, kinds, srcs = chains.pop(a)
+            if a in extendable:
+                ins, kinds, places, _ = chains.pop(a)
                 lv = level.pop(a)
-                more, kind, lv_more, more_srcs = term(b, v, 1)
-            elif b in chains and uses[b] == 1 and b not in pinned:  # a + b is b + a, exactly
-                ins, kinds, srcs = chains.pop(b)
+                lv_more = join(b, place + 1, ins, kinds, places)
+            elif b in extendable:  # a + b is b + a, exactly
+                ins, kinds, places, _ = chains.pop(b)
                 lv = level.pop(b)
-                more, kind, lv_more, more_srcs = term(a, v, 0)
+                lv_more = join(a, place, ins, kinds, places)
             else:
-                first, kind_a, lv, srcs = term(a, v, 0)
-                ins, kinds = list(first), [kind_a]
-                more, kind, lv_more, more_srcs = term(b, v, 1)
-            ins += more
-            kinds.append(kind)
-            srcs += more_srcs
-            chains[v] = (ins, kinds, srcs)
+                ins, kinds, places = [], [], []
+                lv = join(a, place, ins, kinds, places)
+                lv_more = join(b, place + 1, ins, kinds, places)
+            chains[v] = (ins, kinds, places, place)
             level[v] = lv if lv > lv_more else lv_more
+            if uses[v] == 1 and v not in pinned:
+                extendable.add(v)
             continue
-        if fn.derivative is None and fn is not RECIPE and fn is not GATHER:
-            raise Unsupported(
-                f"node {fn.name!r} was built with Value(data, children, local_grads), whose "
-                "derivative cannot be evaluated again; define it as a chainrule.Primitive"
-            )
         n_in = len(prev)
         if n_in == 1:
             lv = level[prev[0]] + 1
@@ -187,16 +233,20 @@ def _lay_out(
             key = (lv, 1, "recipe", 0)
         else:
             key = (lv, 3, fn, n_in)
+            if fn is MUL and uses[v] == 1 and v not in pinned:
+                products.add(v)
         group = groups.get(key)
         if group is None:
+            _check_replayable(fn)
             group = groups[key] = {}
-        group[v] = None
-    sums: dict[Any, list[tuple[Value, list[Value], list[Any]]]] = {}
-    for v, (ins, kinds, srcs) in chains.items():
+        group[v] = place
+    sums: dict[Any, list[tuple[Value, Chain]]] = {}
+    for v, chain in chains.items():
+        kinds = chain[1]
         if len(kinds) == 2 and kinds[0] == kinds[1] == 1:  # one +: stays a plain +
-            groups.setdefault((level[v], 3, ADD, 2), {})[v] = None
+            groups.setdefault((level[v], 3, ADD, 2), {})[v] = chain[3]
         else:
-            sums.setdefault((level[v], 4, SUM_TERMS, tuple(kinds)), []).append((v, ins, srcs))
+            sums.setdefault((level[v], 4, SUM_TERMS, tuple(kinds)), []).append((v, chain))
     pads = (Value(-0.0), Value(1.0))
     padded = _merge_sums(sums, *pads)
 
@@ -220,15 +270,14 @@ def _lay_out(
     prog.live_inputs = tuple(live)
     prog.live_slots = np.arange(len(live), dtype=np.intp)
     prog.arg_leaves = [(slot[v], arg_leaves[v]) for v in arg_slots]
-    members_of: dict[Any, list[Any]] = {k: list(g) for k, g in groups.items() if g}
+    members_of: dict[Any, Any] = {k: g for k, g in groups.items() if g}
     members_of.update(sums)
     keys = sorted(members_of, key=lambda k: (k[0], k[1], id(k[2]), k[3]))
     for leaf in recipe_leaves:  # read floats of the arguments only
         slot[leaf] = len(slot)
     for key in keys:
         members = members_of[key]
-        first = members[0]
-        nodes_here = members if type(first) is not tuple else [m[0] for m in members]
+        nodes_here = members if type(members) is dict else [m[0] for m in members]
         slot.update(zip(nodes_here, itertools.count(len(slot))))
     prog.n = len(slot) + 1
     data = Value.__dict__["data"].__get__  # the slot itself (not a trace's property)
@@ -237,8 +286,7 @@ def _lay_out(
     prog.node_slot = slot
 
     recipes = record.leaf_recipes
-    walk_position = dict(zip(nodes, range(len(nodes))))  # root first, as eager
-    edges = _Edges(walk_position)
+    edges = _Edges()
     steps: list[Any] = []
     if recipe_leaves:
         steps.append(_recipe_step(prog, recipe_leaves, recipes))
@@ -246,19 +294,18 @@ def _lay_out(
         _, _, kind, shape = key
         members = members_of[key]
         if kind == "recipe":
-            steps.append(_recipe_step(prog, members, recipes))
+            steps.append(_recipe_step(prog, list(members), recipes))
         elif kind == "gather":
-            steps.append(_gather_step(members, slot, record))
+            steps.append(_gather_step(list(members), slot, record))
         elif kind is SUM_TERMS:
             start = slot[members[0][0]]
-            made_sum = _group(SUM_TERMS, [m[1] for m in members], start, slot, shape, len(slot))
-            edges.add(made_sum, [m[2] for m in members])
+            made_sum = _group(SUM_TERMS, [m[1][0] for m in members], start, slot, shape, len(slot))
+            edges.add_sums(made_sum, [m[1][2] for m in members])
             steps.append(made_sum)
         else:
-            node_group = _group(kind, [m._prev for m in members], slot[members[0]], slot, None)
-            node_group.members = members
-            edges.add(node_group)
-            node_group.members = None
+            first = next(iter(members))
+            node_group = _group(kind, list(map(_get_prev, members)), slot[first], slot, None)
+            edges.add(node_group, members.values())
             steps.append(node_group)
     prog.steps = steps
     edges.lay_out(prog, len(live) + len(arg_slots))
@@ -266,9 +313,7 @@ def _lay_out(
     return prog
 
 
-def _merge_sums(
-    sums: dict[Any, list[tuple[Value, list[Value], list[Any]]]], zero: Value, one: Value
-) -> bool:
+def _merge_sums(sums: dict[Any, list[tuple[Value, Chain]]], zero: Value, one: Value) -> bool:
     """Running sums of a level whose kinds of terms begin those of longer
     ones there (softmax denominators over rows of different lengths) join
     the longest: the terms they lack are ``zero`` (-0.0; for a product,
@@ -286,12 +331,13 @@ def _merge_sums(
             for long in keys[:i]:
                 if long not in sums or long[3][: len(kinds)] != kinds:
                     continue
-                for v, ins, srcs in sums.pop(short):
+                for v, chain in sums.pop(short):
+                    ins, _, places, at = chain
                     for kind in long[3][len(kinds) :]:
                         for pad in (zero, one)[:kind]:
-                            srcs.append((v, len(ins)))
+                            places.append(at + len(ins))
                             ins.append(pad)
-                    sums[long].append((v, ins, srcs))
+                    sums[long].append((v, chain))
                 joined = True
                 break
     return joined
@@ -302,36 +348,34 @@ class _Edges:
     gradient, for one input), numbered group by group as the groups write
     them, and for every slot the terms it adds up, in the order the eager
     pass adds them: by the walk position of the node whose chain rule makes
-    the term (root first), then by input position."""
+    the term (root first), then by input position: by their places
+    (:data:`PLACE_BITS`)."""
 
-    def __init__(self, walk_position: dict[Value, int]) -> None:
-        self.position = walk_position
+    def __init__(self) -> None:
         self.targets: list[np.ndarray] = []
-        self.positions: list[np.ndarray] = []
-        self.inputs: list[np.ndarray] = []
+        self.places: list[np.ndarray] = []
         self.count = 0
 
-    def add(self, group: Group, sources: list[list[tuple[Value, int]]] | None = None) -> None:
-        """The terms of ``group``: row r, column c is input r of member c,
-        made by the chain rule of ``sources[c][r]`` (None: of member c
-        itself, input r)."""
+    def add(self, group: Group, places: Iterable[int]) -> None:
+        """The terms of ``group``, whose member c makes the terms of its
+        inputs (row r of the matrix: input r), its first term at
+        ``places[c]``."""
         n_in, n = group.matrix.shape
-        get = self.position.get
-        if sources is None:
-            members = group.members
-            at = np.fromiter(map(get, members), np.intp, n)
-            positions = np.broadcast_to(at, (n_in, n)).ravel()
-            inputs = np.repeat(np.arange(n_in, dtype=np.intp), n)
-        else:
-            nodes, indexes = zip(*itertools.chain.from_iterable(sources))
-            positions = np.fromiter(map(get, nodes), np.intp, n * n_in)
-            positions = positions.reshape(n, n_in).T.ravel()
-            inputs = np.array(indexes, dtype=np.intp).reshape(n, n_in).T.ravel()
+        first = np.fromiter(places, np.intp, n)
+        self._append(group, (first + np.arange(n_in, dtype=np.intp)[:, None]).ravel())
+
+    def add_sums(self, group: Group, places: list[list[int]]) -> None:
+        """The terms of the running sums ``group``: row r, column c is input
+        r of sum c, its term at ``places[c][r]``."""
+        n_in, n = group.matrix.shape
+        flat = np.fromiter(itertools.chain.from_iterable(places), np.intp, n * n_in)
+        self._append(group, flat.reshape(n, n_in).T.ravel())
+
+    def _append(self, group: Group, places: np.ndarray) -> None:
         group.first_term = self.count
-        self.count += n_in * n
+        self.count += places.size
         self.targets.append(group.matrix.ravel())
-        self.positions.append(positions)
-        self.inputs.append(inputs)
+        self.places.append(places)
 
     def lay_out(self, prog: Program, n_leaves: int) -> None:
         """Per step, and for the leaves, the matrix of the terms each of its
@@ -341,9 +385,8 @@ class _Edges:
         pad = self.count
         if self.count:
             targets = np.concatenate(self.targets)
-            order = np.lexsort(
-                (np.concatenate(self.inputs), np.concatenate(self.positions), targets)
-            )
+            places = np.concatenate(self.places)
+            order = np.lexsort((places, targets))
         else:
             targets = order = np.zeros(0, dtype=np.intp)
         sorted_targets = targets[order]
@@ -351,8 +394,7 @@ class _Edges:
         # two slots one node, their terms merge in this order: Program)
         prog.term_rank = np.empty(self.count + 1, dtype=np.intp)
         if self.count:
-            walk = np.lexsort((np.concatenate(self.inputs), np.concatenate(self.positions)))
-            prog.term_rank[walk] = np.arange(self.count)
+            prog.term_rank[np.argsort(places, kind="stable")] = np.arange(self.count)
         prog.term_rank[-1] = self.count  # the padding term, last
         counts = np.bincount(targets, minlength=prog.n)
         starts = np.concatenate(([0], np.cumsum(counts)[:-1])).astype(np.intp)

@@ -81,7 +81,6 @@ class Group:
     small: bool  # so few nodes that floats beat arrays
     first_term: int = 0  # where its terms start among the program's terms
     incoming: Any = None  # the terms its nodes' gradients add (see gradient_of)
-    members: Any = None  # while captured: its Values
 
     def run(self, val: np.ndarray, call: Any) -> Any:
         """Write the group's outputs; return its inputs' values (the backward
@@ -236,11 +235,11 @@ class SumGroup(Group):
         self.products = _as_slice(products)
         self.singles = _as_slice(singles)
         self.runs = []
-        is_product = kinds == 2
+        first_rows = rows.tolist()
+        first = 0  # the products before a run: those of the runs before it
         for term_run in _runs(products):
-            first = int(np.count_nonzero(is_product[: term_run.start]))
             count = term_run.stop - term_run.start
-            row = int(rows[term_run.start])
+            row = first_rows[term_run.start]
             self.runs.append(
                 (
                     slice(first, first + count),
@@ -249,6 +248,7 @@ class SumGroup(Group):
                     slice(row + 1, row + 2 * count + 1, 2),
                 )
             )
+            first += count
 
     def run(self, val: np.ndarray, call: Any) -> None:
         if self.outer is None:

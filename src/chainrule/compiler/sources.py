@@ -45,7 +45,9 @@ identity (see the compile page's sharp bits), except in the
 :class:`Sources` the objects among a call's arguments are guarded by
 (``array_bytes`` None: any size by their bytes). A function of the user's
 reached as data is compared by identity and its closure cells' contents
-and defaults walked (a library's by identity only).
+and defaults walked (a library's by identity only). A module, wherever it
+is reached (a global, a closure cell, ``self.cfg``, an argument, a
+container, a submodule), by the attributes the code names (:data:`_MODULE`).
 """
 
 from __future__ import annotations
@@ -60,7 +62,7 @@ import sys
 import threading
 import types
 import weakref
-from itertools import chain
+from itertools import chain, repeat
 from types import BuiltinFunctionType, FunctionType, MappingProxyType, MethodType, ModuleType
 from typing import Any
 
@@ -77,11 +79,12 @@ LEVELS = 8
 _NOT_DATA = frozenset(("threading", "_thread", "queue", "logging", "multiprocessing"))
 
 _MISSING = object()
-_OPAQUE = (type, ModuleType, FunctionType, BuiltinFunctionType, MethodType, Value)
+_OPAQUE = (type, FunctionType, BuiltinFunctionType, MethodType, Value)
 #: Rows: lists and tuples.
 _ROWS = frozenset((list, tuple))
 #: Types whose objects are compared, never entered (exactly these types).
-#: (Not functions: a function of the user's has its closure cells and defaults walked.)
+#: (Not functions: a function of the user's has its closure cells and defaults walked;
+#: not modules: a module's attributes that the code names are, :data:`_MODULE`.)
 #: (And what a class holds besides data and functions: its descriptors, its
 #: static and class methods, properties and slots, which cannot change.)
 _LEAVES = frozenset((*_OPAQUE, float, int, str, bool, bytes, complex, type(None), object))
@@ -108,7 +111,7 @@ def _same(a: Any, b: Any) -> bool:
 class Sources:
     """The bindings a function reads and their state at a trace."""
 
-    __slots__ = ("roots", "complete", "why", "array_bytes")
+    __slots__ = ("roots", "complete", "why", "array_bytes", "names")
 
     def __init__(self, fn: Any) -> None:
         # (namespace dict, class namespace, cell or object; name or None)
@@ -118,7 +121,10 @@ class Sources:
         # arrays up to this size compared by their bytes, larger ones by identity
         # (None: any size; the objects among a call's arguments)
         self.array_bytes: int | None = ARRAY_KEY_BYTES
-        _collect(fn, roots, set(), LEVELS)
+        seen: set[Identity] = set()
+        _collect(fn, roots, seen, LEVELS)
+        # the attribute names the code reads: those of every module reached (_MODULE)
+        self.names = _read_names(seen)
         # each once, by id (a bound method's helper methods name its object's
         # attributes again; the roots keep their namespaces alive)
         self.roots = list({(id(where), name): (where, name) for where, name in roots}.values())
@@ -135,6 +141,7 @@ class Sources:
         # (its parent's entries, or a root), so no id is reused while the walk runs
         entered: set[int] = set()
         assumed = None if known is None else known.kinds
+        inner: list[Any] = []  # the roots' containers, objects and modules: entered together
         for where, name in self.roots:
             if name is None:  # a closure cell
                 try:
@@ -147,8 +154,10 @@ class Sources:
                 x = getattr(where, name, _MISSING)
             out.append(x)
             if type(x) not in _LEAVES:
-                _enter(x, out, entered, budget, assumed, self.array_bytes)
-        _walk_classes(out, entered, budget, known, self.array_bytes)
+                inner.append(x)
+        if inner:  # (one walk, not one per root: most of a small function's guard)
+            _enter(inner, out, entered, budget, assumed, self.array_bytes, self.names)
+        _walk_classes(out, entered, budget, known, self.array_bytes, self.names)
         if out.opaque is not None:
             self.complete = False
             self.why = (
@@ -199,15 +208,17 @@ class Snapshot(list[Any]):
 
 
 def _enter(
-    x: Any,
+    level: list[Any],
     out: Snapshot,
     entered: set[int],
     budget: list[int],
     assumed: dict[int, frozenset[type]] | None,
     array_bytes: int | None = ARRAY_KEY_BYTES,
+    names: tuple[str, ...] = (),
 ) -> None:
-    """Everything reachable from ``x`` through containers and plain
-    objects, each entered once, level by level (no recursion limit).
+    """Everything reachable from ``level``'s objects through containers and plain
+    objects, each entered once, level by level (no recursion limit);
+    a module: its attributes among ``names`` (:data:`_MODULE`).
     Run before every replay, so the lists and tuples of a level are
     entered together, in C-level passes (their lengths, then all their
     entries); dicts and objects one by one, what an object of a type is
@@ -216,7 +227,6 @@ def _enter(
     ``out.kinds`` by the level's place; with ``assumed`` (an earlier walk's
     kinds) they are taken from there (see :meth:`Sources.hold`).
     Arrays over ``array_bytes`` (None: no limit) are compared by identity."""
-    level = [x]
     leaves = _LEAVES
     kinds = _KINDS
     classes = out.classes
@@ -240,7 +250,11 @@ def _enter(
                     kind = _kind(t)
                 if kind is _SKIP:
                     continue
-                if type(kind) is _Container:
+                if kind is _MODULE:
+                    if id(x) in entered:
+                        continue
+                    items = [*map(x.__dict__.get, names, repeat(_MISSING))]
+                elif type(kind) is _Container:
                     if id(x) in entered:
                         continue
                     items = kind.contents(x, array_bytes)
@@ -316,6 +330,11 @@ def _enter(
 
 
 _SKIP = "skip"
+#: A module, wherever it is reached (a global, a closure cell, an argument,
+#: ``self.cfg``, a container, a submodule): its attributes that the code
+#: names (:attr:`Sources.names`; absent ones too, so one set later counts),
+#: library modules' as the user's.
+_MODULE = "module"
 #: Per type, what :func:`_enter` does with its objects (by the type itself:
 #: classes live as long as their objects).
 _KINDS: dict[type, Any] = {}
@@ -437,6 +456,8 @@ def _kind(t: type) -> Any:
     kind: Any
     if t is FunctionType:
         kind = _Container(t, _function_items)
+    elif issubclass(t, ModuleType):
+        kind = _MODULE
     elif issubclass(t, threading.local):
         # (a plain object whose __dict__ is the calling thread's: the guard
         # before a replay reads that thread's attributes, cfg.scale)
@@ -566,19 +587,7 @@ def _function(fn: FunctionType, roots: list[tuple[Any, Any]], helpers: list[Any]
     for name in names:
         if name in g:
             roots.append((g, name))
-            value = g[name]
-            if isinstance(value, ModuleType):  # module.NAME: the names it reads there
-                space = vars(value)
-                users = _users_module(value)
-                for a in names:
-                    if a in space and a != name:
-                        roots.append((space, a))
-                        if users:  # (a library's functions: its own business)
-                            _named(space[a], names, roots, helpers)
-                        else:  # (but for attributes set on them: json.dumps.scale)
-                            _own_attributes(space[a], names, roots)
-            else:
-                _named(value, names, roots, helpers)
+            _named(g[name], names, roots, helpers)
     for cell in fn.__closure__ or ():
         roots.append((cell, None))
         with contextlib.suppress(ValueError):  # (an empty cell)
@@ -604,6 +613,8 @@ def _named(
     if isinstance(value, (FunctionType, MethodType, functools.partial)):
         helpers.append(value)
         _own_attributes(value, names, roots)
+    elif isinstance(value, ModuleType):
+        _module(value, names, roots, helpers)
     elif isinstance(value, type):
         if _users(value):
             _class_attributes(value, names, None, None, roots, helpers)
@@ -650,6 +661,38 @@ def _own_attributes(value: Any, names: list[str], roots: list[tuple[Any, Any]]) 
     )
 
 
+def _module(
+    module: ModuleType, names: list[str], roots: list[tuple[Any, Any]], helpers: list[Any]
+) -> None:
+    """A module of the user's (``config.helper()``, ``project.config.scale``):
+    the code among its attributes that ``names`` names, and its submodules'
+    likewise, and its ``__getattr__`` (PEP 562: it serves the attributes
+    the namespace lacks); a library's functions are its own business. Its
+    data is guarded where the module is reached (:data:`_MODULE`)."""
+    level, entered = [module], {id(module)}  # (each once: a package and its submodules cycle)
+    while level:
+        module = level.pop()
+        space = vars(module)
+        if not _users_module(module):  # (but attributes set on its functions: json.dumps.scale)
+            for name in names:
+                if name in space:
+                    _own_attributes(space[name], names, roots)
+            continue
+        for attr in [space[name] for name in (*names, "__getattr__") if name in space]:
+            if not isinstance(attr, ModuleType):
+                _named(attr, names, roots, helpers)
+            elif id(attr) not in entered:
+                entered.add(id(attr))
+                level.append(attr)
+
+
+def _read_names(functions: set[Identity]) -> tuple[str, ...]:
+    """The names the code of ``functions`` (and of bound methods' functions)
+    loads, and the identifiers among its strings (``getattr(config, "scale")``)."""
+    codes = (getattr(getattr(f.obj, "__func__", f.obj), "__code__", None) for f in functions)
+    return tuple(dict.fromkeys(n for code in codes if code is not None for n in _names(code, True)))
+
+
 def _users(klass: type) -> bool:
     """Whether ``klass`` is the user's (its module is: :func:`_users_module`)."""
     return _users_module(sys.modules.get(klass.__module__), klass.__module__)
@@ -659,8 +702,10 @@ def _users_module(module: ModuleType | None, name: str = "") -> bool:
     """Whether ``module`` (named ``name``) is the user's, not the standard
     library, NumPy, chainrule or an installed package (site-packages): what
     a library's code reads is not the user's data."""
-    top = (name or getattr(module, "__name__", "")).partition(".")[0]
-    where = str(getattr(module, "__file__", None) or "")
+    # (from its namespace: a module's __getattr__ is not asked, it may raise anything)
+    space = getattr(module, "__dict__", None) or {}
+    top = (name or space.get("__name__", "")).partition(".")[0]
+    where = str(space.get("__file__") or "")
     return (
         top not in sys.stdlib_module_names
         and top not in ("numpy", "chainrule", "builtins")
@@ -711,6 +756,7 @@ def _walk_classes(
     budget: list[int],
     known: Snapshot | None,
     array_bytes: int | None,
+    names: tuple[str, ...] = (),
 ) -> None:
     """The namespaces of the classes of the user's (:func:`user_spaces`) of
     the objects the walk entered (``out.classes``, in the order met), each
@@ -752,9 +798,9 @@ def _walk_classes(
             _method_parts(methods, out)
         out.methods[at] = methods, data
         budget[0] -= len(out) - at
-        kinds = None if known is None else known.kinds
-        for x in data:
-            _enter(x, out, entered, budget, kinds, array_bytes)
+        if data:
+            kinds = None if known is None else known.kinds
+            _enter(data, out, entered, budget, kinds, array_bytes, names)
 
 
 _DEFAULTS = operator.attrgetter("__defaults__", "__kwdefaults__")
@@ -819,9 +865,14 @@ def _space(klass: type) -> Any:
     return space
 
 
-def _names(code: Any) -> list[str]:
+def _names(code: Any, strings: bool = False) -> list[str]:
+    """The names ``code`` (and the code nested in it) loads; with
+    ``strings``, the identifiers among its string constants too
+    (``getattr(config, "scale", 1.0)``)."""
     names = list(code.co_names)
     for c in code.co_consts:
         if hasattr(c, "co_names"):
-            names.extend(_names(c))
+            names.extend(_names(c, strings))
+        elif strings and type(c) is str and c.isidentifier():
+            names.append(c)
     return list(dict.fromkeys(names))

@@ -20,9 +20,12 @@ from .primitives import DEAD_UNIT, ZERO_EXPONENT
 def contributions(v: Any, g: Any, create_graph: bool = False) -> Iterator[tuple[Any, Any]]:
     """``(child, local * g)`` for each input of ``v``: one node's chain rule,
     with the rule evaluated on Values for ``create_graph``."""
-    if v._fn.closure is not None:
+    closure = v._fn.closure
+    if closure is not None:
+        # (a closure that knows why it cannot run on Values says so: a compiled output)
         raise TypeError(
-            f"node {v._fn.name!r} backpropagates through a _backward closure (micrograd's "
+            getattr(closure, "not_again", None)
+            or f"node {v._fn.name!r} backpropagates through a _backward closure (micrograd's "
             "protocol), which only backward() without create_graph can run; define the "
             "operation as a chainrule.Primitive to use it here"
         )
