@@ -202,22 +202,22 @@ def test_the_collector_can_be_paused_while_tracing() -> None:
     runs (the function sees it off), on during replays and after, and left
     off if it was off before; the numbers are the same either way."""
     import gc
-    import threading
+    import queue
 
-    # a thread's own namespace: not one of the values compile guards (a list
-    # the function appends to would make it run eagerly)
-    log = threading.local()
-    log.items = seen = []
+    # a queue: not one of the values compile guards (a list the function
+    # appends to would make it run eagerly, a threading.local's too)
+    log: queue.Queue[bool] = queue.Queue()
+    seen = log.queue
     w = Value(1.5)
 
     def loss(x: float) -> Value:
-        log.items.append(gc.isenabled())
+        log.put(gc.isenabled())
         return (w * x).exp()
 
     paused = chainrule.compile(loss, gc_while_tracing=False)
     usual = chainrule.compile(loss)
     assert paused(2.0).data == usual(2.0).data == (w * 2.0).exp().data
-    assert seen == [False, True] and gc.isenabled()  # the two traces
+    assert list(seen) == [False, True] and gc.isenabled()  # the two traces
     assert paused(3.0).data == usual(3.0).data  # replays: fn does not run
     assert len(seen) == 2
     gc.disable()

@@ -95,7 +95,7 @@ import weakref
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from types import MethodType
-from typing import Any
+from typing import Any, ClassVar
 
 from ..optim import Optimizer
 from ..value.engine import Value
@@ -254,6 +254,11 @@ class Compiled:
     ``hits`` (replays) and :meth:`stats` (with the time spent tracing and
     replaying) say how it went; ``eager_reason`` is set once it runs
     eagerly for good."""
+
+    #: The attributes ``__init__`` sets (its counters, cache, budget), not the
+    #: function's own: a function that reads ``step.scale`` of a compiled
+    #: ``step`` is guarded on that, never on these (set below the class).
+    _bookkeeping: ClassVar[frozenset[str]] = frozenset()
 
     def __init__(
         self,
@@ -789,6 +794,9 @@ class Compiled:
         return None if args is None else self.fn(*args, **(kwargs or {}))
 
 
+Compiled._bookkeeping = frozenset(vars(Compiled(lambda: None)))
+
+
 @contextmanager
 def _collector_paused(pause: bool) -> Iterator[None]:
     """With ``pause``, Python's cyclic garbage collector off while the block
@@ -849,20 +857,20 @@ def _object_sources(call: Call, names: tuple[str, ...]) -> Any:
     ``take``/``hold`` walk everything reachable from them, as for globals
     and ``self``, arrays at any size by their bytes (a large array passed
     as an argument is keyed by identity), the entries of their classes
-    of the user's (``Model.temperature``, a method patched on the class),
-    and of a module among them the attributes in ``names``, those the
+    of the user's (``Model.temperature``, a method patched on the class:
+    :func:`~chainrule.compiler.sources.user_spaces`, as for any object the
+    walk enters; held here for a class passed, which is not entered), and
+    of a module among them the attributes in ``names``, those the
     function's code reads (as for a global module)."""
-    from .sources import Sources, class_entries
+    from .sources import Sources, user_spaces
 
     objects = _argument_objects(call)
     if not objects:
         return None
-    held = dict(enumerate(objects))
-    roots: list[tuple[Any, Any]] = [(held, k) for k in held]
-    for x in objects:
-        roots.extend(class_entries(x if isinstance(x, type) else type(x)))
+    spaces = {id(s): s for x in objects if isinstance(x, type) for s in user_spaces(x)}
+    held = dict(enumerate([*objects, *spaces.values()]))
     sources = Sources.__new__(Sources)  # (no function to collect: the roots given)
-    sources.roots = list({(id(where), name): (where, name) for where, name in roots}.values())
+    sources.roots = [(held, k) for k in held]
     sources.complete = True
     sources.why = ""
     sources.array_bytes = None

@@ -22,15 +22,20 @@ functions and callable objects in globals, cells and modules, the
 methods, static and class methods and properties' getters of those
 classes, the attributes it names of a class of the user's it reads
 (``Config.lr``), a ``functools.partial``'s function, arguments and
-keywords, a compiled function's own function; :data:`LEVELS` deep.
+keywords, a wrapper's function (a compiled function's, a
+``functools.lru_cache``'s); :data:`LEVELS` deep. The attributes it names
+of a function's own ``__dict__`` where the walk does not enter it (a
+wrapper's, a library's function's: :func:`_own_attributes`).
 Each binding by identity, and everything reachable from it through lists,
 tuples and dicts (their subclasses too, read with the base type's own
 methods, and their attributes), sets, frozensets, deques, partials, weak
-references and plain objects' attributes (``__slots__`` too), at any
-depth, entry by entry (by identity, numbers by value, bit for bit); NumPy
-arrays, ``array.array``, ``bytearray`` up to
-:data:`~chainrule.compiler.keys.ARRAY_KEY_BYTES` by their bytes, NumPy
-object arrays entry by entry. A function that reads more than
+references and plain objects' attributes (``__slots__`` too; a
+``threading.local``'s, the calling thread's: the guard reads them in the
+thread that calls) with every entry of their classes of the user's
+(:func:`user_spaces`), at any depth, entry by entry (by identity,
+numbers by value, bit for bit); NumPy arrays, ``array.array``,
+``bytearray`` up to :data:`~chainrule.compiler.keys.ARRAY_KEY_BYTES` by
+their bytes, NumPy object arrays entry by entry. A function that reads more than
 :data:`LIMIT` entries that way (a data set in a global), or an object of a
 C type that may hold entries the walk cannot read (an iterator, a
 generator, a C extension's container), cannot be checked before every
@@ -38,8 +43,7 @@ replay: it runs eagerly, with one warning naming why (pass such data as
 arguments). Larger arrays are checked by
 identity (see the compile page's sharp bits), except in the
 :class:`Sources` the objects among a call's arguments are guarded by
-(``array_bytes`` None: any size by their bytes; with every entry of their
-classes of the user's, :func:`class_entries`). A function of the user's
+(``array_bytes`` None: any size by their bytes). A function of the user's
 reached as data is compared by identity and its closure cells' contents
 and defaults walked (a library's by identity only). A module, wherever it
 is reached (a global, a closure cell, ``self.cfg``, an argument, a
@@ -55,6 +59,7 @@ import functools
 import operator
 import re
 import sys
+import threading
 import types
 import weakref
 from itertools import chain, repeat
@@ -80,8 +85,14 @@ _ROWS = frozenset((list, tuple))
 #: Types whose objects are compared, never entered (exactly these types).
 #: (Not functions: a function of the user's has its closure cells and defaults walked;
 #: not modules: a module's attributes that the code names are, :data:`_MODULE`.)
+#: (And what a class holds besides data and functions: its descriptors, its
+#: static and class methods, properties and slots, which cannot change.)
 _LEAVES = frozenset((*_OPAQUE, float, int, str, bool, bytes, complex, type(None), object))
 _LEAVES -= {FunctionType}
+_LEAVES |= {property, staticmethod, classmethod, types.GetSetDescriptorType}
+_LEAVES |= {types.MemberDescriptorType, types.WrapperDescriptorType}
+#: In a class's namespace (:func:`_walk_classes`), its methods too: by identity.
+_SPACE_LEAVES = _LEAVES | {FunctionType}
 
 
 def _same(a: Any, b: Any) -> bool:
@@ -146,6 +157,7 @@ class Sources:
                 inner.append(x)
         if inner:  # (one walk, not one per root: most of a small function's guard)
             _enter(inner, out, entered, budget, assumed, self.array_bytes, self.names)
+        _walk_classes(out, entered, budget, known, self.array_bytes, self.names)
         if out.opaque is not None:
             self.complete = False
             self.why = (
@@ -183,12 +195,16 @@ class Snapshot(list[Any]):
     """A :meth:`Sources.take`: its entries, and the types of each row
     level's entries, by the level's place in it (``kinds``)."""
 
-    __slots__ = ("kinds", "opaque")
+    __slots__ = ("kinds", "opaque", "classes", "methods")
 
     def __init__(self) -> None:
         super().__init__()
         self.kinds: dict[int, frozenset[type]] = {}
         self.opaque: str | None = None  # a container met that cannot be walked: its type
+        # the types of the objects entered, in the order met (:func:`_walk_classes`)
+        self.classes: dict[type, None] = {}
+        # by the place of a pass of _walk_classes: the methods and data it found
+        self.methods: dict[int, tuple[list[Any], list[Any]]] = {}
 
 
 def _enter(
@@ -213,6 +229,7 @@ def _enter(
     Arrays over ``array_bytes`` (None: no limit) are compared by identity."""
     leaves = _LEAVES
     kinds = _KINDS
+    classes = out.classes
     left = budget[0]
     while level and left >= 0:
         below: list[Any] = []  # the next level
@@ -268,6 +285,8 @@ def _enter(
             left -= len(items)
             out.extend(items)
             below.extend([y for y in items if type(y) not in leaves])
+            if t not in classes:  # (its classes: walked after, :func:`_walk_classes`)
+                classes[t] = None
         if rows:
             at = len(out)
             kinds_below = None if assumed is None else assumed.get(at)
@@ -384,23 +403,24 @@ def _function_items(fn: FunctionType, _: Any) -> Any:
     """A function reached as data (``self.act = lambda h: h * box[0]``): its
     defaults and closure cells' contents (its ``__dict__`` after); ``None``
     (by identity) for a library's."""
-    module = fn.__module__
-    users = _USERS.get(module)
-    if users is None:
-        users = _USERS[module] = _users_module(sys.modules.get(module), module or "")
-    if not users:
+    if not _users_function(fn):
         return None
     items: list[Any] = [fn.__defaults__, fn.__kwdefaults__]
-    for cell in fn.__closure__ or ():
-        try:
-            items.append(cell.cell_contents)
-        except ValueError:  # (an empty cell)
-            items.append(_MISSING)
+    items.extend(map(_cell_contents, fn.__closure__ or ()))
     return items
 
 
 #: Per module name, whether it is the user's (:func:`_users_module`).
 _USERS: dict[Any, bool] = {}
+
+
+def _users_function(fn: FunctionType) -> bool:
+    """Whether ``fn`` is the user's (its module is: :func:`_users_module`)."""
+    module = fn.__module__
+    users = _USERS.get(module)
+    if users is None:
+        users = _USERS[module] = _users_module(sys.modules.get(module), module or "")
+    return users
 
 
 #: Containers by base type, what their entries are (the first base that matches).
@@ -438,6 +458,10 @@ def _kind(t: type) -> Any:
         kind = _Container(t, _function_items)
     elif issubclass(t, ModuleType):
         kind = _MODULE
+    elif issubclass(t, threading.local):
+        # (a plain object whose __dict__ is the calling thread's: the guard
+        # before a replay reads that thread's attributes, cfg.scale)
+        kind = _slots(t)
     elif t in _ATOMS or t is type(None) or issubclass(t, _OPAQUE) or t.__module__ in _NOT_DATA:
         kind = _SKIP
     elif numpy is not None and issubclass(t, numpy.ndarray):
@@ -450,8 +474,17 @@ def _kind(t: type) -> Any:
             kind = _slots(t)
             if not kind and _unknown_container(t):
                 kind = _Container(t, lambda x, _: _OPAQUE_ITEMS)
+            elif not kind and not _has_dict(t):
+                kind = _SKIP  # (no attributes: a descriptor in a class, a property)
     _KINDS[t] = kind  # (a type made before NumPy's import is not an array's)
     return kind
+
+
+def _has_dict(t: type) -> bool:
+    """Whether objects of ``t`` have a ``__dict__`` (where the type keeps
+    one, or a class of its MRO makes one: a ``threading.local``'s is read
+    through its type, which is walked as one anyway)."""
+    return bool(t.__dictoffset__) or any("__dict__" in vars(k) for k in t.__mro__)
 
 
 def _unknown_container(t: type) -> bool:
@@ -534,9 +567,12 @@ def _collect(fn: Any, roots: list[tuple[Any, Any]], seen: set[Identity], level: 
             _collect(MethodType(call, fn), roots, seen, level)
             return
         d = getattr(fn, "__dict__", None)
-        if type(d) is dict:
-            roots.extend((d, name) for name in d)
-        return
+        if type(d) is not dict:
+            return
+        roots.extend((d, name) for name in d)
+        if "__wrapped__" not in d:
+            return
+        helpers.append(d["__wrapped__"])  # (functools.lru_cache: the function it calls)
     if level > 0:
         for h in helpers:
             _collect(h, roots, seen, level - 1)
@@ -576,6 +612,7 @@ def _named(
     object of a class of the user's: those of its class (``cfg.lr``)."""
     if isinstance(value, (FunctionType, MethodType, functools.partial)):
         helpers.append(value)
+        _own_attributes(value, names, roots)
     elif isinstance(value, ModuleType):
         _module(value, names, roots, helpers)
     elif isinstance(value, type):
@@ -585,12 +622,43 @@ def _named(
         d = getattr(value, "__dict__", None)
         if type(d) is dict and "__wrapped__" in d:  # a compiled function: the function
             helpers.append(d["__wrapped__"])
+            _own_attributes(value, names, roots)
         elif _users(type(value)):
             if isinstance(call_method(value), FunctionType):
                 helpers.append(value)
             if objects:
                 d = d if type(d) is dict else None
                 _class_attributes(type(value), names, value, d, roots, helpers)
+
+
+def _own_attributes(value: Any, names: list[str], roots: list[tuple[Any, Any]]) -> None:
+    """The attributes ``names`` names of a function's own ``__dict__``
+    (``bump.calls``), rooted where the walk does not enter it: a wrapper's
+    (``functools.lru_cache``, a compiled function: code to the walk),
+    whose names are rooted present or not (code compile cannot copy, the
+    wrapped function itself, may set them while the function runs, and
+    that store is not seen), a library's function's or a bound method's
+    function's (those present). A compiled function's own counters and
+    cache are not the user's (:attr:`Compiled._bookkeeping`)."""
+    bound = type(value) is MethodType
+    if bound:
+        value = value.__func__
+    d = getattr(value, "__dict__", None)
+    if type(d) is not dict:
+        return
+    if type(value) is FunctionType:
+        if not bound and _users_function(value):
+            return  # (walked with the function, as data)
+    elif "__wrapped__" not in d:
+        return  # (a partial, an object: walked as data)
+    module = getattr(value, "__module__", None) or ""
+    any_name = "__wrapped__" in d and _users_module(sys.modules.get(module), module)
+    own = getattr(type(value), "_bookkeeping", ())
+    roots.extend(
+        (d, name)
+        for name in names
+        if (any_name or name in d) and name not in own and not name.startswith("__")
+    )
 
 
 def _module(
@@ -604,9 +672,12 @@ def _module(
     level, entered = [module], {id(module)}  # (each once: a package and its submodules cycle)
     while level:
         module = level.pop()
-        if not _users_module(module):
-            continue
         space = vars(module)
+        if not _users_module(module):  # (but attributes set on its functions: json.dumps.scale)
+            for name in names:
+                if name in space:
+                    _own_attributes(space[name], names, roots)
+            continue
         for attr in [space[name] for name in (*names, "__getattr__") if name in space]:
             if not isinstance(attr, ModuleType):
                 _named(attr, names, roots, helpers)
@@ -679,17 +750,108 @@ def _class_attributes(
             break
 
 
-def class_entries(klass: type) -> list[tuple[Any, str]]:
-    """Every entry of the namespaces of ``klass`` and its bases that are the
-    user's (:func:`_users`; not ``object``'s, a library's), as roots: its
-    methods by identity, its numbers by value, its data walked."""
-    return [
-        (space, name)
-        for k in klass.__mro__
-        if k is not object and _users(k)
-        for space in (_space(k),)
-        for name in space
-    ]
+def _walk_classes(
+    out: Snapshot,
+    entered: set[int],
+    budget: list[int],
+    known: Snapshot | None,
+    array_bytes: int | None,
+    names: tuple[str, ...] = (),
+) -> None:
+    """The namespaces of the classes of the user's (:func:`user_spaces`) of
+    the objects the walk entered (``out.classes``, in the order met), each
+    once, after the walk of the roots: their lengths, then every entry
+    (methods by identity: a patched method is another function), then
+    the data among them entered as any root's (whose classes are walked
+    in turn), and its methods' defaults, closure cells' contents and own
+    attributes (:func:`_method_parts`). In one pass, not class by class as
+    objects are met: before every replay, and a model's classes are few
+    and its objects many. With ``known`` (see :meth:`Sources.hold`), which
+    of the entries are methods and data is taken from there: the result
+    is the state only if it is ``known``'s entry for entry, and then so
+    are they."""
+    done = 0
+    while done < len(out.classes):
+        types = [*out.classes][done:]
+        done = len(out.classes)
+        spaces = [
+            s
+            for s in {id(s): s for t in types for s in user_spaces(t)}.values()
+            if id(s) not in entered
+        ]
+        entered.update(map(id, spaces))
+        at = len(out)
+        out.extend(map(len, spaces))
+        for space in spaces:
+            out.extend(space.keys())
+            out.extend(space.values())
+        found = None if known is None else known.methods.get(at)
+        if found is None:
+            entries = out[at + len(spaces) :]
+            methods = [f for f in entries if type(f) is FunctionType and _users_function(f)]
+            data = [x for x in entries if type(x) not in _SPACE_LEAVES]
+            parts = len(out)
+            _method_parts(methods, out)
+            data.extend([x for x in out[parts:] if type(x) not in _LEAVES])
+        else:  # (before a replay: the methods and data of the walk it is checked against)
+            methods, data = found
+            _method_parts(methods, out)
+        out.methods[at] = methods, data
+        budget[0] -= len(out) - at
+        if data:
+            kinds = None if known is None else known.kinds
+            _enter(data, out, entered, budget, kinds, array_bytes, names)
+
+
+_DEFAULTS = operator.attrgetter("__defaults__", "__kwdefaults__")
+_CLOSURE = operator.attrgetter("__closure__")
+_DICT = operator.attrgetter("__dict__")
+_CELL = operator.attrgetter("cell_contents")
+
+
+def _method_parts(methods: list[FunctionType], out: Snapshot) -> None:
+    """What :func:`_function_items` and :func:`_attributes` read of each
+    function of ``methods`` (its defaults, closure cells' contents, its
+    own attributes), added to ``out`` in C-level passes over them all
+    (most methods have none of these)."""
+    at = len(out)
+    out.extend(chain.from_iterable(map(_DEFAULTS, methods)))
+    cells = list(chain.from_iterable(filter(None, map(_CLOSURE, methods))))
+    try:
+        out.extend(map(_CELL, cells))
+    except ValueError:  # (an empty cell: one by one)
+        del out[at + 2 * len(methods) :]
+        out.extend(_cell_contents(cell) for cell in cells)
+    dicts = list(map(_DICT, methods))
+    out.extend(map(len, dicts))
+    for d in filter(None, dicts):
+        out.extend(d.keys())
+        out.extend(d.values())
+
+
+def _cell_contents(cell: Any) -> Any:
+    try:
+        return cell.cell_contents
+    except ValueError:  # (an empty cell)
+        return _MISSING
+
+
+#: Per type, the namespaces :func:`user_spaces` names (by the type itself, as :data:`_KINDS`).
+_USER_SPACES: dict[type, tuple[Any, ...]] = {}
+
+
+def user_spaces(klass: type) -> tuple[Any, ...]:
+    """The namespaces of ``klass`` and its bases that are the user's
+    (:func:`_users`; not ``object``'s, a library's): every object the walk
+    enters has them entered too, once a walk, so a class attribute changed
+    between calls (``Layer.scale = 4.0``, a method patched on the class) of
+    an object reached at any depth (``self.layer.scale``, an argument's)
+    traces again. A library's class is its own business."""
+    spaces = _USER_SPACES.get(klass)
+    if spaces is None:
+        spaces = tuple(_space(k) for k in klass.__mro__ if k is not object and _users(k))
+        _USER_SPACES[klass] = spaces
+    return spaces
 
 
 #: Each class's namespace, one view per class (a root is kept once: by its view's id).
