@@ -298,3 +298,27 @@ def test_a_class_attribute_of_an_object_in_a_global_is_guarded() -> None:
     finally:
         Settings.lr = 1.0
         vars(settings).pop("lr", None)
+
+
+def test_a_long_list_it_reads_holds_with_one_walk(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A list of over 256 entries (a model's parameters in one list) has a
+    length that is a new int object at each walk: the check before a replay
+    compares lengths by value, so an unchanged list holds with one walk
+    (the identity pass), and a changed one still retraces."""
+    from chainrule.compiler.sources import Sources
+
+    params = [Value(0.001 * k) for k in range(300)]
+
+    def l2() -> Value:
+        return sum((p * p for p in params), Value(0.0))
+
+    fast = chainrule.compile(l2, budget=False)
+    fast()
+    walks = []
+    take = Sources.take
+    monkeypatch.setattr(Sources, "take", lambda self, *a: walks.append(a) or take(self, *a))
+    assert fast().data == l2().data
+    assert len(walks) == 1  # the identity pass held
+    params.append(Value(2.0))  # 301 entries: a change, found by the second walk
+    assert fast().data == l2().data
+    assert fast.retraces == 1

@@ -185,20 +185,30 @@ class Sources:
         now = self.take(old)
         if now.opaque is not None:
             return False
-        if len(now) == len(old) and all(map(operator.is_, now, old)):
+        same_shape = now.lengths == old.lengths and len(now) == len(old)
+        if same_shape and all(map(operator.is_, now, old)):
             return True
         now = self.take()
-        return now.opaque is None and len(now) == len(old) and all(map(_same, now, old))
+        return (
+            now.opaque is None
+            and now.lengths == old.lengths
+            and len(now) == len(old)
+            and all(map(_same, now, old))
+        )
 
 
 class Snapshot(list[Any]):
     """A :meth:`Sources.take`: its entries, and the types of each row
     level's entries, by the level's place in it (``kinds``)."""
 
-    __slots__ = ("kinds", "opaque", "classes", "methods")
+    __slots__ = ("kinds", "opaque", "classes", "methods", "lengths")
 
     def __init__(self) -> None:
         super().__init__()
+        # the lengths of the containers entered, in the order met: apart from
+        # the entries, compared by value (a length over 256 is a new int object
+        # at each walk, which an identity comparison would take for a change)
+        self.lengths: list[int] = []
         self.kinds: dict[int, frozenset[type]] = {}
         self.opaque: str | None = None  # a container met that cannot be walked: its type
         # the types of the objects entered, in the order met (:func:`_walk_classes`)
@@ -281,7 +291,7 @@ def _enter(
             if i in entered:
                 continue
             entered.add(i)
-            out.append(len(items))
+            out.lengths.append(len(items))
             left -= len(items)
             out.extend(items)
             below.extend([y for y in items if type(y) not in leaves])
@@ -293,7 +303,7 @@ def _enter(
             if kinds_below is not None and leaves.issuperset(kinds_below):
                 # (before a replay, rows of numbers or Values as before: no copy)
                 out.kinds[at] = kinds_below
-                out.extend(map(len, rows))
+                out.lengths.extend(map(len, rows))
                 at = len(out)
                 out.extend(chain.from_iterable(rows))
                 left -= len(out) - at
@@ -322,7 +332,7 @@ def _enter(
                     below.extend([y for y in flat if type(y) not in leaves])
             # (rows of numbers or Values only, a data set or a weight matrix:
             # compared whole however often they are reached)
-            out.extend(map(len, rows))
+            out.lengths.extend(map(len, rows))
             left -= len(flat)
             out.extend(flat)
         level = below
@@ -781,13 +791,13 @@ def _walk_classes(
         ]
         entered.update(map(id, spaces))
         at = len(out)
-        out.extend(map(len, spaces))
+        out.lengths.extend(map(len, spaces))
         for space in spaces:
             out.extend(space.keys())
             out.extend(space.values())
         found = None if known is None else known.methods.get(at)
         if found is None:
-            entries = out[at + len(spaces) :]
+            entries = out[at:]
             methods = [f for f in entries if type(f) is FunctionType and _users_function(f)]
             data = [x for x in entries if type(x) not in _SPACE_LEAVES]
             parts = len(out)
@@ -823,7 +833,7 @@ def _method_parts(methods: list[FunctionType], out: Snapshot) -> None:
         del out[at + 2 * len(methods) :]
         out.extend(_cell_contents(cell) for cell in cells)
     dicts = list(map(_DICT, methods))
-    out.extend(map(len, dicts))
+    out.lengths.extend(map(len, dicts))
     for d in filter(None, dicts):
         out.extend(d.keys())
         out.extend(d.values())
