@@ -975,6 +975,8 @@ def _picked(alias: Any, slot: int, record: Any, positions: dict[Any, int], made:
     """The output that a gather's pick is (``return table[i]``): the picked
     entry itself where it is a Value that existed before the call (a
     parameter) or an argument, as eagerly; a node of the graph otherwise."""
+    from .trace import TraceValue
+
     g, j = record.aliases[alias]
     gather = record.gathers[g]
     column = [row[j] for row in gather.candidates] if gather.row else gather.candidates
@@ -982,9 +984,11 @@ def _picked(alias: Any, slot: int, record: Any, positions: dict[Any, int], made:
     for c in column:
         if c in positions:
             choices.append(("arg", positions[c]))
-        elif c in made or c in record.aliases:
-            choices.append(None)  # a node made inside fn: the alias's slot holds its value
-        else:
+        elif type(c) is TraceValue or c in made or c in record.aliases:
+            # a node made inside fn (an operation's: a TraceValue; a leaf made
+            # there: in made; another pick): the alias's slot holds its value
+            choices.append(None)
+        else:  # a leaf that existed before the call (a node that did is refused: capture)
             choices.append(("leaf", c))
     if not any(choices):
         return ("slot", slot)
