@@ -9,6 +9,7 @@ stand-in) is handed back or left in the user's objects.
 
 from __future__ import annotations
 
+import functools
 import random
 import warnings
 from collections.abc import Callable
@@ -131,3 +132,145 @@ def _trained(compiled: bool) -> list[tuple[float, float, float]]:
 
 def test_compiled_step_on_a_picked_loss_trains_as_eagerly() -> None:
     assert _trained(True) == _trained(False)
+
+
+# --------------------------------------------------------------------------
+# 2. a node made outside the function (repro 9)
+# --------------------------------------------------------------------------
+
+
+def _outside_node(compiled: bool) -> list[tuple[float, float, float]]:
+    """``h = w * 2.0`` made once before the calls and read by ``fn``: eagerly
+    its (stale) data, and a backward pass that fills ``h.grad`` and goes on
+    through ``h`` into ``w``."""
+    w = Value(0.5)
+    h = w * 2.0
+
+    def f(x: float) -> Value:
+        return h * x
+
+    g = _compiled(f) if compiled else f
+    out = []
+    for x in (1.0, 2.0, 3.0):
+        y = g(x)
+        w.grad = h.grad = 0.0
+        y.backward()
+        out.append((y.data, w.grad, h.grad))
+        w.data += 1.0  # an optimizer's step
+    return out
+
+
+def test_a_node_made_outside_the_function_runs_eagerly() -> None:
+    eager = _outside_node(False)
+    assert eager == [(1.0, 2.0, 1.0), (2.0, 4.0, 2.0), (3.0, 6.0, 3.0)]
+    with pytest.warns(
+        CompileWarning, match=r"reads a Value made outside it .*\(h = \.\.\., a '\*'"
+    ):
+        assert _outside_node(True) == eager
+
+
+H = [W[0] * 2.0, W[1] * 3.0]  # nodes made before any call
+
+
+@pytest.mark.parametrize(
+    "f",
+    [lambda x, k: H[k] * x, lambda x, k: [H[0], H[1] * x][k]],
+    ids=["a pick used", "among nodes made inside"],
+)
+def test_a_pick_among_nodes_made_outside_runs_eagerly(f: Callable[[float, int], Any]) -> None:
+    calls = [(1.0, 1), (2.0, 0), (3.0, 1)]
+    eager = _run(f, calls, W)
+    with pytest.warns(CompileWarning, match="reads a Value made outside it"):
+        assert _run(_compiled(f), calls, W) == eager
+
+
+def test_a_returned_pick_among_nodes_made_outside_is_the_entry_itself() -> None:
+    """(Correct before too, and compiled; now it runs eagerly: the walk meets
+    the nodes made outside as the candidates of the pick.)"""
+    fast = _compiled(lambda k: H[k])
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", CompileWarning)
+        assert [fast(k) is H[k] for k in (0, 1, 0)] == [True, True, True]
+
+
+def test_another_compiled_functions_output_read_runs_eagerly() -> None:
+    w = Value(0.5)
+    made = _compiled(lambda x: w * x)(2.0)
+
+    def f(x: float) -> Value:
+        return made * x
+
+    with pytest.warns(CompileWarning, match="reads a Value made outside it .*'compiled' node"):
+        assert _compiled(f)(3.0).data == f(3.0).data == 3.0
+
+
+# --------------------------------------------------------------------------
+# 3. nodes kept by a functools cache (repro 10)
+# --------------------------------------------------------------------------
+
+
+def _cached_nodes(compiled: bool, how: str) -> tuple[list[tuple[float, float]], set[str]]:
+    """A ``functools.lru_cache`` helper that returns nodes made from the
+    parameters: eagerly later calls reuse the nodes as first made. Returns
+    the values and ``W[0]``'s gradients, and the types the cache holds."""
+    w = [Value(0.5), Value(1.5)]
+
+    @functools.lru_cache(maxsize=4)
+    def doubled() -> list[Value]:
+        return [v * 2.0 for v in w]
+
+    class Model:
+        @functools.cache  # noqa: B019  (the object lives as long as the test)
+        def doubled(self) -> list[Value]:
+            return [v * 2.0 for v in w]
+
+    model = Model()
+    helper = model.doubled if how == "method" else doubled
+    if how == "warm":  # filled by an eager call before the first trace
+        doubled()
+
+    def f(x: float) -> Value:
+        return sum((v * x for v in helper()), Value(0.0))
+
+    g = _compiled(f) if compiled else f
+    out = []
+    for k in range(3):
+        y = g(1.0 + k)
+        w[0].grad = 0.0
+        y.backward()
+        out.append((y.data, w[0].grad))
+        w[0].data += 1.0  # an optimizer's step
+    return out, {type(v).__name__ for v in helper()}
+
+
+@pytest.mark.parametrize("how", ["function", "method", "warm"])
+def test_nodes_kept_by_a_functools_cache_run_eagerly(how: str) -> None:
+    eager = _cached_nodes(False, how)
+    assert eager == ([(4.0, 2.0), (8.0, 4.0), (12.0, 6.0)], {"Value"})
+    match = "reads a Value made outside it" if how == "warm" else "functools.lru_cache/cache"
+    with pytest.warns(CompileWarning, match=match):
+        assert _cached_nodes(True, how) == eager  # no TraceValue left in the cache
+
+
+def test_a_functools_cache_of_numbers_and_parameters_is_replayed() -> None:
+    w = [Value(0.5), Value(1.5)]
+
+    @functools.cache
+    def offsets(n: int) -> list[int]:
+        return list(range(n))
+
+    @functools.cache
+    def params() -> tuple[Value, Value]:
+        return w[0], w[1]
+
+    def f(x: float) -> Value:
+        a, b = params()
+        return sum((a * (x + k) for k in offsets(3)), b)
+
+    fast = _compiled(f)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", CompileWarning)
+        for x in (1.0, 2.0, 3.0):
+            assert fast(x).data == f(x).data
+            w[0].data += 1.0
+    assert fast.stats()["hits"] == 2

@@ -627,9 +627,12 @@ class Compiled:
             positions = {v: i for i, v in enumerate(arg_values)}
             program = P.build(values, recipes, created, positions, record)
         except Unsupported as e:
+            if isinstance(e, P.MadeOutside):  # named, where fn reads it by a name
+                e = P.MadeOutside(e.node, self._sources.name_of(e.node, self.fn))
             self._eager(str(e), None, stacklevel=5)
             # the trace ran fn: its result (and what it put in the arguments) is this call's
-            extra = [x for _, o, _ in containers for x in _values_in(o)]
+            # (and the nodes it put in a functools cache)
+            extra = [x for _, o, _ in containers for x in _values_in(o)] + record.cached
             return _untraced(out_items, record, rebuild, extra)
         outputs: list[Any] = []
         made = set(created)

@@ -131,6 +131,9 @@ class Record:
         self.compared: tuple[Any, Any] | None = None
         # iterators made while tracing (by id; kept alive): not the user's state
         self.iterators: dict[int, Any] = {}
+        # nodes made while tracing that a functools cache keeps (rewrite._call):
+        # made the eager graph too when the trace is not kept
+        self.cached: list[Any] = []
 
 
 _tracing = threading.local()
@@ -201,7 +204,7 @@ def read_whole_by(f: Callable[..., Any], args: Any, kwargs: Any) -> Any:
     if record is None:
         return f(*args, **kwargs)
     made = len(record.floats)
-    within = _within((args, kwargs))
+    within = flat_items((args, kwargs))
     if within is None:  # too many to look through: every float made so far
         made = 0
         within = []
@@ -226,7 +229,7 @@ def _whole_int(x: Any) -> Any:
     return int(x) if isinstance(x, TracedInt) else x  # type: ignore[call-overload]
 
 
-def _within(x: Any, limit: int = 10_000) -> list[Any] | None:
+def flat_items(x: Any, limit: float = 10_000) -> list[Any] | None:
     """``x`` and what its lists, tuples, dicts and sets hold, at any depth;
     None past ``limit`` entries."""
     found: list[Any] = []
