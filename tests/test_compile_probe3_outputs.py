@@ -107,6 +107,21 @@ def test_returned_pick_variants_are_this_calls(name: str) -> None:
     assert not {"TraceValue", "StandIn"} & {t for _, _, types in got for t in types}
 
 
+def test_a_pick_of_picks_of_parameters_is_the_parameter_itself() -> None:
+    """``[W[i], W[j]][k]``: the entry itself, as eagerly (an optimizer's
+    write to the returned object is a write to the parameter)."""
+
+    def f(i: int, j: int, k: int) -> Value:
+        return [W[i], W[j]][k]
+
+    fast = _compiled(f)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", CompileWarning)
+        for i, j, k in ((0, 1, 0), (1, 2, 1), (2, 0, 0), (0, 2, 1)):
+            assert fast(i, j, k) is f(i, j, k)
+    assert fast.stats()["hits"] == 3
+
+
 def _trained(compiled: bool) -> list[tuple[float, float, float]]:
     """A training step whose loss an int argument picks among losses made
     inside the function (repro 19)."""

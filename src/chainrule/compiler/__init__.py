@@ -641,7 +641,7 @@ class Compiled:
                 if x in positions:
                     outputs.append(("arg", positions[x]))
                 elif x in record.aliases:  # a pick: the entry itself, as eagerly
-                    outputs.append(_picked(x, program.node_slot[x], record, positions, made))
+                    outputs.append(_picked(x, program.node_slot, record, positions, made))
                 elif not x._prev and x not in made:
                     outputs.append(("leaf", x))
                 else:
@@ -974,10 +974,13 @@ def _untraced(
     return rebuild([_plain_int(picks.get(x, x) if type(x) is StandIn else x) for x in out_items])
 
 
-def _picked(alias: Any, slot: int, record: Any, positions: dict[Any, int], made: set[Any]) -> Any:
+def _picked(
+    alias: Any, slots: dict[Any, int], record: Any, positions: dict[Any, int], made: set[Any]
+) -> Any:
     """The output that a gather's pick is (``return table[i]``): the picked
     entry itself where it is a Value that existed before the call (a
-    parameter) or an argument, as eagerly; a node of the graph otherwise."""
+    parameter) or an argument, as eagerly, also through a pick of picks
+    (``[W[i], W[j]][k]``); a node of the graph otherwise."""
     from .trace import TraceValue
 
     g, j = record.aliases[alias]
@@ -987,12 +990,16 @@ def _picked(alias: Any, slot: int, record: Any, positions: dict[Any, int], made:
     for c in column:
         if c in positions:
             choices.append(("arg", positions[c]))
-        elif type(c) is TraceValue or c in made or c in record.aliases:
+        elif c in record.aliases:  # another pick: its own choices, or its slot
+            inner = _picked(c, slots, record, positions, made)
+            choices.append(None if inner[0] == "slot" else inner)
+        elif type(c) is TraceValue or c in made:
             # a node made inside fn (an operation's: a TraceValue; a leaf made
-            # there: in made; another pick): the alias's slot holds its value
+            # there: in made): the alias's slot holds its value
             choices.append(None)
         else:  # a leaf that existed before the call (a node that did is refused: capture)
             choices.append(("leaf", c))
+    slot = slots[alias]
     if not any(choices):
         return ("slot", slot)
     return ("pick", (slot, gather.index, choices))
@@ -1036,6 +1043,8 @@ def _pick(pick: tuple[int, Any, list[Any]], program: Any, buffer: Any, call: Cal
     if choice is None:
         return _output(buffer.item(slot), program, slot, buffer, call)
     kind, x = choice
+    if kind == "pick":  # a pick of picks: the entry the inner one picks
+        return _pick(x, program, buffer, call)
     return call.values[x] if kind == "arg" else x
 
 
