@@ -520,6 +520,7 @@ class Compiled:
         before = self._sources.take()
         objects = _object_sources(call)
         objects_before = None if objects is None else objects.take()
+        caches = rewrite.caches_in(itertools.chain(before, objects_before or ()))
         record = Record()
         fed: list[Any] = []
         floats = iter(range(len(call.floats)))
@@ -569,6 +570,9 @@ class Compiled:
             _write_back(containers)
             raise
         written = _write_back(containers)
+        unseen = rewrite.unseen_miss(caches, record) if caches else None
+        if unseen is not None:
+            record.problems.append(unseen)
         if written is not None:
             record.problems.append(
                 f"it changes {written} in place (a replay would not change it; it runs on "

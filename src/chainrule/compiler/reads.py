@@ -134,6 +134,7 @@ class Record:
         # nodes made while tracing that a functools cache keeps (rewrite._call):
         # made the eager graph too when the trace is not kept
         self.cached: list[Any] = []
+        self.cache_misses: dict[int, int] = {}  # by the cache's id: entries it added
 
 
 _tracing = threading.local()

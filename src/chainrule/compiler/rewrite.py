@@ -491,9 +491,12 @@ def _cached_call(f: Any, args: Any, kwargs: Any, record: Record) -> Any:
     (its result, or its arguments as the key) outlives the call: eagerly a
     later call gets those nodes back as they were made (their ``.data``, and
     ``backward()`` through them), where a replay would recompute them."""
-    misses = _cache_of(f).cache_info().misses
+    cache = _cache_of(f)
+    misses = cache.cache_info().misses
     out = read_whole_by(f, args, kwargs)
-    if _cache_of(f).cache_info().misses != misses:
+    missed = cache.cache_info().misses - misses
+    if missed:
+        record.cache_misses[id(cache)] = record.cache_misses.get(id(cache), 0) + missed
         made = [
             x
             for x in flat_items((args, kwargs, out), float("inf")) or ()
@@ -503,6 +506,28 @@ def _cached_call(f: Any, args: Any, kwargs: Any, record: Record) -> Any:
             record.problems.append(f"{user_site()}: {CACHED_NODES % describe(f)}")
             record.cached.extend(made)
     return out
+
+
+def caches_in(objects: Any) -> dict[int, tuple[Any, int]]:
+    """The ``functools`` caches among ``objects`` (a snapshot of what the
+    function reads: :mod:`~chainrule.compiler.sources`), by id, with their
+    misses so far."""
+    return {id(x): (x, x.cache_info().misses) for x in objects if type(x) is _LRU_WRAPPER}
+
+
+def unseen_miss(caches: dict[int, tuple[Any, int]], record: Record) -> str | None:
+    """Why a trace runs eagerly when one of ``caches`` (:func:`caches_in`
+    before it) added an entry that no call the trace saw added (a call from
+    code compile runs as it is: the entry may hold the trace's nodes), or None."""
+    for key, (cache, misses) in caches.items():
+        if cache.cache_info().misses - misses > record.cache_misses.get(key, 0):
+            return (
+                f"{describe(cache)}, a functools.lru_cache/cache function, is called from code "
+                "compile runs as it is (no source to copy): the entry it adds may keep Values "
+                "made inside the function, which later calls would get back as they were "
+                "made, where a replay would recompute them"
+            )
+    return None
 
 
 #: Why a function whose trace puts its nodes in a functools cache runs eagerly.
