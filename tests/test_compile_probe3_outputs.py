@@ -208,6 +208,30 @@ def test_a_returned_pick_among_nodes_made_outside_is_the_entry_itself() -> None:
         assert [fast(k) is H[k] for k in (0, 1, 0)] == [True, True, True]
 
 
+def test_a_node_another_trace_kept_is_made_outside_the_next() -> None:
+    """A node a trace appends to a list (that function then runs eagerly)
+    is a plain Value afterwards, and to another compiled function that
+    reads it a node made outside it."""
+    w = Value(0.5)
+    log: list[Value] = []
+
+    def keep(x: float) -> Value:
+        log.append(w * 2.0)
+        return w * x
+
+    def read(x: float) -> Value:
+        return log[0] * x
+
+    with pytest.warns(CompileWarning, match="changes a global, a closure's"):
+        _compiled(keep)(1.0)
+    assert type(log[0]) is Value
+    fast = _compiled(read)
+    with pytest.warns(CompileWarning, match="reads a Value made outside it"):
+        for x in (1.0, 2.0, 3.0):
+            assert fast(x).data == read(x).data == x
+            w.data += 1.0
+
+
 def test_another_compiled_functions_output_read_runs_eagerly() -> None:
     w = Value(0.5)
     made = _compiled(lambda x: w * x)(2.0)

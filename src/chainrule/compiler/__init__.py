@@ -463,8 +463,15 @@ class Compiled:
                 refused += f" ({describe(last, call.key, self._why)})"
         if refused is not None:
             return self._refused(refused, args, kwargs, call.key)
-        with _collector_paused(not self.gc_while_tracing):
-            return self._trace_and_capture(call, items, rebuild_args, args, kwargs)
+        from .reads import Record
+        from .trace import release
+
+        record = Record()
+        try:
+            with _collector_paused(not self.gc_while_tracing):
+                return self._trace_and_capture(call, items, rebuild_args, args, kwargs, record)
+        finally:
+            release(record)  # (the nodes the trace made that outlive it are plain Values)
 
     def _lookup(self, call: Call) -> _Entry | None:
         """The kept trace for this call (under the lock)."""
@@ -503,12 +510,13 @@ class Compiled:
         rebuild_args: Callable[[list[Any]], Any],
         args: tuple[Any, ...],
         kwargs: dict[str, Any],
+        record: Any,
     ) -> Any:
         import numpy
 
         from . import capture as P
         from . import rewrite
-        from .reads import Record, traced
+        from .reads import traced
         from .symbolic import SymInt, int_checker
         from .trace import Unsupported, run_traced
 
@@ -521,7 +529,6 @@ class Compiled:
         objects = _object_sources(call)
         objects_before = None if objects is None else objects.take()
         caches = rewrite.caches_in(itertools.chain(before, objects_before or ()))
-        record = Record()
         fed: list[Any] = []
         floats = iter(range(len(call.floats)))
         ints = iter(range(len(call.ints)))

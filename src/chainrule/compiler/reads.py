@@ -135,6 +135,9 @@ class Record:
         # made the eager graph too when the trace is not kept
         self.cached: list[Any] = []
         self.cache_misses: dict[int, int] = {}  # by the cache's id: entries it added
+        # the nodes the operations made while tracing (trace.TraceValue until
+        # the trace is done: trace.release)
+        self.nodes: list[Any] = []
 
 
 _tracing = threading.local()
