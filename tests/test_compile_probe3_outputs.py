@@ -232,6 +232,24 @@ def test_a_node_another_trace_kept_is_made_outside_the_next() -> None:
             w.data += 1.0
 
 
+def test_a_pick_another_trace_kept_is_made_outside_the_next() -> None:
+    """The same for a pick's stand-in left in a list: no internal error."""
+    log: list[Value] = []
+
+    def keep(x: float, i: int) -> Value:
+        log.append(W[i])
+        return W[i] * x
+
+    def read(x: float) -> Value:
+        return log[0] * x
+
+    with pytest.warns(CompileWarning, match="changes a global, a closure's"):
+        _compiled(keep)(1.0, 1)
+    fast = _compiled(read)
+    with pytest.warns(CompileWarning, match="reads a Value made outside it"):
+        assert [fast(x).data for x in (1.0, 2.0)] == [read(x).data for x in (1.0, 2.0)]
+
+
 def test_another_compiled_functions_output_read_runs_eagerly() -> None:
     w = Value(0.5)
     made = _compiled(lambda x: w * x)(2.0)

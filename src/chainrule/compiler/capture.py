@@ -160,7 +160,11 @@ def _lay_out(
     for v in reversed(nodes):  # inputs first
         fn = v._fn
         prev = v._prev
-        if type(v) is not TraceValue and type(v) is not StandIn and v not in made:
+        if (  # (a stand-in another trace made and left in a list: made outside)
+            type(v) is not TraceValue
+            and v not in made
+            and (type(v) is not StandIn or v not in record.aliases)
+        ):
             raise MadeOutside(v)
         if fn.closure is not None:
             raise Unsupported(
