@@ -473,8 +473,15 @@ class Compiled:
                 refused += f" ({describe(last, call.key, self._why)})"
         if refused is not None:
             return self._refused(refused, args, kwargs, call.key)
-        with _collector_paused(not self.gc_while_tracing):
-            return self._trace_and_capture(call, items, rebuild_args, args, kwargs)
+        from .reads import Record
+        from .trace import release
+
+        record = Record()
+        try:
+            with _collector_paused(not self.gc_while_tracing):
+                return self._trace_and_capture(call, items, rebuild_args, args, kwargs, record)
+        finally:
+            release(record)  # (the nodes the trace made that outlive it are plain Values)
 
     def _lookup(self, call: Call) -> _Entry | None:
         """The kept trace for this call (under the lock)."""
@@ -513,12 +520,13 @@ class Compiled:
         rebuild_args: Callable[[list[Any]], Any],
         args: tuple[Any, ...],
         kwargs: dict[str, Any],
+        record: Any,
     ) -> Any:
         import numpy
 
         from . import capture as P
         from . import rewrite
-        from .reads import Record, traced
+        from .reads import traced
         from .symbolic import SymInt, int_checker
         from .trace import Unsupported, run_traced
 
@@ -530,7 +538,7 @@ class Compiled:
         before = self._sources.take()
         objects = _object_sources(call, self._sources.names)
         objects_before = None if objects is None else objects.take()
-        record = Record()
+        caches = rewrite.caches_in(itertools.chain(before, objects_before or ()))
         fed: list[Any] = []
         floats = iter(range(len(call.floats)))
         ints = iter(range(len(call.ints)))
@@ -579,6 +587,9 @@ class Compiled:
             _write_back(containers)
             raise
         written = _write_back(containers)
+        unseen = rewrite.unseen_miss(caches, record) if caches else None
+        if unseen is not None:
+            record.problems.append(unseen)
         if written is not None:
             record.problems.append(
                 f"it changes {written} in place (a replay would not change it; it runs on "
@@ -637,9 +648,12 @@ class Compiled:
             positions = {v: i for i, v in enumerate(arg_values)}
             program = P.build(values, recipes, created, positions, record)
         except Unsupported as e:
+            if isinstance(e, P.MadeOutside):  # named, where fn reads it by a name
+                e = P.MadeOutside(e.node, self._sources.name_of(e.node, self.fn))
             self._eager(str(e), None, stacklevel=5)
             # the trace ran fn: its result (and what it put in the arguments) is this call's
-            extra = [x for _, o, _ in containers for x in _values_in(o)]
+            # (and the nodes it put in a functools cache)
+            extra = [x for _, o, _ in containers for x in _values_in(o)] + record.cached
             return _untraced(out_items, record, rebuild, extra)
         outputs: list[Any] = []
         made = set(created)
@@ -648,7 +662,7 @@ class Compiled:
                 if x in positions:
                     outputs.append(("arg", positions[x]))
                 elif x in record.aliases:  # a pick: the entry itself, as eagerly
-                    outputs.append(_picked(x, program.node_slot[x], record, positions, made))
+                    outputs.append(_picked(x, program.node_slot, record, positions, made))
                 elif not x._prev and x not in made:
                     outputs.append(("leaf", x))
                 else:
@@ -981,10 +995,15 @@ def _untraced(
     return rebuild([reads.plain(picks.get(x, x) if type(x) is StandIn else x) for x in out_items])
 
 
-def _picked(alias: Any, slot: int, record: Any, positions: dict[Any, int], made: set[Any]) -> Any:
+def _picked(
+    alias: Any, slots: dict[Any, int], record: Any, positions: dict[Any, int], made: set[Any]
+) -> Any:
     """The output that a gather's pick is (``return table[i]``): the picked
     entry itself where it is a Value that existed before the call (a
-    parameter) or an argument, as eagerly; a node of the graph otherwise."""
+    parameter) or an argument, as eagerly, also through a pick of picks
+    (``[W[i], W[j]][k]``); a node of the graph otherwise."""
+    from .trace import TraceValue
+
     g, j = record.aliases[alias]
     gather = record.gathers[g]
     column = [row[j] for row in gather.candidates] if gather.row else gather.candidates
@@ -992,10 +1011,16 @@ def _picked(alias: Any, slot: int, record: Any, positions: dict[Any, int], made:
     for c in column:
         if c in positions:
             choices.append(("arg", positions[c]))
-        elif c in made or c in record.aliases:
-            choices.append(None)  # a node made inside fn: the alias's slot holds its value
-        else:
+        elif c in record.aliases:  # another pick: its own choices, or its slot
+            inner = _picked(c, slots, record, positions, made)
+            choices.append(None if inner[0] == "slot" else inner)
+        elif type(c) is TraceValue or c in made:
+            # a node made inside fn (an operation's: a TraceValue; a leaf made
+            # there: in made): the alias's slot holds its value
+            choices.append(None)
+        else:  # a leaf that existed before the call (a node that did is refused: capture)
             choices.append(("leaf", c))
+    slot = slots[alias]
     if not any(choices):
         return ("slot", slot)
     return ("pick", (slot, gather.index, choices))
@@ -1039,6 +1064,8 @@ def _pick(pick: tuple[int, Any, list[Any]], program: Any, buffer: Any, call: Cal
     if choice is None:
         return _output(buffer.item(slot), program, slot, buffer, call)
     kind, x = choice
+    if kind == "pick":  # a pick of picks: the entry the inner one picks
+        return _pick(x, program, buffer, call)
     return call.values[x] if kind == "arg" else x
 
 

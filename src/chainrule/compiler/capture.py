@@ -46,7 +46,7 @@ from .program import (
 )
 from .reads import Record, recipe_nodes
 from .rules import SUM_TERMS
-from .trace import GATHER, RECIPE, Unsupported
+from .trace import GATHER, RECIPE, StandIn, TraceValue, Unsupported
 
 _get_data = operator.attrgetter("data")
 _get_prev = operator.attrgetter("_prev")
@@ -59,6 +59,24 @@ class _Roots:
 
     def __init__(self, roots: list[Any]) -> None:
         self._prev = tuple(dict.fromkeys(roots))
+
+
+class MadeOutside(Unsupported):
+    """The graph reads a node (not a leaf) made before the call: ``h = w * 2.0``
+    outside ``fn``, a cached node, another compiled function's output. Eagerly
+    its ``.data`` is as it was made and ``backward()`` goes on through it with
+    the local derivatives it recorded then; a replay would recompute it from
+    the leaves and stop there. ``node``: that Value, for the message."""
+
+    def __init__(self, node: Value, name: str | None = None) -> None:
+        self.node = node
+        what = f"{name} = ..., " if name else ""
+        super().__init__(
+            f"it reads a Value made outside it by an operation ({what}a {node._fn.name!r} node "
+            f"of data {Value.__dict__['data'].__get__(node, Value)!r}): eagerly its .data is "
+            "the number it was made with and backward() goes on through it, where a replay "
+            "would recompute it; pass it as an argument or make it inside the function"
+        )
 
 
 def _recipe_ids(r: Any, into: set[int]) -> None:
@@ -198,6 +216,12 @@ def _lay_out(
     # v's place: its walk position, with input 0
     for place, v in zip(range((len(nodes) - 1) * one_place, -1, -one_place), reversed(nodes)):
         prev = v._prev
+        if (  # (a stand-in another trace made and left in a list: made outside)
+            type(v) is not TraceValue
+            and v not in made
+            and (type(v) is not StandIn or v not in record.aliases)
+        ):
+            raise MadeOutside(v)
         fn = _primitive(v)
         if fn is ADD:
             a, b = prev

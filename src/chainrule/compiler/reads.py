@@ -141,6 +141,13 @@ class Record:
         # the traced floats pinned by read_whole_by, by id (each lives as long
         # as the trace): the plain float each is given as, and the recipe pinned
         self.whole: dict[int, tuple[float, Any]] = {}
+        # nodes made while tracing that a functools cache keeps (rewrite._call):
+        # made the eager graph too when the trace is not kept
+        self.cached: list[Any] = []
+        self.cache_misses: dict[int, int] = {}  # by the cache's id: entries it added
+        # the nodes the operations made while tracing (trace.TraceValue until
+        # the trace is done: trace.release)
+        self.nodes: list[Any] = []
 
 
 _tracing = threading.local()
@@ -219,7 +226,7 @@ def read_whole_by(f: Callable[..., Any], args: Any, kwargs: Any) -> Any:
     if record is None:
         return f(*args, **kwargs)
     made, pinned = len(record.floats), len(record.whole)
-    within = _within((args, kwargs))
+    within = flat_items((args, kwargs))
     whole = Whole()
     if within is None:  # too many to look through: every float made so far
         made = 0
@@ -378,7 +385,7 @@ class Pinning:
 
     def __next__(self) -> Any:
         item = next(self.items)
-        within = _within(item)
+        within = flat_items(item)
         record = current()
         if within is None and record is not None:  # too many to look through
             within = record.floats
@@ -386,7 +393,7 @@ class Pinning:
         return item
 
 
-def _within(x: Any, limit: int = 10_000) -> list[Any] | None:
+def flat_items(x: Any, limit: float = 10_000) -> list[Any] | None:
     """``x`` and what its lists, tuples, dicts, sets, dict views and deques
     hold, at any depth (iterating them changes nothing); None past
     ``limit`` entries."""
@@ -407,7 +414,7 @@ def _within(x: Any, limit: int = 10_000) -> list[Any] | None:
     return found
 
 
-#: The containers :func:`_within` looks into (a dict: its keys and values).
+#: The containers :func:`flat_items` looks into (a dict: its keys and values).
 _CONTAINERS = frozenset(
     (list, tuple, set, frozenset, deque) + (type({}.keys()), type({}.values()), type({}.items()))
 )

@@ -63,9 +63,9 @@ from types import BuiltinFunctionType, CellType, CodeType, FunctionType, Generat
 from typing import Any
 
 from .escapes import all_names, call_method, describe, hidden_state, safe
-from .reads import AST_LOCK, Record, current, read_whole_by, user_site
+from .reads import AST_LOCK, Record, current, flat_items, read_whole_by, user_site
 from .symbolic import SymInt, gather
-from .trace import ON_BEHALF, StandIn, identity, same_object, type_of
+from .trace import ON_BEHALF, StandIn, TraceValue, identity, same_object, type_of
 
 _SUBSCRIPT = "_chainrule_subscript_"
 _CALL = "_chainrule_call_"
@@ -467,12 +467,78 @@ def _call(f: Any, /, *args: Any, **kwargs: Any) -> Any:
         out = f(*args, **kwargs)
     elif f is builtins.pow and len(args) + len(kwargs) > 2:  # pow(i, 2, 5): ints whole
         out = read_whole_by(f, args, kwargs)
+    elif _cache_of(f) is not None:
+        out = _cached_call(f, args, kwargs, record)
     else:
         g = target(f)
         out = read_whole_by(f, args, kwargs) if g is f and opaque(f) else g(*args, **kwargs)
     if _iterator_types.get(type(out), True) and hasattr(type(out), "__next__"):
         record.iterators[id(out)] = out  # an iterator made here: the trace's own
     return out
+
+
+def _cache_of(f: Any) -> Any:
+    """The ``functools.lru_cache``/``cache`` wrapper that ``f`` is (or a
+    method of), or None."""
+    if type(f) is MethodType:
+        f = f.__func__
+    return f if type(f) is _LRU_WRAPPER else None
+
+
+_LRU_WRAPPER = functools._lru_cache_wrapper
+
+
+def _cached_call(f: Any, args: Any, kwargs: Any, record: Record) -> Any:
+    """A call of a ``functools`` cache while tracing (C code: the floats it
+    hashes are guards). An entry it adds that holds nodes made by the trace
+    (its result, or its arguments as the key) outlives the call: eagerly a
+    later call gets those nodes back as they were made (their ``.data``, and
+    ``backward()`` through them), where a replay would recompute them."""
+    cache = _cache_of(f)
+    misses = cache.cache_info().misses
+    out = read_whole_by(f, args, kwargs)
+    missed = cache.cache_info().misses - misses
+    if missed:
+        record.cache_misses[id(cache)] = record.cache_misses.get(id(cache), 0) + missed
+        made = [
+            x
+            for x in flat_items((args, kwargs, out), float("inf")) or ()
+            if type(x) is TraceValue or type(x) is StandIn
+        ]
+        if made:
+            record.problems.append(f"{user_site()}: {CACHED_NODES % describe(f)}")
+            record.cached.extend(made)
+    return out
+
+
+def caches_in(objects: Any) -> dict[int, tuple[Any, int]]:
+    """The ``functools`` caches among ``objects`` (a snapshot of what the
+    function reads: :mod:`~chainrule.compiler.sources`), by id, with their
+    misses so far."""
+    return {id(x): (x, x.cache_info().misses) for x in objects if type(x) is _LRU_WRAPPER}
+
+
+def unseen_miss(caches: dict[int, tuple[Any, int]], record: Record) -> str | None:
+    """Why a trace runs eagerly when one of ``caches`` (:func:`caches_in`
+    before it) added an entry that no call the trace saw added (a call from
+    code compile runs as it is: the entry may hold the trace's nodes), or None."""
+    for key, (cache, misses) in caches.items():
+        if cache.cache_info().misses - misses > record.cache_misses.get(key, 0):
+            return (
+                f"{describe(cache)}, a functools.lru_cache/cache function, is called from code "
+                "compile runs as it is (no source to copy): the entry it adds may keep Values "
+                "made inside the function, which later calls would get back as they were "
+                "made, where a replay would recompute them"
+            )
+    return None
+
+
+#: Why a function whose trace puts its nodes in a functools cache runs eagerly.
+CACHED_NODES = (
+    "calls %s, a functools.lru_cache/cache function, which keeps Values made inside the "
+    "function: eagerly later calls reuse those nodes as they were made, where a replay "
+    "would recompute them; cache numbers (or parameters), not computed Values"
+)
 
 
 def _relay(fn: Any) -> Any:

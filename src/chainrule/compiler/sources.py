@@ -175,6 +175,24 @@ class Sources:
             self.complete = True
         return out
 
+    def name_of(self, x: Any, fn: Any) -> str | None:
+        """The name of a global, an attribute or a closure cell of ``fn``
+        that is ``x`` itself (for a message), or None (an entry's)."""
+        for where, name in self.roots:
+            if type(name) is str:
+                if type(where) is dict or type(where) is MappingProxyType:
+                    bound = where.get(name, _MISSING)
+                else:
+                    bound = getattr(where, name, _MISSING)
+                if bound is x:
+                    return name
+        fn = getattr(fn, "__func__", fn)
+        if type(fn) is FunctionType:
+            for name, cell in zip(fn.__code__.co_freevars, fn.__closure__ or ()):
+                if getattr(cell, "cell_contents", None) is x:
+                    return name
+        return None
+
     def hold(self, old: Snapshot) -> bool:
         """Whether every binding is as it was in ``old`` (a :meth:`take`).
         Before every replay: first a walk that takes each row level's types

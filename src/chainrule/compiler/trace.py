@@ -248,6 +248,18 @@ def untrace(roots: list[Any], record: Record) -> dict[Any, Any]:
     return picks
 
 
+def release(record: Record) -> None:
+    """After a trace (captured or not, or raised): the nodes its operations
+    made become plain Values. One kept where it outlives the call (a list,
+    a cache) is then, to a later trace, a node made outside that trace
+    (``capture.MadeOutside``), never one of its own; and no object of the
+    trace's class is left in the user's objects."""
+    for v in record.nodes:
+        if type(v) is TraceValue:
+            v.__class__ = Value
+    record.nodes = []
+
+
 def _plain(x: Any) -> Any:
     return float.__float__(x) if type(x) is TracedFloat else x
 
@@ -429,6 +441,7 @@ def watching(record: Record, created: list[Value]) -> Iterator[None]:
             _depends(v, on, RECIPE)
 
     state_now = mode.state.get
+    made = record.nodes.append
 
     def new_init(self: Value, data: Any, *args: Any, **kwargs: Any) -> None:
         if len(args) == 3 and args[2] is engine._OPERATOR:  # an operator's node
@@ -436,6 +449,7 @@ def watching(record: Record, created: list[Value]) -> Iterator[None]:
                 init(self, data, *args)
                 return
             self.__class__ = TraceValue
+            made(self)
             recording = state_now()  # (None: a graph is recorded, the common case)
             if recording is not None and not recording.grad_enabled and args[0]:
                 # no_grad(): the node is a constant (no inputs), its value
