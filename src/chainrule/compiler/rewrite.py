@@ -498,7 +498,7 @@ def _cached_call(f: Any, args: Any, kwargs: Any, record: Record) -> Any:
     misses = cache.cache_info().misses
     out = read_whole_by(f, args, kwargs)
     missed = cache.cache_info().misses - misses
-    if missed:
+    if missed and _keeps(cache):
         record.cache_misses[id(cache)] = record.cache_misses.get(id(cache), 0) + missed
         made = [
             x
@@ -515,7 +515,15 @@ def caches_in(objects: Any) -> dict[int, tuple[Any, int]]:
     """The ``functools`` caches among ``objects`` (a snapshot of what the
     function reads: :mod:`~chainrule.compiler.sources`), by id, with their
     misses so far."""
-    return {id(x): (x, x.cache_info().misses) for x in objects if type(x) is _LRU_WRAPPER}
+    return {
+        id(x): (x, x.cache_info().misses) for x in objects if type(x) is _LRU_WRAPPER and _keeps(x)
+    }
+
+
+def _keeps(cache: Any) -> bool:
+    """Whether a miss of ``cache`` adds an entry (``lru_cache(maxsize=0)``
+    keeps none: a plain wrapper)."""
+    return bool(cache.cache_info().maxsize != 0)
 
 
 def unseen_miss(caches: dict[int, tuple[Any, int]], record: Record) -> str | None:
