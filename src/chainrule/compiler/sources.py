@@ -141,7 +141,6 @@ class Sources:
         # (its parent's entries, or a root), so no id is reused while the walk runs
         entered: set[int] = set()
         assumed = None if known is None else known.kinds
-        inner: list[Any] = []  # the roots' containers, objects and modules: entered together
         for where, name in self.roots:
             if name is None:  # a closure cell
                 try:
@@ -154,9 +153,9 @@ class Sources:
                 x = getattr(where, name, _MISSING)
             out.append(x)
             if type(x) not in _LEAVES:
-                inner.append(x)
-        if inner:  # (one walk, not one per root: most of a small function's guard)
-            _enter(inner, out, entered, budget, assumed, self.array_bytes, self.names)
+                # (one walk per root: a data set's rows of numbers stay apart
+                # from a model's objects, compared whole without a copy)
+                _enter([x], out, entered, budget, assumed, self.array_bytes, self.names)
         _walk_classes(out, entered, budget, known, self.array_bytes, self.names)
         if out.opaque is not None:
             self.complete = False
