@@ -40,6 +40,7 @@ from types import CodeType, FrameType, GeneratorType
 from typing import Any, TypeGuard
 
 from .escapes import describe
+from .keys import Identity
 
 #: A recipe: ("node", Value) | ("arg", i) | ("int", i) | ("op", f, a, b)
 #: | ("reduce", f, [recipes]); "arg" is a float argument, "int" an int one.
@@ -138,9 +139,9 @@ class Record:
         self.compared: tuple[Any, Any] | None = None
         # iterators made while tracing (by id; kept alive): not the user's state
         self.iterators: dict[int, Any] = {}
-        # the traced floats pinned by read_whole_by, by id (each lives as long
-        # as the trace): the plain float each is given as, and the recipe pinned
-        self.whole: dict[int, tuple[float, Any]] = {}
+        # the traced floats pinned by read_whole_by, by identity (keys.Identity
+        # holds each): the plain float each is given as, and the recipe pinned
+        self.whole: dict[Identity, tuple[float, Any]] = {}
         # nodes made while tracing that a functools cache keeps (rewrite._call):
         # made the eager graph too when the trace is not kept
         self.cached: list[Any] = []
@@ -259,12 +260,12 @@ def pin(*numbers: Any) -> None:
             record = current()
             if record is None:
                 continue
-            known = record.whole.get(id(x))
+            known = record.whole.get(Identity(x))
             if known is not None and known[1] is x.recipe:
                 continue  # pinned already (a max() it won since: its recipe changed)
             value = guard_whole(x)
             # one plain float for each (marshal refers to one object twice)
-            record.whole[id(x)] = (value if known is None else known[0], x.recipe)
+            record.whole[Identity(x)] = (value if known is None else known[0], x.recipe)
 
 
 class Whole:
@@ -285,7 +286,7 @@ class Whole:
         t = type(x)
         if t is TracedFloat or isinstance(x, TracedInt):
             record = current()
-            known = None if record is None else record.whole.get(id(x))
+            known = None if record is None else record.whole.get(Identity(x))
             if known is not None:
                 plain = known[0]
             else:
