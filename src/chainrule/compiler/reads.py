@@ -278,7 +278,7 @@ class Whole:
     call added: the same number, as the trace holds for it.)"""
 
     def __init__(self) -> None:
-        self.back: dict[int, tuple[Any, Any]] = {}  # id(plain) -> (plain, traced)
+        self.back: dict[Identity, Any] = {}  # a plain number or container -> its traced one
         self.changed: list[Any] = []  # the containers changed in place
 
     def numbers(self, x: Any) -> Any:
@@ -291,13 +291,13 @@ class Whole:
                 plain = known[0]
             else:
                 plain = x.value if isinstance(x, TracedInt) else float.__float__(x)
-            self.back[id(plain)] = (plain, x)
+            self.back[Identity(plain)] = x
             return plain
         if t is tuple or t is frozenset:
             items = [self.numbers(y) for y in x]
             if any(z is not y for y, z in zip(x, items)):
                 new = t(items)
-                self.back[id(new)] = (new, x)
+                self.back[Identity(new)] = x
                 return new
             return x
         if _replace(x, self.numbers):
@@ -306,8 +306,7 @@ class Whole:
 
     def put_back(self) -> None:
         def traced_of(y: Any) -> Any:
-            entry = self.back.get(id(y))
-            return entry[1] if entry is not None and entry[0] is y else y
+            return self.back.get(Identity(y), y)
 
         for x in reversed(self.changed):
             _replace(x, traced_of)
