@@ -137,8 +137,8 @@ class Record:
         self.floats: list[TracedFloat] = []  # every traced float made, in order (read_whole_by)
         # the two floats last compared for equality inside max()/min(): items of tuples
         self.compared: tuple[Any, Any] | None = None
-        # iterators made while tracing (by id; kept alive): not the user's state
-        self.iterators: dict[int, Any] = {}
+        # iterators made while tracing (each held by its Identity): not the user's state
+        self.iterators: set[Identity] = set()
         # the traced floats pinned by read_whole_by, by identity (keys.Identity
         # holds each): the plain float each is given as, and the recipe pinned
         self.whole: dict[Identity, tuple[float, Any]] = {}
@@ -357,7 +357,7 @@ def _consumed(x: Any, record: Record) -> Any:
     if not hasattr(t, "__next__") or not (t is GeneratorType or t.__module__ in _ITERATOR_MODULES):
         return x
     pinning = Pinning(x)
-    record.iterators[id(pinning)] = pinning  # made while tracing: the trace's own
+    record.iterators.add(Identity(pinning))  # made while tracing: the trace's own
     return pinning
 
 

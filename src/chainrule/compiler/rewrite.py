@@ -63,6 +63,7 @@ from types import BuiltinFunctionType, CellType, CodeType, FunctionType, Generat
 from typing import Any
 
 from .escapes import all_names, call_method, describe, hidden_state, safe
+from .keys import Identity
 from .reads import AST_LOCK, Record, current, flat_items, read_whole_by, user_site
 from .symbolic import SymInt, gather
 from .trace import ON_BEHALF, StandIn, TraceValue, identity, same_object, type_of
@@ -473,7 +474,7 @@ def _call(f: Any, /, *args: Any, **kwargs: Any) -> Any:
         g = target(f)
         out = read_whole_by(f, args, kwargs) if g is f and opaque(f) else g(*args, **kwargs)
     if _iterator_types.get(type(out), True) and hasattr(type(out), "__next__"):
-        record.iterators[id(out)] = out  # an iterator made here: the trace's own
+        record.iterators.add(Identity(out))  # an iterator made here: the trace's own
     return out
 
 
@@ -624,7 +625,7 @@ def _outside(x: Any, record: Record) -> bool:
     code = getattr(x, "gi_code", None)
     if code is not None and t is GeneratorType:
         return code not in _copy_codes
-    return record.iterators.get(id(x)) is not x
+    return Identity(x) not in record.iterators
 
 
 #: type -> whether it is an iterator's (it has ``__next__``)

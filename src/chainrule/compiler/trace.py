@@ -577,7 +577,7 @@ def watching(record: Record, created: list[Value]) -> Iterator[None]:
         yield
     finally:
         reads.set_current(None)
-        record.iterators.clear()  # (kept alive while the trace ran: their ids are unique)
+        record.iterators.clear()  # (each held by its Identity while the trace ran)
         record.compared = None
         engine._as_float = beyond_micrograd.as_float = protocols.as_float = as_float
         for name, attr in saved.items():
