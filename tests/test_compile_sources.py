@@ -322,3 +322,39 @@ def test_a_long_list_it_reads_holds_with_one_walk(monkeypatch: pytest.MonkeyPatc
     params.append(Value(2.0))  # 301 entries: a change, found by the second walk
     assert fast().data == l2().data
     assert fast.retraces == 1
+
+
+class Scaled(Value):
+    """A Value of the user's subclass, with attributes of its own."""
+
+
+def test_the_attributes_of_a_users_value_subclass_are_guarded() -> None:
+    """``p.scale`` and ``p.mask`` of a parameter of the user's Value
+    subclass, read through a global and changed between calls: each change
+    traces again (a fourth probe's repro 1: the replay kept 6.0)."""
+    p = Scaled(2.0)
+    p.scale, p.mask = 3.0, [1.0]
+
+    def f(x: float) -> Value:
+        return p * p.scale * x + p * p.mask[0]
+
+    fast = chainrule.compile(f, budget=False)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", CompileWarning)
+        for scale, m in [(3.0, 1.0), (5.0, 1.0), (5.0, -2.0), (-1.0, 4.0)]:
+            p.scale = scale
+            p.mask[0] = m
+            assert fast(1.0).data == f(1.0).data == 2.0 * scale + 2.0 * m
+
+
+def test_a_users_value_subclass_with_attributes_as_an_argument_runs_eagerly() -> None:
+    """Passed as an argument, its attributes would not be read again by a
+    replay: the call runs eagerly, named, with eager's numbers."""
+    v = Scaled(2.0)
+    v.scale = 1.0
+    fast = chainrule.compile(lambda v, x: v * v.scale * x, budget=False)
+    with pytest.warns(CompileWarning, match="Scaled"):
+        assert fast(v, 2.0).data == 4.0
+    for scale in (2.0, 3.5):
+        v.scale = scale
+        assert fast(v, 2.0).data == 4.0 * scale

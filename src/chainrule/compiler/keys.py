@@ -80,6 +80,11 @@ class Call:
     picks: dict[Any, Any] = field(default_factory=dict)
 
 
+def _users(t: type) -> bool:
+    """Whether ``t`` is not one of chainrule's own classes."""
+    return not t.__module__.startswith("chainrule.")
+
+
 def classify(items: list[Any], shape: Any = None, symbolic_ints: bool = True) -> Call:
     """The key of a call whose flattened arguments are ``items``, nested as
     ``shape`` says (see :func:`flatten`); with ``symbolic_ints`` False, ints
@@ -112,6 +117,11 @@ def classify(items: list[Any], shape: Any = None, symbolic_ints: bool = True) ->
                 raise NotReplayable(
                     "an argument is a Value computed by other operations; pass leaves "
                     "(parameters, inputs) and build the rest inside the function"
+                )
+            if t is not Value and getattr(x, "__dict__", None) and _users(t):
+                raise NotReplayable(
+                    f"an argument is a {t.__name__} (a Value of your subclass) with attributes "
+                    "of its own, which a replay would not read again; pass them as arguments"
                 )
             key.append(Value)
             call.values.append(x)

@@ -489,6 +489,10 @@ def _kind(t: type) -> Any:
         # (a plain object whose __dict__ is the calling thread's: the guard
         # before a replay reads that thread's attributes, cfg.scale)
         kind = _slots(t)
+    elif issubclass(t, Value) and _has_dict(t) and not t.__module__.startswith("chainrule."):
+        # (a Value of the user's subclass: its own attributes, p.scale; its
+        # number and gradient are the trace's inputs, not guards)
+        kind = ()
     elif t in _ATOMS or t is type(None) or issubclass(t, _OPAQUE) or t.__module__ in _NOT_DATA:
         kind = _SKIP
     elif numpy is not None and issubclass(t, numpy.ndarray):
