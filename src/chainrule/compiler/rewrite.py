@@ -456,7 +456,7 @@ def _call(f: Any, /, *args: Any, **kwargs: Any) -> Any:
     if f is builtins.id and len(args) == 1 and not kwargs and type(args[0]) is StandIn:
         return identity(args[0], 2)  # map(id, picks), sorted(key=id): the entry's
     if f is builtins.type and len(args) == 1 and not kwargs:
-        return type_of(args[0], 2)  # a node made while tracing: Value, as eagerly
+        return type_of(args[0])  # a node made while tracing: Value, as eagerly
     why = hidden(f, args, kwargs, record)
     if why is not None:
         record.problems.append(f"{user_site()}: {why}; a replay would reuse its traced result")

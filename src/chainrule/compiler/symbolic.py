@@ -44,6 +44,11 @@ from ..value.engine import Value
 from . import reads
 from .keys import Identity
 from .reads import Record, TracedFloat, TracedInt, traced
+from .trace import StandIn, TraceValue, alias_of
+
+#: The classes of the Values a gather picks among: the engine's, a node
+#: made while tracing, a pick (``[W[i], W[j]][k]``).
+ENGINE_VALUES = frozenset((Value, TraceValue, StandIn))
 
 
 @dataclass
@@ -342,10 +347,12 @@ def in_range(i: int, n: int) -> bool:
 
 def _gather(entry: Any, container: list[Any], recipe: Any) -> Gather | None:
     """The gather for ``container[i]`` picking ``entry``, or None when the
-    list's entries are not all Values, or not all rows of Values of one
-    length and type."""
+    list's entries are not all the engine's Values, or not all rows of them
+    of one length and type. (A Value of the user's subclass is picked as
+    itself, the int pinned: its attributes, its methods are its class's,
+    which a stand-in would not have.)"""
     if isinstance(entry, Value):
-        if all(isinstance(c, Value) for c in container):
+        if all(type(c) in ENGINE_VALUES for c in container):
             return Gather(list(container), recipe)
         return None
     t = type(entry)
@@ -354,7 +361,11 @@ def _gather(entry: Any, container: list[Any], recipe: Any) -> Gather | None:
     width = len(entry)
     rows = []
     for row in container:
-        if type(row) is not t or len(row) != width or not all(isinstance(v, Value) for v in row):
+        if (
+            type(row) is not t
+            or len(row) != width
+            or not all(type(v) in ENGINE_VALUES for v in row)
+        ):
             return None
         rows.append(tuple(row))
     return Gather(rows, recipe, row=True)
@@ -364,8 +375,6 @@ def _alias(gather: Gather, k: int, record: Record, g: int, j: int) -> Value:
     """A fresh leaf standing for position ``j`` of gather ``g``'s pick
     (entry ``k`` now; its inputs while tracing: the picked one first, as
     the eager graph's walk meets it, then the others)."""
-    from .trace import alias_of
-
     column = [row[j] for row in gather.candidates] if gather.row else gather.candidates
     alias = alias_of(column[k], (column[k], *column[:k], *column[k + 1 :]))
     record.aliases[alias] = (g, j)

@@ -83,7 +83,7 @@ class _Masked(Value):
 
     @property
     def __class__(self) -> type:
-        return type_of(self, 2)
+        return type_of(self)
 
     @__class__.setter
     def __class__(self, cls: type) -> None:
@@ -163,6 +163,97 @@ def _compared(frame: Any) -> None:
     if record is not None:
         frame = _asker(frame) or frame
         record.problems.append(f"{frame.f_code.co_filename}:{frame.f_lineno}: {IDENTITY_OF_PICK}")
+
+
+def _reader(frame: Any) -> Any:
+    """The frame of the user's code that reads a stand-in's node structure,
+    from the frame that does, or None when it is compile's own: the
+    engine's code reads on behalf of whoever called it (a walk, a drawing
+    the user asked for)."""
+    while frame is not None and frame.f_code.co_filename in _INTERNAL:
+        frame = frame.f_back
+    return None if frame is None else _asker(frame)
+
+
+#: Why a function that reads a stand-in's node structure runs eagerly.
+STRUCTURE_OF_PICK = (
+    "reads {name} of an entry picked by an int argument (table[i]): "
+    "which entry, and so what it reads, depends on the ints"
+)
+
+
+class _Structure:
+    """An attribute of a stand-in that tells the node (micrograd's
+    ``_prev``, ``_op``, microgpt's ``_children``, ``label``...): compile's
+    own code gets the stand-in's, user code the picked entry's, as
+    eagerly, and the function then runs eagerly (the traced run's result
+    is the call's, so it must be eager's)."""
+
+    def __init__(self, name: str, inner: Any) -> None:
+        self.name, self.inner = name, inner
+
+    def __get__(self, obj: Any, owner: Any = None) -> Any:
+        if obj is None:
+            return self
+        if _read_by_user(sys._getframe(1), self.name):
+            return getattr(_entry(obj), self.name)
+        get = getattr(self.inner, "__get__", None)
+        return self.inner if get is None else get(obj, owner)
+
+    def __set__(self, obj: Any, value: Any) -> None:
+        if _read_by_user(sys._getframe(1), self.name):
+            setattr(_entry(obj), self.name, value)
+        else:
+            self.inner.__set__(obj, value)
+
+
+def _inherited(name: str) -> Any:
+    for cls in Value.__mro__:
+        if name in cls.__dict__:
+            return cls.__dict__[name]
+    raise AttributeError(name)
+
+
+for _name in (
+    "_prev",
+    "_local",
+    "_children",
+    "_local_grads",
+    "_fn",
+    "_op",
+    "_backward",
+    "_chain_rule_once",
+    "label",
+    "_repr_html_",
+    "_repr_svg_",
+):
+    setattr(StandIn, _name, _Structure(_name, _inherited(_name)))
+StandIn.__slots__ = _Structure("__slots__", Value.__slots__)  # type: ignore[assignment]
+
+
+def _read_by_user(frame: Any, name: str) -> bool:
+    """Whether user code reads (or writes) attribute ``name`` of a stand-in
+    from ``frame`` while tracing; if so, the function runs eagerly."""
+    record = reads.current()
+    if record is None:
+        return False
+    frame = _reader(frame)
+    if frame is None:
+        return False
+    problem = STRUCTURE_OF_PICK.format(name=name)
+    record.problems.append(f"{frame.f_code.co_filename}:{frame.f_lineno}: {problem}")
+    return True
+
+
+def _missing(self: StandIn, name: str) -> Any:
+    """An attribute a stand-in lacks (``_label``, ``__dict__``): the picked
+    entry's, as eagerly (the function then runs eagerly)."""
+    if _read_by_user(sys._getframe(1), name):
+        return getattr(_entry(self), name)
+    raise AttributeError(f"{Value.__name__!r} object has no attribute {name!r}")
+
+
+StandIn.__getattr__ = _missing  # type: ignore[attr-defined]
 
 
 #: Why a function that compares a stand-in by identity runs eagerly.
@@ -304,32 +395,19 @@ TraceValue.data = property(_read_new, _data_slot.__set__)  # type: ignore[misc,a
 TraceValue.grad = _grad_slot  # type: ignore[misc]
 
 
-def type_of(x: Any, depth: int = 1) -> type:
+def type_of(x: Any) -> type:
     """``type(x)`` as eagerly, in user code while tracing (a copy's call of
-    the builtin ``type``, ``x.__class__``): a node made while tracing is a
-    Value, a traced float a float, an int argument an int; a stand-in the
-    class of the entry it picks, where the list's entries are all of one
-    class (else the function runs eagerly: which class depends on the
-    int). ``depth``: the user's frame."""
+    the builtin ``type``, ``x.__class__``): a node made while tracing and a
+    stand-in are Values (a gather picks only among the engine's Values), a
+    traced float a float, an int argument an int."""
     t = type(x)
-    if t is TraceValue:
+    if t is TraceValue or t is StandIn:
         return Value
     if t is TracedFloat:
         return float
     if issubclass(t, reads.TracedInt):
         return int
-    if t is not StandIn:
-        return t
-    entry = type(_entry(x))
-    record = reads.current()
-    if record is not None and any(type(_entry(c)) is not entry for c in x._prev):
-        frame = _asker(sys._getframe(depth))
-        if frame is not None:  # (not compile's own isinstance)
-            record.problems.append(
-                f"{frame.f_code.co_filename}:{frame.f_lineno}: asks the class of an entry "
-                "picked by an int argument (table[i]) from a list of Values of several classes"
-            )
-    return entry
+    return t
 
 
 def _reduce_ex(self: Value, protocol: Any) -> Any:
@@ -382,6 +460,13 @@ def watching(record: Record, created: list[Value]) -> Iterator[None]:
             return d
         return traced(d, ("node", v))
 
+    def written(v: Value) -> list[Value]:
+        """What a user's write to ``v`` reaches, as eagerly: the entry a
+        stand-in picks, and every stand-in that picks it (the traced run
+        reads them after the write)."""
+        entry = _entry(v)
+        return [entry, *(a for a in record.aliases if _entry(a) is entry)]
+
     def write(v: Value, x: Any) -> None:
         if type(x) is TracedFloat:
             x = float.__float__(x)
@@ -389,6 +474,9 @@ def watching(record: Record, created: list[Value]) -> Iterator[None]:
             record.problems.append(
                 f"{reads.where()}: writes .data of a Value; a replay would not repeat the write"
             )
+            for target in written(v):
+                put(target, x)
+            return
         put(v, x)
 
     def read_grad(v: Value, owner: Any = None) -> Any:
@@ -402,6 +490,8 @@ def watching(record: Record, created: list[Value]) -> Iterator[None]:
                 f"{reads.user_site()}: reads .grad of a Value; a replay would use the number "
                 "it had while tracing: pass it to the function as an argument"
             )
+            if type(v) is StandIn:
+                return get_grad(_entry(v))
         return g
 
     def write_grad(v: Value, g: Any) -> None:
@@ -412,7 +502,10 @@ def watching(record: Record, created: list[Value]) -> Iterator[None]:
                     f"{reads.where()}: writes .grad of a Value (zero_grad inside the "
                     "function?); a replay would not repeat the write: call it outside"
                 )
-            elif code is not init_code and not backward_noted:
+                for target in written(v):
+                    put_grad(target, g)
+                return
+            if code is not init_code and not backward_noted:
                 # the engine's backward pass (not a new Value's 0.0): noted once
                 note_backward(reads.user_site())
         put_grad(v, g)
