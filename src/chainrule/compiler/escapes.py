@@ -89,8 +89,9 @@ def safe(f: Any) -> bool:
         return name in _SAFE_BUILTINS
     if isinstance(owner, ModuleType):
         # clocks, the collector, threads: no number of theirs reaches a graph
-        # (and a gc callback may call them in the middle of any trace)
-        return owner.__name__ in _SAFE_MODULES
+        # (and a gc callback may call them in the middle of any trace);
+        # sys.getsizeof measures the object it is handed: the plain number
+        return owner.__name__ in _SAFE_MODULES and name != "getsizeof"
     return (type(owner), name) in _SAFE_METHODS
 
 

@@ -184,11 +184,15 @@ _COMPILER_DIR = __file__.rsplit("/", 1)[0].rsplit("\\", 1)[0]
 _ENGINE_DIR = _COMPILER_DIR[: -len("compiler")] + "value"
 
 
-def user_site() -> str:
+_PACKAGE_DIR = _COMPILER_DIR[: -len("/compiler")]
+
+
+def user_site(package: bool = False) -> str:
     """``file:line`` of the innermost frame outside compile's own code and
-    the Value engine's."""
+    the Value engine's (with ``package``: outside chainrule's)."""
     f: FrameType | None = sys._getframe(1)
-    while f is not None and f.f_code.co_filename.startswith((_COMPILER_DIR, _ENGINE_DIR)):
+    mine = (_PACKAGE_DIR,) if package else (_COMPILER_DIR, _ENGINE_DIR)
+    while f is not None and f.f_code.co_filename.startswith(mine):
         f = f.f_back
     return "?" if f is None else f"{f.f_code.co_filename}:{f.f_lineno}"
 

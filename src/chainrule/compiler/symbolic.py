@@ -146,11 +146,24 @@ class SymInt(TracedInt):
     def __getattr__(self, name: str) -> Any:
         return getattr(self._pin(), name)
 
+    def __sizeof__(self) -> int:
+        return self._pin().__sizeof__()
+
+    def __reduce_ex__(self, protocol: Any) -> Any:
+        return self._pin().__reduce_ex__(protocol)
+
     def __bool__(self) -> bool:
         result = self.value != 0
         if self.record is reads.current():
             self.record.int_guards.append((operator.ne, self.recipe, 0, result))
         return result
+
+
+# an int to user code: its name in error messages (``'int' object is not
+# callable``), and no ``__slots__``
+SymInt.__name__ = SymInt.__qualname__ = int.__name__
+SymInt.__module__ = int.__module__
+del SymInt.__slots__, TracedInt.__slots__
 
 
 def _operand(x: Any) -> tuple[bool, Any, Any]:

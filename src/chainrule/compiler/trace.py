@@ -131,10 +131,13 @@ class StandIn(_Masked):
         return object.__hash__(_entry(self))
 
 
-def _entry(v: Any) -> Any:
+_picked_slot = StandIn.__dict__["picked"]
+
+
+def _entry(v: Any, picked: Any = _picked_slot.__get__) -> Any:
     """The object a stand-in picks (``v`` itself for any other object)."""
     while type(v) is StandIn:
-        v = v.picked
+        v = picked(v)
     return v
 
 
@@ -206,6 +209,12 @@ class _Structure:
         else:
             self.inner.__set__(obj, value)
 
+    def __delete__(self, obj: Any) -> None:
+        if _read_by_user(sys._getframe(1), self.name):
+            delattr(_entry(obj), self.name)
+        else:
+            self.inner.__delete__(obj)
+
 
 def _inherited(name: str) -> Any:
     for cls in Value.__mro__:
@@ -215,6 +224,7 @@ def _inherited(name: str) -> Any:
 
 
 for _name in (
+    "picked",  # (the stand-in's own, by the slot itself: a Value has none)
     "_prev",
     "_local",
     "_children",
@@ -227,7 +237,8 @@ for _name in (
     "_repr_html_",
     "_repr_svg_",
 ):
-    setattr(StandIn, _name, _Structure(_name, _inherited(_name)))
+    inner = _picked_slot if _name == "picked" else _inherited(_name)
+    setattr(StandIn, _name, _Structure(_name, inner))
 StandIn.__slots__ = _Structure("__slots__", Value.__slots__)  # type: ignore[assignment]
 
 
@@ -298,7 +309,7 @@ def alias_of(v: Value, candidates: tuple[Value, ...]) -> Value:
     """A fresh leaf with ``v``'s value that stands for a gather's pick
     among ``candidates`` (made without ``__init__``: not a constant)."""
     alias = object.__new__(StandIn)
-    alias.picked = v
+    _picked_slot.__set__(alias, v)
     _data_slot.__set__(alias, _data_slot.__get__(v, Value))
     _grad_slot.__set__(alias, 0.0)
     _depends(alias, candidates, GATHER)
@@ -411,16 +422,34 @@ def type_of(x: Any) -> type:
 
 
 def _reduce_ex(self: Value, protocol: Any) -> Any:
-    """``pickle``, ``copy.copy`` of a node made while tracing: a Value, as
-    eagerly; of a stand-in: the entry it picks (the copy writes ``.data``
-    of a new Value, so the function then runs eagerly)."""
+    """``pickle``, ``copy.copy`` of a Value while tracing (of a node made
+    while tracing at any time): a Value with the plain numbers, as eagerly;
+    of a stand-in: the entry it picks (the copy writes ``.data`` of a new
+    Value, so the function then runs eagerly)."""
     if type(self) is StandIn:
         return _entry(self).__reduce_ex__(protocol)
     reduced: Any = object.__reduce_ex__(self, protocol)
     f, args, *rest = reduced
     if args and args[0] is TraceValue:
         args = (Value, *args[1:])
+    if rest and type(rest[0]) is tuple and len(rest[0]) == 2 and type(rest[0][1]) is dict:
+        # the slots' state: the numbers the engine holds, plain (as eagerly)
+        d, slots = rest[0]
+        slots = {k: _plain_deep(x) for k, x in slots.items()}
+        rest[0] = (d, slots)
     return (f, args, *rest)
+
+
+def _sizeof(self: Value) -> int:
+    """``v.__sizeof__()``, ``sys.getsizeof(v)``: a Value's, as eagerly."""
+    return object.__sizeof__(_entry(self))
+
+
+def _plain_deep(x: Any) -> Any:
+    """``x``, or a tuple of them (``_local``), with every traced float plain."""
+    if type(x) is tuple:
+        return tuple(map(_plain, x))
+    return _plain(x)
 
 
 # The classes a trace puts in place of the user's show the user's names: in an
@@ -428,10 +457,15 @@ def _reduce_ex(self: Value, protocol: Any) -> Any:
 # (and ``type(v)``, ``v.__class__`` in user code: :func:`type_of`)
 for _cls in (TraceValue, StandIn):
     _cls.__reduce_ex__ = _reduce_ex  # type: ignore[method-assign,assignment]
-TraceValue.__name__ = TraceValue.__qualname__ = Value.__name__
-TraceValue.__module__ = Value.__module__
+StandIn.__sizeof__ = _sizeof  # type: ignore[method-assign,assignment]
+for _cls in (TraceValue, StandIn):
+    _cls.__name__ = _cls.__qualname__ = Value.__name__
+    _cls.__module__ = Value.__module__
 TracedFloat.__name__ = TracedFloat.__qualname__ = float.__name__
 TracedFloat.__module__ = float.__module__
+# ... and their slots: a Value's (``n.__slots__``), none for a float
+TraceValue.__slots__ = Value.__slots__  # type: ignore[assignment]
+del TracedFloat.__slots__
 
 
 @contextmanager
@@ -448,7 +482,7 @@ def watching(record: Record, created: list[Value]) -> Iterator[None]:
     saved = {  # None: inherited (from BeyondMicrograd)
         name: Value.__dict__.get(name)
         for name in ("__lt__", "__le__", "__gt__", "__ge__", "__format__", "backward")
-        + ("item", "detach", "__repr__", "_local_grads")
+        + ("item", "detach", "__repr__", "_local_grads", "__reduce_ex__")
     }
     me = threading.get_ident()
     internal = _INTERNAL
@@ -478,6 +512,19 @@ def watching(record: Record, created: list[Value]) -> Iterator[None]:
                 put(target, x)
             return
         put(v, x)
+
+    def delete(slot_of: Any, what: str) -> Callable[[Value], None]:
+        def delete_attribute(v: Value) -> None:
+            if getframe(1).f_code.co_filename not in internal and threading.get_ident() == me:
+                record.problems.append(
+                    f"{reads.where()}: deletes {what} of a Value; a replay would not repeat it"
+                )
+                for target in written(v):
+                    slot_of.__delete__(target)
+                return
+            slot_of.__delete__(v)
+
+        return delete_attribute
 
     def read_grad(v: Value, owner: Any = None) -> Any:
         g = get_grad(v, owner)
@@ -525,6 +572,20 @@ def watching(record: Record, created: list[Value]) -> Iterator[None]:
             # picks in place of their stand-ins)
             untrace([self], record)
         eager_backward(self, *args, **kwargs)
+
+    def before_walk(root: Any) -> None:
+        """A graph walk the user's code asks for (``gradients()``, ``explain``,
+        ``topological_order``) walks the graph ``fn`` builds eagerly: the
+        picks in place of their stand-ins, read floats as the leaves they
+        are; and the function runs eagerly (the traced run's result is the
+        call's, so the walk must be eager's)."""
+        if threading.get_ident() != me or _reader(getframe(2)) is None:
+            return  # compile's own walk (untrace), or another thread's
+        record.problems.append(
+            f"{reads.user_site(package=True)}: walks the graph inside the function (gradients(), "
+            "explain...); a replay would not walk it again"
+        )
+        untrace([root], record)
 
     def read_leaf(v: Value, x: Any) -> None:
         """A leaf made from a read float: recomputed at each replay."""
@@ -651,8 +712,8 @@ def watching(record: Record, created: list[Value]) -> Iterator[None]:
 
     Value.__truediv__ = guarded_truediv  # type: ignore[method-assign]
     Value.__rtruediv__ = guarded_rtruediv  # type: ignore[method-assign]
-    Value.data = property(read, write)  # type: ignore[misc,assignment]
-    Value.grad = property(read_grad, write_grad)  # type: ignore[misc]
+    Value.data = property(read, write, delete(slot, ".data"))  # type: ignore[misc,assignment]
+    Value.grad = property(read_grad, write_grad, delete(grad_slot, ".grad"))  # type: ignore[misc]
     Value.__init__ = new_init  # type: ignore[method-assign]
     Value.backward = backward  # type: ignore[method-assign]
     Value.__lt__ = compare(operator.lt)  # type: ignore[method-assign,assignment]
@@ -664,7 +725,9 @@ def watching(record: Record, created: list[Value]) -> Iterator[None]:
     Value.detach = detach  # type: ignore[method-assign,assignment]
     Value.__repr__ = show  # type: ignore[method-assign]
     Value._local_grads = property(local_grads)  # type: ignore[method-assign,assignment]
+    Value.__reduce_ex__ = _reduce_ex  # type: ignore[method-assign,assignment]
     engine._as_float = beyond_micrograd.as_float = protocols.as_float = keep_read
+    walk.before_walk = before_walk
     reads.set_current(record)
     try:
         yield
@@ -673,6 +736,7 @@ def watching(record: Record, created: list[Value]) -> Iterator[None]:
         record.iterators.clear()  # (each held by its Identity while the trace ran)
         record.compared = None
         engine._as_float = beyond_micrograd.as_float = protocols.as_float = as_float
+        walk.before_walk = None
         for name, attr in saved.items():
             if attr is None:
                 delattr(Value, name)

@@ -17,10 +17,18 @@ from .edges import contributions
 #: ``on_edge(node, child, contribution, incoming)`` sees every chain-rule term.
 EdgeHook = Callable[[Any, Any, Any, Any], None]
 
+#: Called with the root before each walk while ``chainrule.compile`` traces
+#: (None at every other time): a walk that the user's code asks for inside
+#: a traced function (``gradients()``, ``explain``) is then of the graph
+#: that the function builds eagerly (:func:`chainrule.compiler.trace.watching`).
+before_walk: Callable[[Any], None] | None = None
+
 
 def topological_order(root: Any) -> tuple[list[Any], list[Any]]:
     """The interior nodes ``root`` depends on, each before its inputs, and
     the leaves: micrograd's order exactly, so gradients agree bit for bit."""
+    if before_walk is not None:
+        before_walk(root)
     if not root._prev:
         return [], [root]
     seen, nodes, leaves = {root}, [], []
