@@ -220,12 +220,15 @@ class Optimizer:
         self._loop()
 
     def on_arrays(self) -> bool:
-        """Whether :meth:`step_arrays` can stand for :meth:`step`: every
-        parameter is a Value, NumPy is installed, and the optimizer's update
-        is this module's (a subclass that defines its own ``step`` runs it)."""
+        """Whether :meth:`step_arrays` can stand for :meth:`step` (and the
+        compiled step's own zeroing for :meth:`zero_grad`): every parameter
+        is a Value, NumPy is installed, and the optimizer is one of this
+        module's classes. A subclass of the user's (its own ``step``,
+        ``zero_grad``, an update that reads ``.grad``) gets its methods
+        called, as eagerly."""
         cls = type(self)
-        own = cls.step is Optimizer.step and cls._updated is not Optimizer._updated
-        return own and self._flat is not None
+        own = cls.__module__ == __name__ and cls._updated is not Optimizer._updated
+        return own and cls.step is Optimizer.step and self._flat is not None
 
     def step_arrays(self, data: Any, grad: Any) -> Any:
         """One :meth:`step` on arrays: the parameters' new data from their

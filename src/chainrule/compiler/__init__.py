@@ -160,6 +160,28 @@ class CompiledValue(Value):
             self._program.budget.backward(time.perf_counter() - start, self._program.eager_seconds)
 
 
+def _gradient_beside(v: CompiledValue, root: Any, seed: Any, reached: set[Any]) -> Any:
+    """``gradients(root, [v])`` where ``v`` is a node returned beside
+    ``root`` by the same call (``return h, loss``): outside root's graph
+    (the call is one node), so the walk did not reach it; the replay's
+    backward gives d root / d v, as the eager walk does through the graph
+    that holds it. Where root's graph holds another output of the call,
+    not the root itself, that derivative is not known: a clear error."""
+    siblings = v._siblings
+    if siblings is None or root is v:
+        return 0.0
+    if any(ref() is root for _, ref in siblings):
+        got = v._program.backward(v._buffer, root._slot, seed, v._call, [v._slot])
+        return got.get(v._slot, 0.0)  # (the leaves' .grad it added: put back by the walk)
+    if any(ref() in reached for _, ref in siblings):
+        raise TypeError(
+            "gradients: the input is a node a compiled call returned beside another of its "
+            "outputs that this graph uses: ask gradients() of that output itself, or call "
+            "its backward() and read .grad"
+        )
+    return 0.0
+
+
 def _node_backward(v: CompiledValue) -> None:
     """The chain rule of one compiled output inside a larger graph: the
     replay's backward, seeded with the output's gradient, adds into the
@@ -188,6 +210,9 @@ class _NodeBackward:
         v = self.ref()
         if v is not None:
             _node_backward(v)
+
+
+CompiledValue._gradient_beside = _gradient_beside  # type: ignore[attr-defined]
 
 
 def _output(value: float, program: Any, slot: int, buffer: Any, call: Call) -> CompiledValue:

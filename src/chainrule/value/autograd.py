@@ -41,6 +41,14 @@ def gradients(
     return walk_aside(output, seed, inputs, create_graph=create_graph, on_edge=on_edge)
 
 
+def _beside(x: Any, root: Value, seed: Any, reached: set[Any]) -> Any:
+    """d root / d ``x`` for an input the walk of ``root`` did not reach: 0.0,
+    unless ``x``'s class computes it (``_gradient_beside``: an output of a
+    ``chainrule.compile`` call returned beside ``root``, outside its graph)."""
+    beside = getattr(type(x), "_gradient_beside", None)
+    return 0.0 if beside is None else beside(x, root, seed, reached)
+
+
 def walk_aside(
     root: Value,
     seed: Any,
@@ -56,7 +64,9 @@ def walk_aside(
     try:
         backpropagate(root, seed, create_graph=create_graph, on_edge=on_edge, order=order)
         reached = {v for v, _ in saved}
-        out = [x.grad if x in reached else 0.0 for x in inputs]
+        walked: list[Any] = [x.grad if x in reached else None for x in inputs]
+        # (after every gradient the walk gave is read: a node beside it may run a pass)
+        out = [_beside(x, root, seed, reached) if g is None else g for g, x in zip(walked, inputs)]
         if create_graph:  # a node that got no contribution holds the float 0.0
             out = [g if isinstance(g, Value) else Value(g) for g in out]
         return out
