@@ -30,6 +30,7 @@ from collections.abc import Iterator, Sequence
 from typing import Any
 
 from .module import BaseModule, SequentialBase
+from .random_state import drawing
 from .value.engine import Scalar, Value
 from .value.sums import dense, dot
 
@@ -110,6 +111,7 @@ class Neuron(Module):
             activation = "relu" if nonlin else "linear"
         self.activation = _check_activation(activation)
         self.fused = True if fused is None else bool(fused)
+        drawing("the initial weights of an nn.Neuron")
         uniform = (rng or random).uniform
         self.w = [Value(uniform(-1, 1)) for _ in range(nin)]
         self.b = Value(0.0)

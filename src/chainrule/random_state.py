@@ -16,6 +16,7 @@ from __future__ import annotations
 import operator
 import random
 import threading
+from collections.abc import Callable
 from typing import Any
 
 __all__ = ["manual_seed", "tensor_generator"]
@@ -31,6 +32,20 @@ class _State:
 
 _state = _State()
 _lock = threading.Lock()
+
+#: Called with what is drawn before chainrule draws random numbers while
+#: ``chainrule.compile`` traces (None at every other time, set by
+#: :func:`chainrule.compiler.trace.watching`): numbers drawn inside a
+#: compiled function change from call to call, which a replay would not
+#: repeat, even from code compile does not copy.
+before_draw: Callable[[str], None] | None = None
+
+
+def drawing(what: str) -> None:
+    """Say that chainrule is about to draw ``what`` (``nn.Neuron``'s
+    initial weights) to a trace that may be running."""
+    if before_draw is not None:
+        before_draw(what)
 
 
 def manual_seed(seed: int) -> None:

@@ -59,19 +59,28 @@ import operator
 import os
 import random
 import sysconfig
-from types import BuiltinFunctionType, CellType, CodeType, FunctionType, GeneratorType, MethodType
+from types import (
+    BuiltinFunctionType,
+    CellType,
+    CodeType,
+    FunctionType,
+    GeneratorType,
+    MethodType,
+    WrapperDescriptorType,
+)
 from typing import Any
 
 from .escapes import all_names, call_method, describe, hidden_state, safe
 from .keys import Identity
 from .reads import AST_LOCK, Record, current, flat_items, read_whole_by, user_site
 from .symbolic import SymInt, gather
-from .trace import ON_BEHALF, StandIn, TraceValue, identity, same_object, type_of
+from .trace import ON_BEHALF, StandIn, TraceValue, by_entry, identity, same_object, type_of
 
 _SUBSCRIPT = "_chainrule_subscript_"
 _CALL = "_chainrule_call_"
 _OP = "_chainrule_op_"
 _MAKER = "_chainrule_maker_"
+_LINK = "_chainrule_link_"  # (and a number: an operand a chained comparison holds)
 
 #: Builtins whose calls go through ``_call`` all the same: those that read
 #: state (``next``, ``open``), call a function they are given (``map``,
@@ -135,12 +144,34 @@ class _Rewrite(ast.NodeTransformer):
     ``a % b`` -> ``_op("%", a, b)``; ``for x in E`` -> ``for x in _op("in", E)``;
     ``a is b`` -> ``_op("is", a, b)`` (and ``is not``); ``id(x)`` -> ``_op("id", x)``."""
 
+    def __init__(self) -> None:
+        self.links = 0  # the chained comparisons' operands held so far
+
     def visit_Compare(self, node: ast.Compare) -> ast.AST:
+        """``a is b`` -> ``_op("is", a, b)``; a chain with an ``is`` link,
+        ``a is b is not c``, -> ``_op("is", a, (t := b)) and _op("is not", t, c)``:
+        each operand evaluated once, left to right, the first false link's
+        value (or the last's) the result, as Python's chain."""
         self.generic_visit(node)
-        if len(node.ops) != 1 or not isinstance(node.ops[0], (ast.Is, ast.IsNot)):
+        if not any(isinstance(op, (ast.Is, ast.IsNot)) for op in node.ops):
             return node
-        kind = "is" if isinstance(node.ops[0], ast.Is) else "is not"
-        return ast.copy_location(_op_call(kind, node.left, node.comparators[0]), node)
+        links: list[ast.expr] = []
+        left = node.left
+        for k, (op, right) in enumerate(zip(node.ops, node.comparators)):
+            held = None
+            if k < len(node.ops) - 1:  # also the next link's left operand
+                held = f"{_LINK}{self.links}"
+                self.links += 1
+                right = ast.NamedExpr(ast.Name(held, ast.Store()), right)
+            if isinstance(op, (ast.Is, ast.IsNot)):
+                link: ast.expr = _op_call("is" if isinstance(op, ast.Is) else "is not", left, right)
+            else:
+                link = ast.Compare(left, [op], [right])
+            links.append(link)
+            if held is not None:
+                left = ast.Name(held, ast.Load())
+        out = links[0] if len(links) == 1 else ast.BoolOp(ast.And(), links)
+        return ast.fix_missing_locations(ast.copy_location(out, node))
 
     def visit_BinOp(self, node: ast.BinOp) -> ast.AST:
         self.generic_visit(node)
@@ -447,14 +478,21 @@ def _call(f: Any, /, *args: Any, **kwargs: Any) -> Any:
     trace one that cannot be replayed. A function handed to ``map``,
     ``sorted(key=)``, ``functools.reduce`` ... is called through ``_call``
     in turn."""
+    t = type(f)
+    if t is functools.partial:  # its function called as the copies call it
+        return _call(f.func, *f.args, *args, **{**f.keywords, **kwargs})
+    if isinstance(f, type):
+        made = _made_by_copies(f)
+        if made is not None:
+            return _construct(f, *made, args, kwargs)
     record = current()
     if record is None:
         g = target(f)
         return read_whole_by(f, args, kwargs) if g is f and opaque(f) else g(*args, **kwargs)
     if (f is builtins.setattr or f is builtins.delattr) and args and _is_function(args[0]):
         record.problems.append(f"{user_site()}: {FUNCTION_ATTRIBUTE}")
-    if f is builtins.id and len(args) == 1 and not kwargs and type(args[0]) is StandIn:
-        return identity(args[0], 2)  # map(id, picks), sorted(key=id): the entry's
+    if (t is BuiltinFunctionType or t is WrapperDescriptorType) and f in BY_IDENTITY:
+        return by_entry(f, args, 2) if not kwargs else f(*args, **kwargs)  # the entries'
     if f is builtins.type and len(args) == 1 and not kwargs:
         return type_of(args[0])  # a node made while tracing: Value, as eagerly
     why = hidden(f, args, kwargs, record)
@@ -476,6 +514,57 @@ def _call(f: Any, /, *args: Any, **kwargs: Any) -> Any:
     if _iterator_types.get(type(out), True) and hasattr(type(out), "__next__"):
         record.iterators.add(Identity(out))  # an iterator made here: the trace's own
     return out
+
+
+#: C functions that tell objects apart by identity: called from a copy
+#: (directly, or handed to ``map``, ``sorted(key=)``, a ``functools.partial``),
+#: a pick ``W[i]`` among their arguments is the entry it picks
+#: (:func:`~chainrule.compiler.trace.by_entry`; the function then runs eagerly).
+BY_IDENTITY = frozenset(
+    (builtins.id, operator.is_, operator.is_not)
+    + (object.__hash__, object.__repr__, object.__eq__, object.__ne__)
+)
+
+
+def _made_by_copies(cls: type) -> tuple[Any, Any] | None:
+    """The ``__new__`` and ``__init__`` a call of the class ``cls`` runs, when
+    ``type.__call__`` runs it (no metaclass ``__call__``) and at least one of
+    them is a Python function with a copy (its random draws, calls and
+    picks are then seen); else None: the class runs as it is."""
+    if call_method(cls) is not _TYPE_CALL:
+        return None
+    new, init = cls.__new__, cls.__init__  # type: ignore[misc]
+    plain_new = new is object.__new__
+    if not (plain_new or type(new) is FunctionType):
+        return None  # a C base's (list, Exception): runs as it is
+    if not (init is object.__init__ or type(init) is FunctionType):
+        return None
+    if plain_new and init is object.__init__:
+        return None
+    if (plain_new or copied_code(new.__code__) is None) and (
+        type(init) is not FunctionType or copied_code(init.__code__) is None
+    ):
+        return None  # nothing to follow
+    return new, init
+
+
+_TYPE_CALL = vars(type)["__call__"]
+
+
+def _construct(cls: type, new: Any, init: Any, args: Any, kwargs: Any) -> Any:
+    """``cls(*args, **kwargs)`` as ``type.__call__`` runs it, its ``__new__``
+    and ``__init__`` called through :func:`_call` (their copies)."""
+    obj = object.__new__(cls) if new is object.__new__ else _call(new, cls, *args, **kwargs)
+    made = type(obj)
+    if not issubclass(made, cls):
+        return obj  # (type.__call__ calls no __init__)
+    if made is not cls:
+        init = made.__init__
+    if init is not object.__init__:
+        out = _call(init, obj, *args, **kwargs)
+        if out is not None:
+            raise TypeError(f"__init__() should return None, not '{type(out).__name__}'")
+    return obj
 
 
 def _cache_of(f: Any) -> Any:
@@ -728,5 +817,7 @@ def call(fn: Any, *args: Any) -> Any:
 
 #: The code of :func:`_call` and :func:`call`: C functions called from
 #: their frames, or below them, are the user's (escapes.CCalls).
-RELAY = frozenset((_call.__code__, call.__code__, _relay(len).__code__, _op.__code__))
+RELAY = frozenset(
+    (_call.__code__, call.__code__, _relay(len).__code__, _op.__code__, _construct.__code__)
+)
 ON_BEHALF.update(RELAY | {read_whole_by.__code__})  # (read_whole_by: called from _call, _op)

@@ -41,6 +41,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
+from .. import random_state
 from ..value import (
     beyond_micrograd,
     edges,
@@ -291,18 +292,28 @@ def same_object(a: Any, b: Any, depth: int = 1) -> bool:
     (the function then runs eagerly); ``depth``: the user's frame."""
     if type(a) is not StandIn and type(b) is not StandIn:
         return a is b
-    if reads.current() is not None:
-        _compared(sys._getframe(depth))
-    return _entry(a) is _entry(b)
+    return bool(by_entry(operator.is_, (a, b), depth + 1))
 
 
 def identity(x: Any, depth: int = 1) -> int:
     """``id(x)`` in user code while tracing (a copy's call of the builtin
     ``id``), a stand-in as the entry it picks (the function then runs
     eagerly); ``depth``: the user's frame."""
-    if type(x) is StandIn and reads.current() is not None:
-        _compared(sys._getframe(depth))
-    return id(_entry(x))
+    return int(by_entry(id, (x,), depth + 1))
+
+
+def by_entry(f: Callable[..., Any], args: tuple[Any, ...], depth: int = 1) -> Any:
+    """``f(*args)`` for a function that tells objects apart by identity
+    (``is``, ``id``, ``operator.is_``, ``object.__hash__``, ``object.__eq__``
+    ...: :data:`~chainrule.compiler.rewrite.BY_IDENTITY`), each stand-in as
+    the entry it picks, as eagerly; asked of a stand-in by user code while
+    tracing, the function runs eagerly (which picks are the same entry
+    depends on the ints); ``depth``: the user's frame."""
+    if any(type(a) is StandIn for a in args):
+        if reads.current() is not None:
+            _compared(sys._getframe(depth))
+        args = tuple(map(_entry, args))
+    return f(*args)
 
 
 def alias_of(v: Value, candidates: tuple[Value, ...]) -> Value:
@@ -587,6 +598,16 @@ def watching(record: Record, created: list[Value]) -> Iterator[None]:
         )
         untrace([root], record)
 
+    def before_draw(what: str) -> None:
+        """chainrule draws random numbers (``nn.Neuron``'s weights) inside the
+        function, even from code compile runs as it is: the traced run
+        draws them for real (eager's numbers), a replay would reuse them."""
+        if threading.get_ident() == me:
+            record.problems.append(
+                f"{reads.user_site(package=True)}: draws {what}, which change from call to "
+                "call; a replay would reuse its traced ones"
+            )
+
     def read_leaf(v: Value, x: Any) -> None:
         """A leaf made from a read float: recomputed at each replay."""
         record.leaf_recipes[v] = x.recipe
@@ -728,6 +749,7 @@ def watching(record: Record, created: list[Value]) -> Iterator[None]:
     Value.__reduce_ex__ = _reduce_ex  # type: ignore[method-assign,assignment]
     engine._as_float = beyond_micrograd.as_float = protocols.as_float = keep_read
     walk.before_walk = before_walk
+    random_state.before_draw = before_draw
     reads.set_current(record)
     try:
         yield
@@ -737,6 +759,7 @@ def watching(record: Record, created: list[Value]) -> Iterator[None]:
         record.compared = None
         engine._as_float = beyond_micrograd.as_float = protocols.as_float = as_float
         walk.before_walk = None
+        random_state.before_draw = None
         for name, attr in saved.items():
             if attr is None:
                 delattr(Value, name)
