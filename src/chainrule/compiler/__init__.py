@@ -103,6 +103,7 @@ from ..value.mode import mode
 from ..value.protocols import UserOp
 from . import budget, reads
 from .budget import Budget
+from .dispatch import as_value
 from .keys import Call, Identity, NotReplayable, classify, describe, flatten
 
 __all__ = ["CompileWarning", "Compiled", "compile"]
@@ -158,6 +159,9 @@ class CompiledValue(Value):
         self.grad = seed
         if self._program.budget is not None:
             self._program.budget.backward(time.perf_counter() - start, self._program.eager_seconds)
+
+
+as_value(CompiledValue)  # (fast(2.0) * m: the user's m.__rmul__ first, as for a Value)
 
 
 def _gradient_beside(v: CompiledValue, root: Any, seed: Any, reached: set[Any]) -> Any:

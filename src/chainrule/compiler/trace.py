@@ -58,6 +58,7 @@ from ..value import (
 from ..value.engine import Value
 from ..value.primitives import Primitive
 from . import escapes, reads
+from .dispatch import as_value, asked_first
 from .keys import Identity
 from .reads import Record, TracedFloat, traced
 
@@ -120,11 +121,14 @@ class StandIn(_Masked):
     __slots__ = ("picked",)
     picked: Value
 
+    # (the user's subclass of Value is asked first, as for any operator: as_value)
     def __eq__(self, other: object) -> bool:
-        return _same(self, other, 2)
+        answer = asked_first(self, other, "__eq__")
+        return _same(self, other, 2) if answer is NotImplemented else answer
 
     def __ne__(self, other: object) -> bool:
-        return not _same(self, other, 2)
+        answer = asked_first(self, other, "__ne__")
+        return not _same(self, other, 2) if answer is NotImplemented else answer
 
     def __hash__(self) -> int:
         if reads.current() is not None and _asker(sys._getframe(1)) is not None:
@@ -413,6 +417,8 @@ def _read_new(
     return d if record is None else traced(d, ("node", v))
 
 
+as_value(TraceValue)
+as_value(StandIn)
 TraceValue.data = property(_read_new, _data_slot.__set__)  # type: ignore[misc,assignment]
 TraceValue.grad = _grad_slot  # type: ignore[misc]
 
@@ -777,6 +783,7 @@ _OURS = _INTERNAL | frozenset(
         "__init__",
         "budget",
         "capture",
+        "dispatch",
         "escapes",
         "keys",
         "program",
