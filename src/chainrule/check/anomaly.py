@@ -121,7 +121,7 @@ class AnomalyDetector(ContextDecorator):
         location = self._interned.setdefault(location, location)
         self._where[id(node)] = (node._id, location)
         y = node.data
-        if type(y) is not float:  # a Tensor
+        if not isinstance(y, float):  # a Tensor (compile's traced float is a float)
             _check_tensor_forward(node, location)
             return
         if isfinite(y):
@@ -134,7 +134,7 @@ class AnomalyDetector(ContextDecorator):
     def backward(self, node: Any, child: Any, contribution: Any, incoming: Any) -> None:
         """Called for every contribution of the backward pass: stops at the
         first one that is nan or inf while the gradient arriving is finite."""
-        if type(node.data) is not float:  # a Tensor
+        if not isinstance(node.data, float):  # a Tensor
             if _finite_array(contribution) or not _finite_array(incoming):
                 return  # fine, or already non-finite further down: not the first
             _tensor_backward_error(node, child, contribution, self._location(node))

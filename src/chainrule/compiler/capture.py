@@ -41,6 +41,7 @@ from .program import (
     Group,
     Program,
     RecipeStep,
+    SavedLocalsGroup,
     SumGroup,
     is_recipe,
 )
@@ -329,6 +330,8 @@ def _lay_out(
         else:
             first = next(iter(members))
             node_group = _group(kind, list(map(_get_prev, members)), slot[first], slot, None)
+            if type(node_group) is SavedLocalsGroup:
+                _save_locals(prog, node_group, list(members))
             edges.add(node_group, members.values())
             steps.append(node_group)
     prog.steps = steps
@@ -459,7 +462,8 @@ def _group(
     const = None if kinds is None else (kinds, None)
     forward, local = rules.kernels(fn, small, kinds)
     if kinds is None:
-        return Group(fn, start, start + n, matrix, const, forward, local, small)
+        kind = Group if rules.is_own(fn) else SavedLocalsGroup
+        return kind(fn, start, start + n, matrix, const, forward, local, small)
     rows = np.cumsum((0, *kinds))[:-1]  # each term's first input row
     is_product = np.array(kinds) == 2
     firsts = rows[is_product]
@@ -482,6 +486,24 @@ def _group(
         singles=np.flatnonzero(~is_product),
         partner=partner,
     )
+
+
+def _save_locals(prog: Program, group: SavedLocalsGroup, members: list[Value]) -> None:
+    """Slots past the program's for the local derivatives of a user's
+    primitive (``SavedLocalsGroup``), holding the traced nodes' (a replay
+    of the traced call computes them again: the same numbers, or the
+    function runs eagerly)."""
+    n_in, n = group.matrix.shape
+    try:
+        traced = [float(x) for v in members for x in v._local[:n_in]]
+    except (TypeError, ValueError):
+        raise Unsupported(
+            f"the derivative rule of {group.fn.name!r} returns a local derivative that is "
+            "not a number"
+        ) from None
+    group.saved = np.arange(prog.n, prog.n + n_in * n, dtype=np.intp).reshape(n, n_in).T.copy()
+    prog.base = np.concatenate([prog.base, traced])
+    prog.n += n_in * n
 
 
 def _gather_step(aliases: list[Value], slot: dict[Any, int], record: Record) -> GatherStep:

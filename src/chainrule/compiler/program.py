@@ -107,13 +107,19 @@ class Group:
             gout = np.where(mask, gout, 0.0)
         if X is None:
             X = val.take(self.matrix)
-        local = self.local(X, self.const, val[self.start : self.stop])
+        local = self.locals_of(val, X)
         for row, d in zip(contributions if rows is None else rows, local):
             np.multiply(d, gout, out=row)  # d: an array, or a number for all
         if self.fn.masked and not np.isfinite(gout).all():
             _masked(self, local, contributions, gout, X)
         if mask is not None:
             contributions[:, ~mask] = 0.0
+
+    def locals_of(self, val: np.ndarray, X: np.ndarray) -> Any:
+        """The local derivatives of the group's nodes for the buffer ``val``
+        (``X``: their inputs' values): the table's rules, pure functions of
+        the operands, evaluated now."""
+        return self.local(X, self.const, val[self.start : self.stop])
 
     def terms_of(self, terms: np.ndarray) -> np.ndarray:
         """This group's part of ``terms``: a row per input position."""
@@ -128,6 +134,30 @@ class Group:
 
     def nbytes(self) -> int:
         return int(self.matrix.nbytes + self.incoming.nbytes)
+
+
+@dataclass
+class SavedLocalsGroup(Group):
+    """Nodes of a user's primitive: as the eager engine, which evaluates a
+    derivative rule when the operation runs and keeps the numbers in the
+    node, the forward pass evaluates the rule (with the state it reads at
+    the call; an exception it raises makes the replay trace again, which
+    raises it at the call as eagerly) and saves the local derivatives in
+    the buffer, at ``saved`` (one row per input position); the backward
+    pass reads them there, however late and however often it runs."""
+
+    saved: Any = None  # (inputs, n): the slots of the local derivatives
+
+    def run(self, val: np.ndarray, call: Any) -> Any:
+        X = super().run(val, call)
+        val[self.saved] = self.local(X, self.const, val[self.start : self.stop])
+        return X
+
+    def locals_of(self, val: np.ndarray, X: np.ndarray) -> Any:
+        return val.take(self.saved)
+
+    def nbytes(self) -> int:
+        return super().nbytes() + int(self.saved.nbytes)
 
 
 def _reciprocal_is_exact(a: np.ndarray, b: np.ndarray) -> np.ndarray:

@@ -245,6 +245,19 @@ def vectorizes(fn: Primitive) -> bool:
     return d is not None and getattr(d, "__module__", None) in (P.__name__, S.__name__, __name__)
 
 
+def is_own(fn: Primitive) -> bool:
+    """Whether ``fn``'s derivative rule is chainrule's own (the table's, the
+    fused ops', the losses'): a pure function of the operands, which a
+    replay may evaluate in its backward pass. A user's rule may read state
+    (a global scale a schedule changes) or raise: a replay evaluates it in
+    its forward pass, when the eager engine does (``SavedLocalsGroup``)."""
+    module = getattr(fn.derivative, "__module__", None)
+    return type(module) is str and module.startswith(_PACKAGE)
+
+
+_PACKAGE = __name__.split(".", 1)[0] + "."
+
+
 def kernels(fn: Primitive, small: bool, kinds: tuple[int, ...] | None = None) -> tuple[Any, Any]:
     """``(forward(X, c), local(X, c, out))`` for a group of ``fn``; ``kinds``
     for a group of running sums (``SUM_TERMS``) of those kinds of terms."""

@@ -632,13 +632,8 @@ def watching(record: Record, created: list[Value]) -> Iterator[None]:
             self.__class__ = TraceValue
             made(self)
             recording = state_now()  # (None: a graph is recorded, the common case)
-            if recording is not None and not recording.grad_enabled and args[0]:
-                # no_grad(): the node is a constant (no inputs), its value
-                # the trace's: a replay would not recompute it
-                record.problems.append(
-                    f"{reads.user_site()}: computes a Value under no_grad() inside the "
-                    "function; a replay would reuse its traced value"
-                )
+            if recording is not None:
+                _unusual_recording(recording, args[0], record)
             if args[1] is not engine._NUMBER:
                 init(self, data, *args)
                 return
@@ -796,6 +791,23 @@ _OURS = _INTERNAL | frozenset(
         "trace",
     ]
 )
+
+
+def _unusual_recording(recording: Any, has_inputs: Any, record: Record) -> None:
+    """A node made while the thread is not simply recording: under
+    ``no_grad()`` it is a constant whose value a replay would reuse; under
+    ``detect_anomaly()`` the detector checks it, which a replay would not
+    (a nan there would be silent): the function runs eagerly."""
+    if not recording.grad_enabled and has_inputs:
+        record.problems.append(
+            f"{reads.user_site()}: computes a Value under no_grad() inside the "
+            "function; a replay would reuse its traced value"
+        )
+    if recording.observer is not None and not record.problems:  # (one per trace: slow mode)
+        record.problems.append(
+            f"{reads.user_site()}: computes a Value under detect_anomaly() inside the "
+            "function; a replay would not check its operations"
+        )
 
 
 def run_traced(
