@@ -1,10 +1,7 @@
-"""The backward pass: :func:`topological_order` is micrograd's ``build_topo``,
-reversed (a stack where recursion would go too deep); :func:`backpropagate`
-seeds the root and walks that order, adding ``local * node.grad`` into every
-input. ``backward()``, ``gradients()``, ``explain``, anomaly detection
-(``on_edge``) and compile's capture use both. A node needs ``_prev`` and
-``_local`` (the local derivatives, then the primitive, which ``zip`` leaves out).
-"""
+"""The backward pass: :func:`topological_order` (micrograd's ``build_topo``, reversed;
+a stack where recursion would go too deep) and :func:`backpropagate`, which seeds the root
+and adds ``local * node.grad`` into every input. A node needs ``_prev`` and ``_local``
+(the local derivatives, then the primitive, which ``zip`` leaves out)."""
 
 from __future__ import annotations
 
@@ -16,12 +13,7 @@ from .edges import contributions
 
 #: ``on_edge(node, child, contribution, incoming)`` sees every chain-rule term.
 EdgeHook = Callable[[Any, Any, Any, Any], None]
-
-#: Called with the root before each walk while ``chainrule.compile`` traces
-#: (None at every other time): a walk that the user's code asks for inside
-#: a traced function (``gradients()``, ``explain``) is then of the graph
-#: that the function builds eagerly (:func:`chainrule.compiler.trace.watching`).
-before_walk: Callable[[Any], None] | None = None
+before_walk: Callable[[Any], None] | None = None  # each walk's root, while compile traces
 
 
 def topological_order(root: Any) -> tuple[list[Any], list[Any]]:
