@@ -68,7 +68,16 @@ def test_a_returned_argument_list_runs_eagerly_as_that_list() -> None:
     assert warned == 1 and "a list among its arguments" in (fast.eager_reason or "")
 
 
-def test_a_returned_row_of_an_argument_or_a_list_made_inside_runs_eagerly() -> None:
+def test_a_returned_row_of_an_argument_runs_eagerly_as_that_row() -> None:
+    picked = chainrule.compile(lambda rows, i: rows[i])
+    R = [[Value(1.0), Value(2.0)], [Value(3.0), Value(4.0)]]
+    outs, warned = calls(picked, [(R, 1), (R, 0)])
+    assert (outs[0] is R[1], outs[1] is R[0], warned) == (True, True, 1)
+    assert "a row picked by an int argument from a list passed" in (picked.eager_reason or "")
+
+
+def test_a_returned_row_of_a_list_made_inside_replays() -> None:
+    """Eagerly a new list at each call too: built anew at each replay."""
     W = [Value(0.5), Value(-1.5)]
 
     def made(i: int) -> list[Value]:
@@ -79,11 +88,8 @@ def test_a_returned_row_of_an_argument_or_a_list_made_inside_runs_eagerly() -> N
     fast = chainrule.compile(made)
     outs, warned = calls(fast, [(0,), (1,), (0,)])
     assert [[v.data for v in o] for o in outs] == eager == [[1.0, -1.5], [-1.5, 1.5], [1.0, -1.5]]
-    assert warned == 1 and "a row picked by an int argument" in (fast.eager_reason or "")
-    picked = chainrule.compile(lambda rows, i: rows[i])
-    R = [[Value(1.0), Value(2.0)], [Value(3.0), Value(4.0)]]
-    outs, warned = calls(picked, [(R, 1), (R, 0)])
-    assert (outs[0] is R[1], outs[1] is R[0], warned) == (True, True, 1)
+    assert outs[1][0] is W[1] and outs[0] is not outs[2]
+    assert (warned, fast.traces, fast.hits) == (0, 1, 2)
 
 
 def grow(R: list[list[Value]], W: list[Value]) -> Callable[[int, float], Value]:

@@ -1060,7 +1060,8 @@ def _before_call(
     at every replay: as they are. An argument's list (``fn`` runs on a copy)
     is the caller's at the next call: None. A row picked by an int argument
     (a new list standing for it) is the row the replay's int picks, where the
-    guards walk the list it is picked from; else None."""
+    guards walk the list it is picked from; of an argument's list, None (of
+    a list made inside ``fn``: not there, a new list at each call as eagerly)."""
     guarded = {
         id(x): x
         for x in itertools.chain(before, objects_before or ())
@@ -1070,16 +1071,16 @@ def _before_call(
     for copy, original, _ in containers:
         known[id(copy)] = (original, None, f"a {type(original).__name__} among its arguments")
     for (container, _), found in record.picked.items():
-        if found.row:
-            origin = found.origins[found.picked]
-            eager = known[id(origin)][0] if id(origin) in known else origin
-            guarded_list = id(container.obj) in guarded
-            replay = ("row", (found.index, found.origins)) if guarded_list else None
-            words = (
-                "a row picked by an int argument from a list passed as an argument or "
-                "made inside the function"
-            )
-            known[id(found.rows[found.picked])] = (eager, replay, words)
+        if not found.row:
+            continue
+        origin = found.origins[found.picked]
+        if id(container.obj) in guarded:
+            replay = ("row", (found.index, found.origins))
+            known[id(found.rows[found.picked])] = (origin, replay, "")
+        elif id(origin) in known:  # a row of an argument's list (a copy)
+            words = "a row picked by an int argument from a list passed as an argument"
+            known[id(found.rows[found.picked])] = (known[id(origin)][0], None, words)
+        # (a row of a list made inside fn: a new list at each call, eagerly too)
     return known
 
 
