@@ -613,12 +613,20 @@ class Compiled:
                     rewrite.call, (self.fn, *copies), record, bool(call.floats), rewrite.RELAY
                 )
         except BaseException:
+            _write_rows(record)
             _write_back(containers)
             raise
+        rows = _write_rows(record)
         written = _write_back(containers)
         unseen = rewrite.unseen_miss(caches, record) if caches else None
         if unseen is not None:
             record.problems.append(unseen)
+        if rows:
+            record.problems.append(
+                "it changes a row picked by an int argument in place (row = R[i]; "
+                "row.append(v) or row[0] = v: a replay would not change it; it runs on the "
+                "list's own rows eagerly)"
+            )
         if written is not None:
             record.problems.append(
                 f"it changes {written} in place (a replay would not change it; it runs on "
@@ -657,16 +665,25 @@ class Compiled:
         if escaped is not None:
             self._why.append(f"a float argument is read whole by {escaped}")
         arg_values = call.values
+        # the containers that existed before the call: eager hands back the very object
+        known = _before_call(before, objects_before, containers, record)
         try:
             try:
-                out_items, rebuild, _ = flatten(out)
+                out_items, rebuild, _ = flatten(out, known)
             except NotReplayable as e:
                 out_items, rebuild = _values_in(out), lambda _: out
                 raise Unsupported(str(e)) from None
             if record.problems:
                 raise Unsupported(record.problems[0])
             for x in out_items:
-                if not (isinstance(x, Value) or hasattr(x, "recipe") or _as_is(x)):
+                if id(x) in known:
+                    _, replay, words = known[id(x)]
+                    if replay is None:
+                        raise Unsupported(
+                            f"it returns {words} (eagerly that very {type(x).__name__}, which "
+                            "the caller may change; a replay would hand back a new one)"
+                        )
+                elif not (isinstance(x, Value) or hasattr(x, "recipe") or _as_is(x)):
                     raise Unsupported(
                         f"it returns a {type(x).__name__} (not a Value, a number or a "
                         "tuple, list or dict of them): a replay would hand back the object "
@@ -682,12 +699,14 @@ class Compiled:
             self._eager(str(e), None, stacklevel=5)
             # the trace ran fn: its result (and what it put in the arguments) is this call's
             # (and the nodes it put in a functools cache)
-            extra = [x for _, o, _ in containers for x in _values_in(o)] + record.cached
-            return _untraced(out_items, record, rebuild, extra)
+            extra = [x for o in (*(o for _, o, _ in containers), *rows) for x in _values_in(o)]
+            return _untraced(out_items, record, rebuild, known, extra + record.cached)
         outputs: list[Any] = []
         made = set(created)
         for x in out_items:
-            if isinstance(x, Value):
+            if id(x) in known:  # (one a replay hands back too: as the trace's)
+                outputs.append(known[id(x)][1])
+            elif isinstance(x, Value):
                 if x in positions:
                     outputs.append(("arg", positions[x]))
                 elif x in record.aliases:  # a pick: the entry itself, as eagerly
@@ -732,7 +751,7 @@ class Compiled:
                 None,
                 stacklevel=5,
             )
-            return _untraced(out_items, record, rebuild)
+            return _untraced(out_items, record, rebuild, known)
         result = _outputs(entry, buffer, call)
         with self._lock:
             self._keep(call.key, entry)
@@ -1013,15 +1032,85 @@ def _untraced(
     out_items: list[Any],
     record: Any,
     rebuild: Callable[[list[Any]], Any],
+    known: dict[int, Any],
     extra: list[Any] | None = None,
 ) -> Any:
     """The result of a trace that is not kept, as ``fn`` returned it
     eagerly: the graph made eager (:func:`~chainrule.compiler.trace.untrace`),
-    a pick as the entry itself, a followed int or float as the plain number."""
+    a pick as the entry itself, a followed int or float as the plain number,
+    a container that existed before the call as that very object
+    (:func:`_before_call`)."""
     from .trace import StandIn, untrace
 
     picks = untrace(out_items + (extra or []), record)
-    return rebuild([reads.plain(picks.get(x, x) if type(x) is StandIn else x) for x in out_items])
+    return rebuild(
+        [
+            known[id(x)][0]
+            if id(x) in known
+            else reads.plain(picks.get(x, x) if type(x) is StandIn else x)
+            for x in out_items
+        ]
+    )
+
+
+def _write_rows(record: Any) -> list[Any]:
+    """After a trace: a row picked by an int argument is handed back as a
+    new list standing for the list's own row (``symbolic.Gather.rows``);
+    where ``fn`` changed it (``row = R[i]; row.append(v)``, ``row[0] = v``)
+    the change is put in the list's own row, as eagerly (picks as their
+    entries, followed numbers as the plain ones). Returns the rows changed."""
+    from .trace import _entry
+
+    changed = []
+    for found in record.gathers:
+        stand_in = found.rows.get(found.picked)
+        aliases = found.aliases
+        if type(stand_in) is list and (
+            len(stand_in) != len(aliases) or not all(map(operator.is_, stand_in, aliases))
+        ):
+            row = found.origins[found.picked]
+            row[:] = [reads.plain(_entry(x)) for x in stand_in]
+            changed.append(row)
+    return changed
+
+
+#: The containers :func:`~chainrule.compiler.keys.flatten` walks.
+_NESTS = (list, tuple, dict)
+
+
+def _before_call(
+    before: Any, objects_before: Any, containers: list[Any], record: Any
+) -> dict[int, tuple[Any, Any, str]]:
+    """The containers that existed before a trace's call, by the id of the
+    object ``fn`` may hand back for one: eager's object (the caller's own),
+    what a replay hands back for it, or None where it cannot, and the
+    container in words. Those the guards walk (reached through globals,
+    closures, ``self``, the objects among the arguments) are the same objects
+    at every replay: as they are. An argument's list (``fn`` runs on a copy)
+    is the caller's at the next call: None. A row picked by an int argument
+    (a new list standing for it) is the row the replay's int picks, where the
+    guards walk the list it is picked from; of an argument's list, None (of
+    a list made inside ``fn``: not there, a new list at each call as eagerly)."""
+    guarded = {
+        id(x): x
+        for x in itertools.chain(before, objects_before or ())
+        if isinstance(x, _NESTS) and (type(x) is not tuple or x)  # (() is one object)
+    }
+    known: dict[int, tuple[Any, Any, str]] = {k: (x, ("as is", x), "") for k, x in guarded.items()}
+    for copy, original, _ in containers:
+        known[id(copy)] = (original, None, f"a {type(original).__name__} among its arguments")
+    for (container, _), found in record.picked.items():
+        if not found.row:
+            continue
+        origin = found.origins[found.picked]
+        if id(container.obj) in guarded:
+            replay = ("row", (found.index, found.origins))
+            known[id(found.rows[found.picked])] = (origin, replay, "")
+        elif id(origin) in known:  # a row of an argument's list (a copy)
+            words = "a row picked by an int argument from a list passed as an argument"
+            known[id(found.rows[found.picked])] = (known[id(origin)][0], None, words)
+        # (a row of a list made inside fn: a new list at each call, eagerly too)
+    return known
 
 
 def _picked(
@@ -1075,6 +1164,8 @@ def _outputs(entry: _Entry, buffer: Any, call: Call) -> Any:
             new.append(v)
         elif kind == "pick":
             new.append(_pick(x, program, buffer, call))
+        elif kind == "row":
+            new.append(_row(x, call))
         else:
             new.append(x)
     if nodes is not None:
@@ -1082,6 +1173,15 @@ def _outputs(entry: _Entry, buffer: Any, call: Call) -> Any:
         for v in nodes.values():
             v._siblings = siblings
     return entry.rebuild(new)
+
+
+def _row(row: tuple[Any, list[Any]], call: Call) -> Any:
+    """A returned row picked by an int argument: the very row of the list
+    (guarded) that this call's ints pick (see :func:`_before_call`)."""
+    from .symbolic import recipe_value
+
+    index, rows = row
+    return rows[recipe_value(index, call.ints) % len(rows)]
 
 
 def _pick(pick: tuple[int, Any, list[Any]], program: Any, buffer: Any, call: Call) -> Any:

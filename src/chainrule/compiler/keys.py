@@ -30,7 +30,7 @@ from __future__ import annotations
 import struct
 import sys
 from collections import OrderedDict, defaultdict
-from collections.abc import Callable
+from collections.abc import Callable, Container
 from dataclasses import dataclass, field
 from itertools import islice
 from typing import Any
@@ -143,17 +143,20 @@ def classify(items: list[Any], shape: Any = None, symbolic_ints: bool = True) ->
 _SAME = "the same Value for several arguments"
 
 
-def flatten(tree: Any) -> tuple[list[Any], Callable[[list[Any]], Any], Any]:
+def flatten(
+    tree: Any, whole: Container[int] = ()
+) -> tuple[list[Any], Callable[[list[Any]], Any], Any]:
     """The items of a nest of tuples, lists and dicts (named tuples,
     ``OrderedDict`` and ``defaultdict`` too, rebuilt as their own type), the
     function that rebuilds the nest from new items, and the nest's shape
     (types, lengths, dict keys) as a hashable value. Another subclass of
     list, tuple or dict raises :class:`NotReplayable` (its constructor and
-    attributes are its own)."""
+    attributes are its own). A container whose id is in ``whole`` is an
+    item itself (a trace's output that existed before the call)."""
     items: list[Any] = []
 
     def walk(x: Any) -> tuple[Callable[[Any], Any], Any]:
-        if not isinstance(x, _CONTAINERS):
+        if not isinstance(x, _CONTAINERS) or id(x) in whole:
             items.append(x)
             return _LEAF
         kind = type(x)

@@ -63,6 +63,8 @@ class Gather:
     row: bool = False  # entries are rows
     picked: int = 0  # the entry picked while tracing
     rows: dict[int, Any] = field(default_factory=dict)  # the row handed back, as its list
+    # the list's own rows (the objects), for eager's row where the one handed back is not
+    origins: list[Any] = field(default_factory=list)
 
     def pick(self, i: int) -> int | None:
         """The entry that ``i`` picks, as the list would (negative from the
@@ -334,6 +336,7 @@ def gather(container: list[Any], i: SymInt) -> Any:
     if found.row:
         found.aliases = [_alias(found, k, record, g, j) for j in range(len(entry))]
         found.rows = {k: type(entry)(found.aliases)}
+        found.origins = list(container)
         return found.rows[k]
     found.aliases = [_alias(found, k, record, g, 0)]
     return found.aliases[0]
