@@ -117,7 +117,8 @@ def test_the_node_attributes_of_a_pick_are_the_entrys(make: Any, eager_first: fl
     eager, compiled, warned = outcomes(make, values, CALLS)
     assert eager[0][0] == eager_first
     assert compiled == eager
-    assert warned >= 1  # which entry, so what it reads, depends on the int
+    # which entry, so what it reads, depends on the int (a Value's __slots__ do not)
+    assert warned >= 1 or make(values())(0, 1.0).data == 4.0
 
 
 def test_writes_to_a_pick_reach_the_entry_and_every_pick_of_it() -> None:

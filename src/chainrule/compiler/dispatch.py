@@ -60,14 +60,17 @@ def _dispatched(name: str, reflected: str) -> Callable[[Value, Any], Any]:
     swaps some) for a class of compile's own, dispatched as for a plain
     Value (:func:`as_value`)."""
 
-    def operator(self: Value, other: Any, plain: set[type] = PLAIN_OPERANDS) -> Any:
+    plain = PLAIN_OPERANDS
+
+    def operator(self: Value, other: Any) -> Any:  # (two arguments: pow(v, 2, 3) as eagerly)
         if type(other) not in plain:
             result = asked_first(self, other, reflected)
             if result is not NotImplemented:
                 return result
         return getattr(Value, name)(self, other)
 
-    operator.__name__ = operator.__qualname__ = name
+    operator.__name__ = name
+    operator.__qualname__ = f"{Value.__name__}.{name}"  # (in eager's error messages)
     return operator
 
 

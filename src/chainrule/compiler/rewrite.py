@@ -820,4 +820,6 @@ def call(fn: Any, *args: Any) -> Any:
 RELAY = frozenset(
     (_call.__code__, call.__code__, _relay(len).__code__, _op.__code__, _construct.__code__)
 )
-ON_BEHALF.update(RELAY | {read_whole_by.__code__})  # (read_whole_by: called from _call, _op)
+# (read_whole_by: called from _call, _op; _subscript: a dict keyed by Values
+# that a pick subscripts, LR[W[i]], compares the pick as the user's code does)
+ON_BEHALF.update(RELAY | {read_whole_by.__code__, _subscript.__code__})

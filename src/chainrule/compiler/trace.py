@@ -241,10 +241,12 @@ for _name in (
     "label",
     "_repr_html_",
     "_repr_svg_",
+    "__getstate__",
 ):
     inner = _picked_slot if _name == "picked" else _inherited(_name)
     setattr(StandIn, _name, _Structure(_name, inner))
-StandIn.__slots__ = _Structure("__slots__", Value.__slots__)  # type: ignore[assignment]
+# (a Value's slots to whoever asks: its state is the entry's, as above)
+StandIn.__slots__ = Value.__slots__  # type: ignore[assignment]
 
 
 def _read_by_user(frame: Any, name: str) -> bool:
@@ -687,9 +689,12 @@ def watching(record: Record, created: list[Value]) -> Iterator[None]:
 
     eager_local_grads = Value._local_grads
 
-    def compare(f: Callable[[Any, Any], bool]) -> Callable[[Value, Any], bool]:
+    def compare(f: Callable[[Any, Any], bool], op: str) -> Callable[[Value, Any], bool]:
+        # eager's: the other operand a Value's number, or a number taken in as
+        # the engine takes it (as_float: np.float32 widened, a Decimal refused)
         def method(self: Value, other: Any) -> bool:
-            return f(user_read(self), user_read(other))
+            theirs = user_read(other) if isinstance(other, Value) else keep_read(other, op)
+            return f(user_read(self), theirs)
 
         return method
 
@@ -738,10 +743,10 @@ def watching(record: Record, created: list[Value]) -> Iterator[None]:
     Value.grad = property(read_grad, write_grad, delete(grad_slot, ".grad"))  # type: ignore[misc]
     Value.__init__ = new_init  # type: ignore[method-assign]
     Value.backward = backward  # type: ignore[method-assign]
-    Value.__lt__ = compare(operator.lt)  # type: ignore[method-assign,assignment]
-    Value.__le__ = compare(operator.le)  # type: ignore[method-assign,assignment]
-    Value.__gt__ = compare(operator.gt)  # type: ignore[method-assign,assignment]
-    Value.__ge__ = compare(operator.ge)  # type: ignore[method-assign,assignment]
+    Value.__lt__ = compare(operator.lt, "<")  # type: ignore[method-assign,assignment]
+    Value.__le__ = compare(operator.le, "<=")  # type: ignore[method-assign,assignment]
+    Value.__gt__ = compare(operator.gt, ">")  # type: ignore[method-assign,assignment]
+    Value.__ge__ = compare(operator.ge, ">=")  # type: ignore[method-assign,assignment]
     Value.__format__ = lambda self, spec: format(user_read(self), spec)  # type: ignore[method-assign]
     Value.item = item  # type: ignore[method-assign,assignment]
     Value.detach = detach  # type: ignore[method-assign,assignment]
