@@ -494,13 +494,13 @@ def _save_locals(prog: Program, group: SavedLocalsGroup, members: list[Value]) -
     of the traced call computes them again: the same numbers, or the
     function runs eagerly)."""
     n_in, n = group.matrix.shape
-    try:
-        traced = [float(x) for v in members for x in v._local[:n_in]]
-    except (TypeError, ValueError):
+    traced = [x for v in members for x in v._local[:n_in]]
+    odd = [x for x in traced if not rules.replays_as_float(x)]
+    if odd:
         raise Unsupported(
-            f"the derivative rule of {group.fn.name!r} returns a local derivative that is "
-            "not a number"
-        ) from None
+            f"the derivative rule of {group.fn.name!r} returns a local derivative of type "
+            f"{type(odd[0]).__name__} (eager's backward() uses it as is; a replay holds float64)"
+        )
     group.saved = np.arange(prog.n, prog.n + n_in * n, dtype=np.intp).reshape(n, n_in).T.copy()
     prog.base = np.concatenate([prog.base, traced])
     prog.n += n_in * n

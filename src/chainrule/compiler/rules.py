@@ -257,6 +257,24 @@ def is_own(fn: Primitive) -> bool:
 
 _PACKAGE = __name__.split(".", 1)[0] + "."
 
+#: The largest magnitude up to which every int is a float exactly.
+_EXACT_INT = 2**53
+
+
+def replays_as_float(d: Any) -> bool:
+    """Whether a user's rule's local derivative ``d`` gives eager's numbers
+    as a float64 in a replay's buffer: a float, or an int a float holds
+    exactly (eager's ``d * grad`` is then ``float(d) * grad``). Eagerly a
+    NumPy scalar stays one in the gradient (``float32``), ``None`` or an
+    int past the floats raise only at ``backward()``: those run eagerly."""
+    return type(d) is float or (type(d) is int and -_EXACT_INT <= d <= _EXACT_INT)
+
+
+class NotAFloat(Exception):
+    """A user's rule gave a local derivative a replay cannot hold
+    (:func:`replays_as_float`): the replay's forward traces again, which
+    runs the function eagerly."""
+
 
 def kernels(fn: Primitive, small: bool, kinds: tuple[int, ...] | None = None) -> tuple[Any, Any]:
     """``(forward(X, c), local(X, c, out))`` for a group of ``fn``; ``kinds``
@@ -325,6 +343,7 @@ class TableRule:
         self.fn = fn
         self.rule = fn.derivative
         self.per_element = per_element
+        self.checked = not is_own(fn)  # a user's rule: its outputs checked at each replay
 
     def local(self, X: Array, c: Any, out: Array) -> Any:
         """The local derivatives of a group, per input position (a row of
@@ -346,4 +365,6 @@ class TableRule:
             locals_ = [rule(P.FLOAT, *row, ci, o) for row, ci, o in zip(rows, consts, outs)]
         else:
             locals_ = [rule(P.FLOAT, *row, o) for row, o in zip(rows, outs)]
+        if self.checked and not all(map(replays_as_float, itertools.chain(*locals_))):
+            raise NotAFloat(self.fn.name)
         return np.array(locals_, dtype=float).reshape(X.shape[::-1]).T
