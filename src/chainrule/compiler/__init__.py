@@ -921,18 +921,19 @@ def _object_sources(call: Call, names: tuple[str, ...]) -> Any:
     as an argument is keyed by identity), the entries of their classes
     of the user's (``Model.temperature``, a method patched on the class:
     :func:`~chainrule.compiler.sources.user_spaces`, as for any object the
-    walk enters; held here for a class passed, which is not entered), and
+    walk enters; :func:`~chainrule.compiler.sources.class_roots` for a class
+    passed, which is not entered), and
     of a module among them the attributes in ``names``, those the
     function's code reads (as for a global module)."""
-    from .sources import Sources, user_spaces
+    from .sources import Sources, class_roots
 
     objects = _argument_objects(call)
     if not objects:
         return None
-    spaces = {id(s): s for x in objects if isinstance(x, type) for s in user_spaces(x)}
-    held = dict(enumerate([*objects, *spaces.values()]))
+    held = dict(enumerate(objects))
+    classes = (r for x in objects if isinstance(x, type) for r in class_roots(x))
     sources = Sources.__new__(Sources)  # (no function to collect: the roots given)
-    sources.roots = [(held, k) for k in held]
+    sources.roots = [*((held, k) for k in held), *dict.fromkeys(classes)]
     sources.complete = True
     sources.why = ""
     sources.array_bytes = None

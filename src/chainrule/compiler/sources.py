@@ -21,11 +21,13 @@ where a later one would shadow it); the same for the functions these name:
 functions and callable objects in globals, cells and modules, the
 methods, static and class methods and properties' getters of those
 classes, the attributes it names of a class of the user's it reads
-(``Config.lr``), a ``functools.partial``'s function, arguments and
-keywords, a wrapper's function (a compiled function's, a
-``functools.lru_cache``'s); :data:`LEVELS` deep. The attributes it names
-of a function's own ``__dict__`` where the walk does not enter it (a
-wrapper's, a library's function's: :func:`_own_attributes`).
+(``Config.lr``), and of such a class, which it may call (``Layer()``,
+``Layer()(x)``), every entry and every method (:func:`_made_class`), a
+``functools.partial``'s function, arguments and keywords, a wrapper's
+function (a compiled function's, a ``functools.lru_cache``'s);
+:data:`LEVELS` deep. The attributes it names of a function's own
+``__dict__`` where the walk does not enter it (a wrapper's, a library's
+function's: :func:`_own_attributes`).
 Each binding by identity, and everything reachable from it through lists,
 tuples and dicts (their subclasses too, read with the base type's own
 methods, and their attributes), sets, frozensets, deques, partials, weak
@@ -649,6 +651,7 @@ def _named(
     elif isinstance(value, type):
         if _users(value):
             _class_attributes(value, names, None, None, roots, helpers)
+            _made_class(value, roots, helpers)
     else:
         d = getattr(value, "__dict__", None)
         if type(d) is dict and "__wrapped__" in d:  # a compiled function: the function
@@ -768,17 +771,41 @@ def _class_attributes(
             if d is not None and name not in d:
                 roots.append((d, name))
             attr = space[name]
-            if isinstance(attr, property):
-                attr = attr.fget
-            if isinstance(attr, FunctionType):
-                helpers.append(attr if obj is None else MethodType(attr, obj))
-            elif isinstance(attr, staticmethod):
-                helpers.append(attr.__func__)
-            elif isinstance(attr, classmethod):
-                helpers.append(MethodType(attr.__func__, klass))
-            elif not isinstance(attr, type):
+            if not _method(attr, klass, obj, helpers) and not isinstance(attr, type):
                 _named(attr, names, roots, helpers, objects=False)
             break
+
+
+def _method(attr: Any, klass: type, obj: Any, helpers: list[Any]) -> bool:
+    """Whether ``attr``, an entry of ``klass``'s namespace, is code: a
+    method, a static or class method, a property's getter (then a helper,
+    bound to ``obj`` when there is one)."""
+    if isinstance(attr, property):
+        attr = attr.fget
+    if isinstance(attr, FunctionType):
+        helpers.append(attr if obj is None else MethodType(attr, obj))
+    elif isinstance(attr, staticmethod):
+        helpers.append(attr.__func__)
+    elif isinstance(attr, classmethod):
+        helpers.append(MethodType(attr.__func__, klass))
+    else:
+        return False
+    return True
+
+
+def _made_class(klass: type, roots: list[tuple[Any, Any]], helpers: list[Any]) -> None:
+    """A class of the user's that the code reaches, which it may call
+    (``Layer()``, ``Layer()(x)``, ``Layer().forward(x)``): a replay runs
+    none of its methods, so every method of it (its ``__init__``,
+    ``__new__``, ``__call__``, the methods called on an object made in
+    the function, whose names the function's code need not name) is a
+    helper, and its namespaces (:func:`class_roots`) are rooted whole:
+    a method patched on the class, a class attribute changed between calls
+    or while it runs (``Counter.n += 1`` in ``__init__``) are seen."""
+    roots.extend(class_roots(klass))
+    for space in user_spaces(klass):
+        for attr in space.values():
+            _method(attr, klass, None, helpers)
 
 
 def _walk_classes(
@@ -883,6 +910,23 @@ def user_spaces(klass: type) -> tuple[Any, ...]:
         spaces = tuple(_space(k) for k in klass.__mro__ if k is not object and _users(k))
         _USER_SPACES[klass] = spaces
     return spaces
+
+
+#: Per type, the roots :func:`class_roots` names (by the type itself, as :data:`_USER_SPACES`).
+_CLASS_ROOTS: dict[type, tuple[tuple[Any, Any], ...]] = {}
+
+
+def class_roots(klass: type) -> tuple[tuple[Any, Any], ...]:
+    """Roots that hold the namespaces of ``klass`` and its bases of the
+    user's (:func:`user_spaces`), each entered whole by a walk (its
+    entries by identity, its data walked, a method's defaults and closure
+    cells): a class the code reaches, not an object's, whose own classes
+    the walk enters anyway; the same root objects at every walk."""
+    roots = _CLASS_ROOTS.get(klass)
+    if roots is None:
+        held = dict(enumerate(user_spaces(klass)))
+        roots = _CLASS_ROOTS[klass] = tuple((held, k) for k in held)
+    return roots
 
 
 #: Each class's namespace, one view per class (a root is kept once: by its view's id).
