@@ -52,12 +52,14 @@ import ast
 import builtins
 import copy
 import functools
+import gc
 import heapq
 import itertools
 import linecache
 import operator
 import os
 import random
+import sys
 import sysconfig
 from types import (
     BuiltinFunctionType,
@@ -74,7 +76,16 @@ from .escapes import all_names, call_method, describe, hidden_state, safe
 from .keys import Identity
 from .reads import AST_LOCK, Record, current, flat_items, read_whole_by, user_site
 from .symbolic import SymInt, gather
-from .trace import ON_BEHALF, StandIn, TraceValue, by_entry, identity, same_object, type_of
+from .trace import (
+    ON_BEHALF,
+    StandIn,
+    TraceValue,
+    by_entry,
+    identity,
+    same_object,
+    stands_in,
+    type_of,
+)
 
 _SUBSCRIPT = "_chainrule_subscript_"
 _CALL = "_chainrule_call_"
@@ -523,6 +534,7 @@ def _call(f: Any, /, *args: Any, **kwargs: Any) -> Any:
 BY_IDENTITY = frozenset(
     (builtins.id, operator.is_, operator.is_not)
     + (object.__hash__, object.__repr__, object.__eq__, object.__ne__)
+    + (gc.get_referrers, gc.get_referents, sys.getrefcount)
 )
 
 
@@ -733,7 +745,7 @@ def _op(kind: str, a: Any, b: Any = None) -> Any:
     if kind == "is not":
         return a is not b and not same_object(a, b, 2)
     if kind == "id":
-        return identity(a, 2) if type(a) is StandIn else id(a)
+        return identity(a, 2) if stands_in(a) else id(a)
     record = current()
     if kind == "store":  # obj.attr = ... : obj
         if record is not None and _is_function(a):

@@ -44,7 +44,7 @@ from ..value.engine import Value
 from . import reads
 from .keys import Identity
 from .reads import Record, TracedFloat, TracedInt, traced
-from .trace import StandIn, TraceValue, alias_of
+from .trace import HANDED, StandIn, TraceValue, alias_of
 
 #: The classes of the Values a gather picks among: the engine's, a node
 #: made while tracing, a pick (``[W[i], W[j]][k]``).
@@ -337,7 +337,9 @@ def gather(container: list[Any], i: SymInt) -> Any:
         found.aliases = [_alias(found, k, record, g, j) for j in range(len(entry))]
         found.rows = {k: type(entry)(found.aliases)}
         found.origins = list(container)
-        return found.rows[k]
+        handed = found.rows[k]
+        HANDED[id(handed)] = (handed, entry)
+        return handed
     found.aliases = [_alias(found, k, record, g, 0)]
     return found.aliases[0]
 

@@ -31,6 +31,7 @@ plain floats meanwhile, but run slower while the trace lasts.
 
 from __future__ import annotations
 
+import copy
 import itertools
 import operator
 import os
@@ -134,6 +135,16 @@ class StandIn(_Masked):
         if reads.current() is not None and _asker(sys._getframe(1)) is not None:
             _compared(sys._getframe(1))
         return object.__hash__(_entry(self))
+
+    # ``copy``: the entry's copy, as eagerly; ``deepcopy`` with the same memo,
+    # so two picks of one entry share one copy (``[W[i], W[j]]``, i == j)
+    def __copy__(self) -> Any:
+        _read_by_user(sys._getframe(1), "__copy__")
+        return copy.copy(_entry(self))
+
+    def __deepcopy__(self, memo: Any) -> Any:
+        _read_by_user(sys._getframe(1), "__deepcopy__")
+        return copy.deepcopy(_entry(self), memo)
 
 
 _picked_slot = StandIn.__dict__["picked"]
@@ -292,33 +303,61 @@ def _same(a: Any, b: Any, depth: int) -> bool:
     return _entry(a) is _entry(b)
 
 
+#: While tracing, the lists handed back for rows picked by int arguments
+#: (``R[i]``: :func:`chainrule.compiler.symbolic.gather`), by their id: (the
+#: list, the user's row it stands for). Emptied when the trace ends.
+HANDED: dict[int, tuple[Any, Any]] = {}
+
+#: The types of the rows a gather picks (the user's row is one of these).
+_ROWS = (list, tuple)
+
+
 def same_object(a: Any, b: Any, depth: int = 1) -> bool:
     """``a is b`` in user code while tracing (a copy's ``is``/``is not``,
-    :mod:`~chainrule.compiler.rewrite`), a stand-in as the entry it picks
-    (the function then runs eagerly); ``depth``: the user's frame."""
-    if type(a) is not StandIn and type(b) is not StandIn:
-        return a is b
+    :mod:`~chainrule.compiler.rewrite`), a stand-in as the entry it picks,
+    a row handed back as the user's row (the function then runs eagerly);
+    ``depth``: the user's frame. (A row against an object that is no list
+    or tuple is another object whatever the ints: no question asked.)"""
+    ta, tb = type(a), type(b)
+    if ta is not StandIn and tb is not StandIn:
+        if not (HANDED and ta in _ROWS and tb in _ROWS):
+            return a is b
+        if id(a) not in HANDED and id(b) not in HANDED:
+            return a is b
     return bool(by_entry(operator.is_, (a, b), depth + 1))
 
 
 def identity(x: Any, depth: int = 1) -> int:
     """``id(x)`` in user code while tracing (a copy's call of the builtin
-    ``id``), a stand-in as the entry it picks (the function then runs
-    eagerly); ``depth``: the user's frame."""
+    ``id``), a stand-in as the entry it picks, a row handed back as the
+    user's row (the function then runs eagerly); ``depth``: the user's frame."""
     return int(by_entry(id, (x,), depth + 1))
+
+
+def stands_in(x: Any) -> bool:
+    """Whether ``x`` stands for a user's object while tracing: a pick
+    ``W[i]``, a row ``R[i]`` handed back."""
+    return type(x) is StandIn or (bool(HANDED) and id(x) in HANDED)
+
+
+def _origin(x: Any) -> Any:
+    """The user's object ``x`` stands for (``x`` itself for any other)."""
+    row = HANDED.get(id(x))
+    return _entry(x) if row is None else row[1]
 
 
 def by_entry(f: Callable[..., Any], args: tuple[Any, ...], depth: int = 1) -> Any:
     """``f(*args)`` for a function that tells objects apart by identity
-    (``is``, ``id``, ``operator.is_``, ``object.__hash__``, ``object.__eq__``
-    ...: :data:`~chainrule.compiler.rewrite.BY_IDENTITY`), each stand-in as
-    the entry it picks, as eagerly; asked of a stand-in by user code while
+    (``is``, ``id``, ``operator.is_``, ``object.__hash__``, ``object.__eq__``,
+    ``gc.get_referrers``...: :data:`~chainrule.compiler.rewrite.BY_IDENTITY`),
+    each stand-in as the entry it picks, each row handed back as the user's
+    row, as eagerly; asked of a stand-in by user code while
     tracing, the function runs eagerly (which picks are the same entry
     depends on the ints); ``depth``: the user's frame."""
-    if any(type(a) is StandIn for a in args):
+    if any(map(stands_in, args)):
         if reads.current() is not None:
             _compared(sys._getframe(depth))
-        args = tuple(map(_entry, args))
+        args = tuple(map(_origin, args))
     return f(*args)
 
 
@@ -761,6 +800,7 @@ def watching(record: Record, created: list[Value]) -> Iterator[None]:
         yield
     finally:
         reads.set_current(None)
+        HANDED.clear()
         record.iterators.clear()  # (each held by its Identity while the trace ran)
         record.compared = None
         engine._as_float = beyond_micrograd.as_float = protocols.as_float = as_float
