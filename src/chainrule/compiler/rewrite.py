@@ -59,7 +59,6 @@ import linecache
 import operator
 import os
 import random
-import sys
 import sysconfig
 from types import (
     BuiltinFunctionType,
@@ -534,7 +533,7 @@ def _call(f: Any, /, *args: Any, **kwargs: Any) -> Any:
 BY_IDENTITY = frozenset(
     (builtins.id, operator.is_, operator.is_not)
     + (object.__hash__, object.__repr__, object.__eq__, object.__ne__)
-    + (gc.get_referrers, gc.get_referents, sys.getrefcount)
+    + (gc.get_referrers, gc.get_referents)
 )
 
 
