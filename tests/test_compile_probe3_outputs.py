@@ -71,7 +71,7 @@ def test_returned_pick_of_a_models_outputs_is_this_calls() -> None:
     params = model.parameters()
     eager = _run(f, calls, params)
     fast = _compiled(f)
-    assert _run(fast, calls, params) == [(d, g, ["CompiledValue"]) for d, g, _ in eager]
+    assert _run(fast, calls, params) == [(d, g, ["Value"]) for d, g, _ in eager]
     assert fast.stats()["hits"] == 3
 
 

@@ -162,6 +162,9 @@ class CompiledValue(Value):
 
 
 as_value(CompiledValue)  # (fast(2.0) * m: the user's m.__rmul__ first, as for a Value)
+# a Value by name, as eagerly ('Value' object is not subscriptable; pickle refuses it)
+CompiledValue.__name__ = CompiledValue.__qualname__ = Value.__name__
+CompiledValue.__module__ = Value.__module__
 
 
 def _gradient_beside(v: CompiledValue, root: Any, seed: Any, reached: set[Any]) -> Any:

@@ -169,6 +169,20 @@ def _check_replayable(fn: Primitive) -> None:
         )
 
 
+def _check_numbers(leaves: list[Any], data: Any = Value.__dict__["data"].__get__) -> None:
+    """Refuse a leaf whose ``.data`` is not a Python float or int (a NumPy
+    scalar assigned to it: ``p.data = arr[i]``): eagerly its operations
+    follow NumPy's rules (a float32's precision, inf for a division by
+    zero, its type), which a float64 replay would not."""
+    for leaf in leaves:
+        t = type(data(leaf))
+        if t is not float and t is not int:
+            raise Unsupported(
+                f"a Value's .data is a {t.__module__}.{t.__qualname__}, whose arithmetic "
+                "is not a Python float's: store float(x) in .data (Value(x) does)"
+            )
+
+
 #: A running sum while its chain may grow: its inputs, the kinds of its
 #: terms (1: a plain term, 2: a product's two factors), each input's place
 #: (:data:`PLACE_BITS`: whose chain rule makes its term, the + or the
@@ -289,6 +303,7 @@ def _lay_out(
             live.append(leaf)
     if padded:
         constants += pads
+    _check_numbers(live)
     order: list[Any] = [*live, *arg_slots, *constants]
     slot.update(zip(order, range(len(order))))
     prog.live = live

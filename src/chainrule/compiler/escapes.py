@@ -151,6 +151,17 @@ _HIDDEN_MODULES: dict[str, frozenset[str] | None] = {
     "_contextvars": frozenset(("get",)),
     "resource": frozenset(("getrusage",)),
     "gc": frozenset(("get_count", "get_stats")),
+    # another thread's state, read: an Event's flag, a queue's items, a lock
+    # (objects the guard walk does not enter: sources._NOT_DATA)
+    "threading": frozenset(
+        ("is_set", "wait", "wait_for", "locked", "acquire", "is_alive")
+        + ("get_ident", "get_native_id", "current_thread", "active_count", "enumerate")
+    ),
+    "_thread": frozenset(("locked", "acquire", "get_ident", "get_native_id", "_count")),
+    "queue": frozenset(("get", "get_nowait", "qsize", "empty", "full")),
+    "_queue": frozenset(("get", "get_nowait", "qsize", "empty")),
+    "multiprocessing": None,
+    "logging": frozenset(("isEnabledFor", "getEffectiveLevel", "hasHandlers", "getLogger")),
 }
 _HIDDEN_BUILTINS = frozenset(("open", "input"))
 

@@ -455,7 +455,22 @@ def _read_new(
     if v is None or getframe(1).f_code.co_filename in internal:
         return d
     record = reads.current()
-    return d if record is None else traced(d, ("node", v))
+    return d if record is None else followed(d, v, record)
+
+
+def followed(d: Any, v: Value, record: Record) -> Any:
+    """A node's number ``d`` as user code reads it while tracing: a float
+    followed (:func:`~chainrule.compiler.reads.traced`); any other number
+    (an int, a NumPy scalar stored in ``.data``) as it is, whose arithmetic
+    is its own, not a float's, so the function runs eagerly."""
+    if type(d) is float or type(d) is TracedFloat:
+        return traced(d, ("node", v))
+    t = type(d)
+    record.problems.append(
+        f"{reads.user_site()}: reads .data that is a {t.__module__}.{t.__qualname__}, whose "
+        "arithmetic is not a Python float's: store float(x) in .data (Value(x) does)"
+    )
+    return d
 
 
 as_value(TraceValue)
@@ -550,7 +565,7 @@ def watching(record: Record, created: list[Value]) -> Iterator[None]:
         d = get(v, owner)
         if v is None or getframe(1).f_code.co_filename in internal or threading.get_ident() != me:
             return d
-        return traced(d, ("node", v))
+        return followed(d, v, record)
 
     def written(v: Value) -> list[Value]:
         """What a user's write to ``v`` reaches, as eagerly: the entry a
