@@ -338,7 +338,7 @@ def gather(container: list[Any], i: SymInt) -> Any:
         found.rows = {k: type(entry)(found.aliases)}
         found.origins = list(container)
         handed = found.rows[k]
-        HANDED[id(handed)] = (handed, entry)
+        HANDED[Identity(handed)] = entry
         return handed
     found.aliases = [_alias(found, k, record, g, 0)]
     return found.aliases[0]

@@ -304,9 +304,10 @@ def _same(a: Any, b: Any, depth: int) -> bool:
 
 
 #: While tracing, the lists handed back for rows picked by int arguments
-#: (``R[i]``: :func:`chainrule.compiler.symbolic.gather`), by their id: (the
-#: list, the user's row it stands for). Emptied when the trace ends.
-HANDED: dict[int, tuple[Any, Any]] = {}
+#: (``R[i]``: :func:`chainrule.compiler.symbolic.gather`), by identity (the
+#: key holds the list): the user's row each stands for. Emptied when the
+#: trace ends.
+HANDED: dict[Identity, Any] = {}
 
 #: The types of the rows a gather picks (the user's row is one of these).
 _ROWS = (list, tuple)
@@ -322,7 +323,7 @@ def same_object(a: Any, b: Any, depth: int = 1) -> bool:
     if ta is not StandIn and tb is not StandIn:
         if not (HANDED and ta in _ROWS and tb in _ROWS):
             return a is b
-        if id(a) not in HANDED and id(b) not in HANDED:
+        if Identity(a) not in HANDED and Identity(b) not in HANDED:
             return a is b
     return bool(by_entry(operator.is_, (a, b), depth + 1))
 
@@ -337,13 +338,13 @@ def identity(x: Any, depth: int = 1) -> int:
 def stands_in(x: Any) -> bool:
     """Whether ``x`` stands for a user's object while tracing: a pick
     ``W[i]``, a row ``R[i]`` handed back."""
-    return type(x) is StandIn or (bool(HANDED) and id(x) in HANDED)
+    return type(x) is StandIn or (bool(HANDED) and Identity(x) in HANDED)
 
 
 def _origin(x: Any) -> Any:
     """The user's object ``x`` stands for (``x`` itself for any other)."""
-    row = HANDED.get(id(x))
-    return _entry(x) if row is None else row[1]
+    row = HANDED.get(Identity(x))
+    return _entry(x) if row is None else row
 
 
 def by_entry(f: Callable[..., Any], args: tuple[Any, ...], depth: int = 1) -> Any:
