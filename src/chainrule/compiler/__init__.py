@@ -679,8 +679,8 @@ class Compiled:
             if record.problems:
                 raise Unsupported(record.problems[0])
             for x in out_items:
-                if id(x) in known:
-                    _, replay, words = known[id(x)]
+                if Identity(x) in known:
+                    _, replay, words = known[Identity(x)]
                     if replay is None:
                         raise Unsupported(
                             f"it returns {words} (eagerly that very {type(x).__name__}, which "
@@ -707,8 +707,8 @@ class Compiled:
         outputs: list[Any] = []
         made = set(created)
         for x in out_items:
-            if id(x) in known:  # (one a replay hands back too: as the trace's)
-                outputs.append(known[id(x)][1])
+            if Identity(x) in known:  # (one a replay hands back too: as the trace's)
+                outputs.append(known[Identity(x)][1])
             elif isinstance(x, Value):
                 if x in positions:
                     outputs.append(("arg", positions[x]))
@@ -1036,7 +1036,7 @@ def _untraced(
     out_items: list[Any],
     record: Any,
     rebuild: Callable[[list[Any]], Any],
-    known: dict[int, Any],
+    known: dict[Identity, Any],
     extra: list[Any] | None = None,
 ) -> Any:
     """The result of a trace that is not kept, as ``fn`` returned it
@@ -1049,8 +1049,8 @@ def _untraced(
     picks = untrace(out_items + (extra or []), record)
     return rebuild(
         [
-            known[id(x)][0]
-            if id(x) in known
+            known[Identity(x)][0]
+            if Identity(x) in known
             else reads.plain(picks.get(x, x) if type(x) is StandIn else x)
             for x in out_items
         ]
@@ -1084,8 +1084,8 @@ _NESTS = (list, tuple, dict)
 
 def _before_call(
     before: Any, objects_before: Any, containers: list[Any], record: Any
-) -> dict[int, tuple[Any, Any, str]]:
-    """The containers that existed before a trace's call, by the id of the
+) -> dict[Identity, tuple[Any, Any, str]]:
+    """The containers that existed before a trace's call, by identity, of the
     object ``fn`` may hand back for one: eager's object (the caller's own),
     what a replay hands back for it, or None where it cannot, and the
     container in words. Those the guards walk (reached through globals,
@@ -1096,23 +1096,25 @@ def _before_call(
     guards walk the list it is picked from; of an argument's list, None (of
     a list made inside ``fn``: not there, a new list at each call as eagerly)."""
     guarded = {
-        id(x): x
+        Identity(x): x
         for x in itertools.chain(before, objects_before or ())
         if isinstance(x, _NESTS) and (type(x) is not tuple or x)  # (() is one object)
     }
-    known: dict[int, tuple[Any, Any, str]] = {k: (x, ("as is", x), "") for k, x in guarded.items()}
+    known: dict[Identity, tuple[Any, Any, str]] = {
+        k: (x, ("as is", x), "") for k, x in guarded.items()
+    }
     for copy, original, _ in containers:
-        known[id(copy)] = (original, None, f"a {type(original).__name__} among its arguments")
+        known[Identity(copy)] = (original, None, f"a {type(original).__name__} among its arguments")
     for (container, _), found in record.picked.items():
         if not found.row:
             continue
         origin = found.origins[found.picked]
-        if id(container.obj) in guarded:
+        if container in guarded:
             replay = ("row", (found.index, found.origins))
-            known[id(found.rows[found.picked])] = (origin, replay, "")
-        elif id(origin) in known:  # a row of an argument's list (a copy)
+            known[Identity(found.rows[found.picked])] = (origin, replay, "")
+        elif Identity(origin) in known:  # a row of an argument's list (a copy)
             words = "a row picked by an int argument from a list passed as an argument"
-            known[id(found.rows[found.picked])] = (known[id(origin)][0], None, words)
+            known[Identity(found.rows[found.picked])] = (known[Identity(origin)][0], None, words)
         # (a row of a list made inside fn: a new list at each call, eagerly too)
     return known
 

@@ -144,19 +144,19 @@ _SAME = "the same Value for several arguments"
 
 
 def flatten(
-    tree: Any, whole: Container[int] = ()
+    tree: Any, whole: Container[Identity] = ()
 ) -> tuple[list[Any], Callable[[list[Any]], Any], Any]:
     """The items of a nest of tuples, lists and dicts (named tuples,
     ``OrderedDict`` and ``defaultdict`` too, rebuilt as their own type), the
     function that rebuilds the nest from new items, and the nest's shape
     (types, lengths, dict keys) as a hashable value. Another subclass of
     list, tuple or dict raises :class:`NotReplayable` (its constructor and
-    attributes are its own). A container whose id is in ``whole`` is an
+    attributes are its own). A container in ``whole`` (by identity) is an
     item itself (a trace's output that existed before the call)."""
     items: list[Any] = []
 
     def walk(x: Any) -> tuple[Callable[[Any], Any], Any]:
-        if not isinstance(x, _CONTAINERS) or id(x) in whole:
+        if not isinstance(x, _CONTAINERS) or (whole and Identity(x) in whole):
             items.append(x)
             return _LEAF
         kind = type(x)
