@@ -104,6 +104,7 @@ from ..value.protocols import UserOp
 from . import budget, reads
 from .budget import Budget
 from .dispatch import as_value
+from .escapes import generators_state
 from .keys import Call, Identity, NotReplayable, classify, describe, flatten
 
 __all__ = ["CompileWarning", "Compiled", "compile"]
@@ -602,6 +603,7 @@ class Compiled:
         # fn's own exception, if it raises, once (its side effects happened once)
         # the trace runs the copy of fn that hands back gathers' stand-ins
         # instead of putting them in the user's lists (rewrite)
+        generators = generators_state()
         try:
             if kwargs:
                 out, created, run_seconds, escaped = run_traced(
@@ -621,6 +623,12 @@ class Compiled:
             raise
         rows = _write_rows(record)
         written = _write_back(containers)
+        if generators_state() != generators:
+            record.problems.append(
+                "it draws random numbers from code compile does not copy (a @dataclass's "
+                "__init__ with a default_factory, a library's function), or another thread "
+                "drew while it traced: a replay would reuse the traced ones"
+            )
         unseen = rewrite.unseen_miss(caches, record) if caches else None
         if unseen is not None:
             record.problems.append(unseen)

@@ -314,3 +314,29 @@ def call_method(obj: Any) -> Any:
         if "__call__" in vars(klass):
             return vars(klass)["__call__"]
     return None
+
+
+def generators_state() -> tuple[Any, ...]:
+    """The state of the random generators that code draws from without
+    naming one: Python's :mod:`random` module, NumPy's legacy global one
+    (``np.random.rand``, when NumPy is loaded) and chainrule's own Tensor
+    generator (when made). A trace compares it before and after: a draw
+    from code compile does not copy (a ``@dataclass``'s generated
+    ``__init__`` calling ``default_factory=random.random``, a library's
+    function) changes it where no call compile sees did (the deny-list
+    above sees the calls in the code it copies)."""
+    import random
+    import sys
+
+    from .. import random_state
+
+    state: list[Any] = [random.getstate()]
+    numpy_random = sys.modules.get("numpy.random")
+    if numpy_random is not None:
+        mt = numpy_random.get_state(legacy=False)
+        keys = mt["state"]
+        state.append((keys["pos"], keys["key"].tobytes(), mt["has_gauss"], mt["gauss"]))
+    own = random_state._state.generator
+    if own is not None:
+        state.append(repr(own.bit_generator.state))
+    return tuple(state)
