@@ -68,3 +68,39 @@ def test_a_draw_from_numpys_global_generator_without_source_runs_eagerly() -> No
     got, words = _calls(chainrule.compile(step, budget=False), seed)
     assert got == eager
     assert "draws random numbers from code compile does not copy" in words
+
+
+def test_a_backward_pass_from_a_graph_on_the_loss_warns_that_h_grad_is_not_set() -> None:
+    """``h, loss = fast(x)`` then ``(loss * 2.0).backward()``: eagerly ``h``
+    gets its gradient through ``loss``; the compiled call is one node of
+    the caller's graph, which the pass may also reach through ``h``, so
+    ``h.grad`` is not set: said once, and the parameters' gradients are
+    eager's."""
+    w, b = Value(0.5), Value(-0.2)
+
+    def f(x: float) -> tuple[Value, Value]:
+        h = (w * x + b).tanh()
+        return h, (h - 1.0) ** 2
+
+    def grads(fn: Callable[[float], tuple[Value, Value]], scale: float) -> list[float]:
+        w.grad = b.grad = 0.0
+        outs = [fn(x) for x in (1.0, 2.0, 3.0)]
+        (sum(loss for _, loss in outs) * scale).backward()
+        return [w.grad, b.grad]
+
+    fast = chainrule.compile(f, budget=False)
+    eager = grads(f, 0.5)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        assert grads(fast, 0.5) == pytest.approx(eager, rel=1e-12, abs=0.0)
+        assert grads(fast, 0.5) == pytest.approx(eager, rel=1e-12, abs=0.0)
+    words = [str(c.message) for c in caught]
+    assert len(words) == 1 and "does not set .grad of the nodes returned beside" in words[0]
+    assert caught[0].filename == __file__
+    h, loss = fast(1.0)  # backward() on the output itself: h.grad as eagerly
+    eh, eloss = f(1.0)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        loss.backward()
+    eloss.backward()
+    assert h.grad == eh.grad != 0.0

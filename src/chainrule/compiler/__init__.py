@@ -199,7 +199,20 @@ def _node_backward(v: CompiledValue) -> None:
     g = v.grad
     if type(g) is not float:
         raise TypeError(f"backward: {NOT_AGAIN}")
-    v._program.backward(v._buffer, v._slot, g, v._call, within=True)
+    program = v._program
+    program.backward(v._buffer, v._slot, g, v._call, within=True)
+    if v._siblings is not None and not program.warned_beside:
+        # (a sibling's gradient through v would be its share of this pass only
+        # where the pass does not reach it too: which the walk does not tell)
+        program.warned_beside = True
+        warnings.warn(
+            "chainrule.compile: a backward pass from a graph built on a compiled output "
+            "(loss * 2.0, a sum of losses) does not set .grad of the nodes returned beside "
+            "it (return h, loss): h.grad stays as it was; call backward() on that output "
+            "itself, or use chainrule.gradients(loss, [h])",
+            CompileWarning,
+            stacklevel=reads.user_stacklevel(),
+        )
 
 
 class _NodeBackward:

@@ -629,6 +629,8 @@ class Program:
         self._spare_terms: list[tuple[np.ndarray, list[Any]]] = []  # see _gradients
         self._inputs: tuple[np.ndarray, list[Any]] | None = None  # see forward
         self.layouts: dict[Any, Any] = {}  # optimizer -> compiler.step.Layout (which holds it)
+        # said once: a backward pass through an output leaves its siblings' .grad
+        self.warned_beside = False
 
     # -- forward ------------------------------------------------------------
 

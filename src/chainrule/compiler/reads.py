@@ -197,6 +197,17 @@ def user_site(package: bool = False) -> str:
     return "?" if f is None else f"{f.f_code.co_filename}:{f.f_lineno}"
 
 
+def user_stacklevel() -> int:
+    """The ``stacklevel`` of :func:`warnings.warn`, called by the caller of
+    this function, that names the innermost frame outside chainrule."""
+    f: FrameType | None = sys._getframe(1)  # (the caller: level 1)
+    level = 1
+    while f is not None and f.f_code.co_filename.startswith(_PACKAGE_DIR):
+        f = f.f_back
+        level += 1
+    return level
+
+
 def _guard(f: Callable[..., Any], a: Any, b: Any, result: Any) -> Any:
     record = current()
     if record is not None and (type(a) is TracedFloat or type(b) is TracedFloat):
