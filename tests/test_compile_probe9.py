@@ -104,3 +104,110 @@ def test_a_backward_pass_from_a_graph_on_the_loss_warns_that_h_grad_is_not_set()
         loss.backward()
     eloss.backward()
     assert h.grad == eh.grad != 0.0
+
+
+def _model() -> tuple[Any, list[Value], list[list[float]], list[float]]:
+    from chainrule.nn import MLP
+
+    r = random.Random(0)
+    xs = [[r.uniform(-1, 1), r.uniform(-1, 1)] for _ in range(12)]
+    ys = [r.choice([-1.0, 1.0]) for _ in range(12)]
+    model = MLP(2, [4, 1], rng=random.Random(1))
+    return model, model.parameters(), xs, ys
+
+
+@pytest.mark.parametrize("patch", ["clipped step", "accumulating zero_grad"])
+def test_a_compiled_step_calls_the_optimizers_methods_set_on_the_object(patch: str) -> None:
+    """``opt.step = clipped`` or ``opt.zero_grad = lambda: None`` (a
+    notebook's patch, not a subclass): the compiled step calls them, as
+    eagerly, instead of its update on arrays."""
+    from chainrule.optim import SGD
+
+    def run(compiled: bool) -> list[float]:
+        model, params, xs, ys = _model()
+        opt = SGD(params, lr=0.1)
+        if patch == "clipped step":
+            plain = opt.step
+
+            def clipped() -> None:
+                for p in params:
+                    p.grad = max(-0.05, min(0.05, p.grad))
+                plain()
+
+            opt.step = clipped  # type: ignore[method-assign]
+        else:
+            opt.zero_grad = lambda: None  # type: ignore[method-assign]
+
+        def loss_fn(xs: list[list[float]], ys: list[float]) -> Value:
+            return sum(((model(x) - y) ** 2 for x, y in zip(xs, ys)), Value(0.0)) / len(xs)
+
+        def step(xs: list[list[float]], ys: list[float]) -> Value:
+            loss = loss_fn(xs, ys)
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+            return loss
+
+        train = chainrule.compile(loss_fn, optimizer=opt, budget=False) if compiled else step
+        got = []
+        for _ in range(5):
+            train(xs, ys)
+            got += [p.grad for p in params[:3]] + [p.data for p in params[:3]]
+        return got
+
+    assert run(True) == pytest.approx(run(False), rel=1e-12, abs=1e-15)
+
+
+def test_a_compiled_step_around_a_compiled_step_makes_both_updates() -> None:
+    """``compile(compile(loss_fn, optimizer=opt), optimizer=opt)`` (a
+    notebook cell run twice): each call is the inner step, then the outer
+    one on the loss it returned, as eagerly (the inner's replayed loss is
+    not trained again on arrays from before its update)."""
+    from chainrule.optim import SGD
+
+    def run(compiled: bool) -> list[float]:
+        model, params, xs, ys = _model()
+        opt = SGD(params, lr=0.1)
+
+        def loss_fn(xs: list[list[float]], ys: list[float]) -> Value:
+            return sum(((model(x) - y) ** 2 for x, y in zip(xs, ys)), Value(0.0)) / len(xs)
+
+        got = []
+        if compiled:
+            inner = chainrule.compile(loss_fn, optimizer=opt, budget=False)
+            train = chainrule.compile(inner, optimizer=opt, budget=False)
+        for _ in range(4):
+            if compiled:
+                with warnings.catch_warnings():
+                    warnings.simplefilter("ignore", CompileWarning)
+                    train(xs, ys)
+            else:
+                loss = loss_fn(xs, ys)
+                for _ in range(2):
+                    opt.zero_grad()
+                    loss.backward()
+                    opt.step()
+            got += [p.data for p in params]
+        return got
+
+    assert run(True) == pytest.approx(run(False), rel=1e-12, abs=1e-15)
+
+
+@pytest.mark.parametrize("zero", [np.float32(0.0), np.float64(0.0)])
+def test_a_numpy_zero_held_in_grad_is_replaced_by_the_float_gradient(zero: Any) -> None:
+    """``p.grad = np.float32(0.0)`` between steps: as ``Value.backward``, a
+    zero held is not added to, so the gradient is a full-precision float."""
+    model, params, _, _ = _model()
+
+    def f(x: list[float]) -> Value:
+        return (model(x) - 1.0) ** 2
+
+    fast = chainrule.compile(f, budget=False)
+    got = []
+    for fn in (f, fast, fast):
+        for p in params:
+            p.grad = zero
+        fn([0.3, 0.2]).backward()
+        got.append([(type(p.grad), p.grad) for p in params])
+    assert got[1] == got[0] and got[2] == got[0]
+    assert {t for t, _ in got[0]} == {float}

@@ -228,7 +228,14 @@ class Optimizer:
         called, as eagerly."""
         cls = type(self)
         own = cls.__module__ == __name__ and cls._updated is not Optimizer._updated
-        return own and cls.step is Optimizer.step and self._flat is not None
+        return (
+            own
+            and cls.step is _STEP
+            and cls.zero_grad is _ZERO_GRAD
+            and self._flat is not None
+            # (a method set on the object itself: opt.step = clipped, a notebook's)
+            and self.__dict__.keys().isdisjoint(_ARRAY_METHODS)
+        )
 
     def step_arrays(self, data: Any, grad: Any) -> Any:
         """One :meth:`step` on arrays: the parameters' new data from their
@@ -248,6 +255,13 @@ class Optimizer:
     def _loop(self) -> None:
         """The update parameter by parameter."""
         raise NotImplementedError
+
+
+#: Optimizer's own step and zeroing, as defined (a patch on the class is not them),
+#: and the methods a compiled step's update on arrays stands for or calls
+_STEP = Optimizer.step
+_ZERO_GRAD = Optimizer.zero_grad
+_ARRAY_METHODS = frozenset(("step", "zero_grad", "step_arrays", "_updated", "_advance"))
 
 
 class SGD(Optimizer):

@@ -401,7 +401,13 @@ class Compiled:
                 f"chainrule.compile(optimizer=...): {name} must return the loss, one Value; "
                 f"it returned {type(loss).__name__}"
             )
-        if type(loss) is CompiledValue and optimizer.on_arrays():
+        # a replay of this function's own (its budget is ours): another compiled
+        # step's loss, returned by fn, was trained by that one, eagerly's order
+        if (
+            type(loss) is CompiledValue
+            and loss._program.budget is self.budget
+            and optimizer.on_arrays()
+        ):
             from .step import train  # a replay: NumPy is there
 
             start = time.perf_counter()

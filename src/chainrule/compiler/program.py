@@ -716,10 +716,14 @@ class Program:
                 arg_values[pos].grad = grad.item(slot)
         else:
             grad = self.leaf_gradients(val, root, seed, call, kept)
+            # as Value.backward: what a leaf held is added to only where it is
+            # not zero (np.float32(0.0) included: the sum stays a float)
             for leaf, d in zip(live, grad[: len(live)].tolist()):  # a plain loop: faster than map
-                leaf.grad += d
+                held = leaf.grad
+                leaf.grad = held + d if held != 0.0 else d
             for slot, pos in self.arg_leaves:
-                arg_values[pos].grad += grad.item(slot)
+                held = arg_values[pos].grad
+                arg_values[pos].grad = held + grad.item(slot) if held != 0.0 else grad.item(slot)
         if not kept:
             return {}
         seen = self._reach(root, call)

@@ -63,14 +63,16 @@ def train(program: Program, val: np.ndarray, root: int, call: Any, optimizer: An
     g[layout.where] = 0.0 + grad.take(layout.slots)  # backward(): 0.0 + d, as it adds
     if layout.outside:
         data[layout.outside] = to_array([params[i].data for i in layout.outside])
-    for leaf, slot in layout.others:
-        leaf.grad += grad.item(slot)
+    for leaf, slot in layout.others:  # (as Value.backward adds: to a held gradient not zero)
+        held = leaf.grad
+        leaf.grad = held + grad.item(slot) if held != 0.0 else grad.item(slot)
     arg_values = call.values
     for slot, pos in program.arg_leaves:
         v = arg_values[pos]
         i = layout.position.get(v)
         if i is None:
-            v.grad += grad.item(slot)
+            held = v.grad
+            v.grad = held + grad.item(slot) if held != 0.0 else grad.item(slot)
         else:  # a parameter passed as an argument: its data read above (outside);
             # added, as backward() adds (one slot per Value: its sum in eager's order)
             g[i] += grad.item(slot)
