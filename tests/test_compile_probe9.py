@@ -211,3 +211,36 @@ def test_a_numpy_zero_held_in_grad_is_replaced_by_the_float_gradient(zero: Any) 
         got.append([(type(p.grad), p.grad) for p in params])
     assert got[1] == got[0] and got[2] == got[0]
     assert {t for t, _ in got[0]} == {float}
+
+
+def test_max_or_min_where_a_plain_number_wins_is_guarded_not_eager() -> None:
+    """``min(1.0, step / 3)`` or ``max(0.0, v.data, x)`` where the plain
+    number wins at the trace: the comparisons are guarded (another outcome
+    traces again), each call eager's number, no warning."""
+    w, v = Value(0.5), Value(-0.2)
+
+    def warmup(x: float, step: int) -> Value:
+        return (1.0 - x * w).relu() + min(1.0, step / 3) * v * v
+
+    def clamp(x: float) -> Value:
+        h = w * x
+        return h * max(0.0, h.data, x - 2.0)
+
+    def calls(f: Callable[..., Value], args: list[tuple[Any, ...]]) -> list[tuple[float, float]]:
+        got = []
+        for a in args:
+            w.grad = v.grad = 0.0
+            out = f(*a)
+            out.backward()
+            got.append((out.data, w.grad))
+        return got
+
+    for f, args in [
+        (warmup, [(0.8, 4), (2.0, 0), (1.1, 3), (1.4, 2), (0.2, 9)]),
+        (clamp, [(-1.0,), (3.0,), (-2.0,), (2.5,), (1.0,)]),
+    ]:
+        fast = chainrule.compile(f, budget=False)
+        with warnings.catch_warnings():
+            warnings.simplefilter("error", CompileWarning)
+            assert calls(fast, args) == calls(f, args)
+        assert fast.stats()["eager"] is None and fast.stats()["hits"] >= 1

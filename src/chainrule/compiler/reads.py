@@ -697,10 +697,9 @@ def _compare(f: Callable[[Any, Any], bool], reduces: Any) -> Callable[..., Any]:
                 and record.compared[1] is other
             )
         ):
-            _reduce_step(
-                record, (id(frame), frame.f_code, frame.f_lasti), reduces, self, other, result
-            )
-            return result
+            site = (id(frame), frame.f_code, frame.f_lasti)
+            if _reduce_step(record, site, reduces, self, other, result):
+                return result
         return _guard(f, self, other, result)
 
     return method
@@ -708,8 +707,11 @@ def _compare(f: Callable[[Any, Any], bool], reduces: Any) -> Callable[..., Any]:
 
 def _reduce_step(
     record: Record, site: tuple[Any, ...], f: Any, item: Any, winner: Any, result: bool
-) -> None:
-    """One step of ``max``/``min``: ``item`` against the current winner."""
+) -> bool:
+    """One step of ``max``/``min``: ``item`` against the current winner.
+    False where the winner is a plain number (``min(1.0, step / 3)`` where
+    1.0 wins): a number cannot carry the reduction's recipe, so the caller
+    guards this comparison instead (another outcome traces again)."""
     r = record.reduction
     if r is None or r.site != site or r.winner is not winner:
         r = record.reduction = _Reduction(site, f, winner)
@@ -719,12 +721,10 @@ def _reduce_step(
             winner.recipe = r.own.pop(id(winner), winner.recipe)
         r.winner = item
     if type(r.winner) is not TracedFloat:
-        record.problems.append(
-            f"{where(3)}: {f.__name__}() mixes numbers and values read from the graph"
-        )
-        return
+        return False
     r.own.setdefault(id(r.winner), r.winner.recipe)
     r.winner.recipe = ("reduce", f, list(r.originals))
+    return True
 
 
 TracedFloat.__gt__ = _compare(operator.gt, builtins.max)  # type: ignore[method-assign]
