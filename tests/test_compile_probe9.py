@@ -244,3 +244,22 @@ def test_max_or_min_where_a_plain_number_wins_is_guarded_not_eager() -> None:
             warnings.simplefilter("error", CompileWarning)
             assert calls(fast, args) == calls(f, args)
         assert fast.stats()["eager"] is None and fast.stats()["hits"] >= 1
+
+
+@pytest.mark.parametrize("kind", [np.float32, np.float64])
+def test_a_numpy_scalar_written_to_data_between_replays_runs_eagerly(kind: Any) -> None:
+    """``p.data = arr[i]`` between replays: eagerly NumPy's arithmetic (a
+    float32's precision, its type); the replay's read of the leaves sees it
+    and the function runs eagerly, named."""
+    w, b = Value(0.1), Value(0.2)
+
+    def f(x: float) -> Value:
+        return w * x + b * b
+
+    fast = chainrule.compile(f, budget=False)
+    assert [fast(3.0).data, fast(3.0).data] == [f(3.0).data] * 2
+    w.data = kind(0.1)
+    eager = f(3.0).data
+    with pytest.warns(CompileWarning, match="a Value's .data is a numpy"):
+        got = [fast(3.0).data, fast(3.0).data]
+    assert [(type(x), x) for x in got] == [(type(eager), eager)] * 2

@@ -57,6 +57,20 @@ _get_grad = operator.attrgetter("grad")
 SMALL_GROUP = 4
 
 
+def _plain_numbers(xs: list[Any]) -> bool:
+    """Whether every item is a Python float or int, as at the trace (which
+    refuses a leaf whose ``.data`` is not: ``capture._check_numbers``). A
+    NumPy scalar written to ``.data`` between calls computes by NumPy's
+    rules eagerly (a float32's precision), which a float64 replay would
+    not. ``sum`` tells in one C loop: it adds floats and ints as C doubles
+    and its result stays a float only if every item is one (a float32 makes
+    it a NumPy scalar; a Decimal, None or a Value does not add)."""
+    try:
+        return type(sum(xs, 0.0)) is float
+    except Exception:  # (a type that does not add to a float)
+        return False
+
+
 def is_recipe(x: Any) -> bool:
     return type(x) is tuple and bool(x) and x[0] in _KINDS
 
@@ -641,10 +655,16 @@ class Program:
         val = self.base.copy()
         live = self.live
         if live:
-            val[: len(live)] = to_array([v.data for v in live])  # the live leaves: slots 0...
+            data = [v.data for v in live]
+            if not _plain_numbers(data):
+                return None  # (a trace refuses it: the function runs eagerly)
+            val[: len(live)] = to_array(data)  # the live leaves: slots 0...
         arg_values = call.values
         for slot, pos in self.arg_leaves:
-            val[slot] = arg_values[pos].data
+            x = arg_values[pos].data
+            if type(x) is not float and type(x) is not int:
+                return None
+            val[slot] = x
         try:
             with np.errstate(all="ignore"):
                 inputs = [step.run(val, call) for step in self.steps]
