@@ -30,7 +30,7 @@ from __future__ import annotations
 import struct
 import sys
 from collections import OrderedDict, defaultdict
-from collections.abc import Callable, Container
+from collections.abc import Callable, Container, Iterable
 from dataclasses import dataclass, field
 from itertools import islice
 from typing import Any
@@ -85,6 +85,46 @@ def _users(t: type) -> bool:
     return not t.__module__.startswith("chainrule.")
 
 
+def declared_slots(classes: Iterable[type]) -> tuple[str, ...]:
+    """The names in the ``__slots__`` of ``classes`` (a string alone is one
+    name), without ``__dict__`` and ``__weakref__``, which hold no data."""
+    return tuple(
+        name
+        for klass in classes
+        for name in (
+            (klass.__dict__.get("__slots__", ()),)
+            if isinstance(klass.__dict__.get("__slots__", ()), str)
+            else klass.__dict__.get("__slots__", ())
+        )
+        if name not in ("__dict__", "__weakref__")
+    )
+
+
+#: Per user's subclass of Value, the slots its own classes declare.
+_OWN_SLOTS: dict[type, tuple[str, ...]] = {}
+
+
+def own_slots(t: type) -> tuple[str, ...]:
+    """The ``__slots__`` that the user's classes among ``t``'s bases declare
+    (``class Param(Value): __slots__ = ("scale",)``), not Value's own
+    ``data``, ``grad``...: a Value's settings, which its number is not."""
+    names = _OWN_SLOTS.get(t)
+    if names is None:
+        names = _OWN_SLOTS[t] = declared_slots(k for k in t.__mro__ if _users(k))
+    return names
+
+
+def _own_attributes(x: Value, t: type) -> bool:
+    """Whether a Value of the user's subclass ``t`` holds attributes of its
+    own: in its ``__dict__`` or in a slot its classes declare (set)."""
+    if getattr(x, "__dict__", None):
+        return True
+    return any(getattr(x, name, _UNSET) is not _UNSET for name in own_slots(t))
+
+
+_UNSET = object()
+
+
 def classify(items: list[Any], shape: Any = None, symbolic_ints: bool = True) -> Call:
     """The key of a call whose flattened arguments are ``items``, nested as
     ``shape`` says (see :func:`flatten`); with ``symbolic_ints`` False, ints
@@ -118,7 +158,7 @@ def classify(items: list[Any], shape: Any = None, symbolic_ints: bool = True) ->
                     "an argument is a Value computed by other operations; pass leaves "
                     "(parameters, inputs) and build the rest inside the function"
                 )
-            if t is not Value and getattr(x, "__dict__", None) and _users(t):
+            if t is not Value and _users(t) and _own_attributes(x, t):
                 raise NotReplayable(
                     f"an argument is a {t.__name__} (a Value of your subclass) with attributes "
                     "of its own, which a replay would not read again; pass them as arguments"

@@ -70,7 +70,7 @@ from typing import Any
 
 from ..value.engine import Value
 from .escapes import call_method
-from .keys import ARRAY_KEY_BYTES, Identity
+from .keys import ARRAY_KEY_BYTES, Identity, declared_slots, own_slots
 
 #: Entries compared per snapshot at most: a function that reads more runs eagerly.
 LIMIT = 100_000
@@ -491,10 +491,11 @@ def _kind(t: type) -> Any:
         # (a plain object whose __dict__ is the calling thread's: the guard
         # before a replay reads that thread's attributes, cfg.scale)
         kind = _slots(t)
-    elif issubclass(t, Value) and _has_dict(t) and not t.__module__.startswith("chainrule."):
-        # (a Value of the user's subclass: its own attributes, p.scale; its
-        # number and gradient are the trace's inputs, not guards)
-        kind = ()
+    elif issubclass(t, Value) and not t.__module__.startswith("chainrule."):
+        # (a Value of the user's subclass: its own attributes, p.scale, in
+        # its __dict__ or its classes' __slots__; its number and gradient
+        # are the trace's inputs, not guards)
+        kind = own_slots(t) or (() if _has_dict(t) else _SKIP)
     elif t in _ATOMS or t is type(None) or issubclass(t, _OPAQUE) or t.__module__ in _NOT_DATA:
         kind = _SKIP
     elif numpy is not None and issubclass(t, numpy.ndarray):
@@ -544,17 +545,7 @@ def _slots(t: type) -> tuple[str, ...]:
     itself: classes live as long as their objects)."""
     names = _SLOTS.get(t)
     if names is None:
-        names = tuple(
-            name
-            for klass in t.__mro__
-            for name in (
-                (klass.__dict__.get("__slots__", ()),)
-                if isinstance(klass.__dict__.get("__slots__", ()), str)
-                else klass.__dict__.get("__slots__", ())
-            )
-            if name not in ("__dict__", "__weakref__")
-        )
-        _SLOTS[t] = names
+        names = _SLOTS[t] = declared_slots(t.__mro__)
     return names
 
 
