@@ -97,6 +97,11 @@ def test_a_backward_pass_from_a_graph_on_the_loss_warns_that_h_grad_is_not_set()
     words = [str(c.message) for c in caught]
     assert len(words) == 1 and "does not set .grad of the nodes returned beside" in words[0]
     assert caught[0].filename == __file__
+    with warnings.catch_warnings():  # gradients() leaves every .grad: nothing to say
+        warnings.simplefilter("error", CompileWarning)
+        h, loss = chainrule.compile(f, budget=False)(1.0)
+        eh, eloss = f(1.0)
+        assert chainrule.gradients(loss * 2.0, [w]) == chainrule.gradients(eloss * 2.0, [w])
     h, loss = fast(1.0)  # backward() on the output itself: h.grad as eagerly
     eh, eloss = f(1.0)
     with warnings.catch_warnings():

@@ -98,6 +98,7 @@ from types import MethodType
 from typing import Any, ClassVar
 
 from ..optim import Optimizer
+from ..value import autograd
 from ..value.engine import Value
 from ..value.mode import mode
 from ..value.protocols import UserOp
@@ -201,7 +202,7 @@ def _node_backward(v: CompiledValue) -> None:
         raise TypeError(f"backward: {NOT_AGAIN}")
     program = v._program
     program.backward(v._buffer, v._slot, g, v._call, within=True)
-    if v._siblings is not None and not program.warned_beside:
+    if v._siblings is not None and not program.warned_beside and not autograd.aside.get():
         # (a sibling's gradient through v would be its share of this pass only
         # where the pass does not reach it too: which the walk does not tell)
         program.warned_beside = True

@@ -5,6 +5,7 @@ for Values. It runs the one walk of :mod:`chainrule.value.walk` and puts every
 from __future__ import annotations
 
 from collections.abc import Sequence
+from contextvars import ContextVar
 from typing import Any
 
 from .engine import Scalar, Value, _as_float, _lift
@@ -12,6 +13,12 @@ from .mode import mode
 from .walk import EdgeHook, backpropagate, topological_order
 
 __all__ = ["gradients"]
+
+#: True while :func:`walk_aside` runs (``gradients()``, the functional
+#: transforms): a pass that leaves every ``.grad`` as it was, so a node
+#: whose backward sets other nodes' ``.grad`` (a compiled call's outputs
+#: returned together) has nothing to set.
+aside: ContextVar[bool] = ContextVar("chainrule_walk_aside", default=False)
 
 
 def gradients(
@@ -61,6 +68,7 @@ def walk_aside(
     ``inputs``, putting every ``.grad`` the walk used back as it was."""
     nodes, leaves = order = topological_order(root)
     saved = [(v, v.grad) for v in nodes] + [(v, v.grad) for v in leaves]
+    token = aside.set(True)
     try:
         backpropagate(root, seed, create_graph=create_graph, on_edge=on_edge, order=order)
         reached = {v for v, _ in saved}
@@ -71,5 +79,6 @@ def walk_aside(
             out = [g if isinstance(g, Value) else Value(g) for g in out]
         return out
     finally:
+        aside.reset(token)
         for v, g in saved:
             v.grad = g
