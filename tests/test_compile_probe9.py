@@ -268,3 +268,50 @@ def test_a_numpy_scalar_written_to_data_between_replays_runs_eagerly(kind: Any) 
     with pytest.warns(CompileWarning, match="a Value's .data is a numpy"):
         got = [fast(3.0).data, fast(3.0).data]
     assert [(type(x), x) for x in got] == [(type(eager), eager)] * 2
+
+
+def test_the_float_that_wins_max_or_min_keeps_its_own_number_elsewhere() -> None:
+    """``g = min(max(x, -c), c)`` and then ``x`` itself; ``m = max(ws)`` and
+    ``w / m`` for every ``w``; ``m = max(ds)`` and ``ds[t]``: the winner is
+    the caller's own float, whose other uses replay as its own number, not
+    as the max (the max is a new float with the reduction's recipe)."""
+    r = random.Random(0)
+    W = [Value(r.uniform(-1, 1)) for _ in range(6)]
+
+    def clip(x: float, c: float) -> Value:
+        g = min(max(x, -c), c)
+        return sum(((w * g).tanh() for w in W), Value(0.0)) + W[0] * x * x
+
+    def weighted(ws: list[float]) -> Value:
+        m = max(ws)
+        return sum((p * (w / m) for p, w in zip(W, ws)), Value(0.0))
+
+    def softmax(x: float, t: int) -> Value:
+        logits = [p * x for p in W[:3]]
+        ds = [v.data for v in logits]
+        m = max(ds)
+        ex = [(v - m).exp() for v in logits]
+        return -(ex[t] / sum(ex)).log() + W[0] * ds[t]
+
+    def run(f: Callable[..., Value], calls: list[tuple[Any, ...]]) -> list[Any]:
+        got = []
+        for args in calls:
+            for p in W:
+                p.grad = 0.0
+            out = f(*args)
+            out.backward()
+            got.append((out.data, [p.grad for p in W]))
+        return got
+
+    for f, calls in [
+        (clip, [(0.5, 1.0), (0.25, 1.0), (2.0, 1.0), (-3.0, 1.0)]),
+        (weighted, [([3.0, 1.0, 2.0, 1.5, 0.5, 1.0],), ([1.0, 3.0, 2.0, 0.5, 2.5, 1.0],)]),
+        (softmax, [(2.0, 1), (-2.0, 1), (0.5, 2)]),
+    ]:
+        fast = chainrule.compile(f, budget=False)
+        eager = run(f, calls)
+        got = run(fast, calls)
+        assert [v for v, _ in got] == [v for v, _ in eager]
+        for (_, g), (_, e) in zip(got, eager):
+            assert g == pytest.approx(e, rel=1e-12, abs=1e-15)
+        assert fast.stats()["hits"] >= 1

@@ -727,6 +727,23 @@ def _reduce_step(
     return True
 
 
+def reduced(x: Any) -> Any:
+    """What a ``max(...)``/``min(...)`` call of a copy returns: where it
+    reduced traced floats, a new traced float with the reduction's recipe,
+    and the winner's own recipe back (the winner is the caller's object,
+    ``x`` or ``ds[t]`` itself, whose other uses are its own number)."""
+    record = current()
+    if record is None or type(x) is not TracedFloat:
+        return x
+    r = record.reduction
+    if r is None or r.winner is not x:
+        return x
+    record.reduction = None
+    recipe = x.recipe
+    x.recipe = r.own.pop(id(x), recipe)
+    return traced(float.__float__(x), recipe)
+
+
 TracedFloat.__gt__ = _compare(operator.gt, builtins.max)  # type: ignore[method-assign]
 TracedFloat.__lt__ = _compare(operator.lt, builtins.min)  # type: ignore[method-assign]
 TracedFloat.__ge__ = _compare(operator.ge, None)  # type: ignore[method-assign]

@@ -73,7 +73,7 @@ from typing import Any
 
 from .escapes import all_names, call_method, describe, hidden_state, safe
 from .keys import Identity
-from .reads import AST_LOCK, Record, current, flat_items, read_whole_by, user_site
+from .reads import AST_LOCK, Record, current, flat_items, read_whole_by, reduced, user_site
 from .symbolic import SymInt, gather
 from .trace import (
     ON_BEHALF,
@@ -229,6 +229,8 @@ class _Rewrite(ast.NodeTransformer):
             node.func.id in _BUILTIN_NAMES
             and not (node.func.id in ("max", "min") and node.keywords)
         ):
+            if node.func.id in ("max", "min"):  # its result, a reduction's own float
+                return ast.copy_location(_op_call("reduced", node), node)
             return node
         call = ast.Call(ast.Name(_CALL, ast.Load()), [node.func, *node.args], node.keywords)
         return ast.copy_location(call, node)
@@ -745,6 +747,8 @@ def _op(kind: str, a: Any, b: Any = None) -> Any:
         return a is not b and not same_object(a, b, 2)
     if kind == "id":
         return identity(a, 2) if stands_in(a) else id(a)
+    if kind == "reduced":
+        return reduced(a)
     record = current()
     if kind == "store":  # obj.attr = ... : obj
         if record is not None and _is_function(a):
