@@ -315,3 +315,20 @@ def test_the_float_that_wins_max_or_min_keeps_its_own_number_elsewhere() -> None
         for (_, g), (_, e) in zip(got, eager):
             assert g == pytest.approx(e, rel=1e-12, abs=1e-15)
         assert fast.stats()["hits"] >= 1
+
+
+def test_a_number_compile_cannot_follow_is_named_at_the_users_line() -> None:
+    """``max(w, x) * 2.0`` where the float argument wins: eager's number,
+    and the warning names the user's line and a traced number, not a read
+    from ``.data`` in compile's own file."""
+    w = Value(0.5)
+
+    def f(x: float) -> Any:
+        return max(w, x) * 2.0  # (the line the warning names)
+
+    fast = chainrule.compile(f, budget=False)
+    with pytest.warns(CompileWarning) as caught:
+        assert fast(3.0) == f(3.0) == 6.0
+    words = str(caught[0].message)
+    line = f.__code__.co_firstlineno + 1
+    assert f"{__file__}:{line}: a traced number (a float argument" in words

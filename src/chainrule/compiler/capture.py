@@ -125,8 +125,9 @@ def build(
     for x, line in record.consumed.values():
         if id(x.recipe) not in followed:
             raise Unsupported(
-                f"{line}: a value read from .data is used where compile cannot follow it "
-                "(an exponent, a Python computation); use it as an operation's operand"
+                f"{line}: a traced number (a float argument, or a value read from .data) is "
+                "used where compile cannot follow it (an exponent, a Python computation, "
+                "a comparison with a Value); use it as an operation's operand"
             )
     return program
 

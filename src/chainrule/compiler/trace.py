@@ -707,7 +707,7 @@ def watching(record: Record, created: list[Value]) -> Iterator[None]:
 
     def keep_read(x: object, op: str) -> float:
         if reads.live(x) and threading.get_ident() == me:
-            record.consumed[Identity(x)] = (x, reads.where())
+            record.consumed[Identity(x)] = (x, reads.user_site(package=True))
             return x
         if isinstance(x, reads.TracedInt):  # an int argument: this value (eager's errors)
             return as_float(int(x), op)  # type: ignore[call-overload]
