@@ -332,3 +332,14 @@ def test_a_number_compile_cannot_follow_is_named_at_the_users_line() -> None:
     words = str(caught[0].message)
     line = f.__code__.co_firstlineno + 1
     assert f"{__file__}:{line}: a traced number (a float argument" in words
+
+
+def test_explain_on_a_compiled_output_says_it_is_one() -> None:
+    """``explain`` of a compiled call's output refuses in one line that
+    names compile and what to do instead."""
+    w = Value(0.5)
+    fast = chainrule.compile(lambda x: (w * x).tanh() * 2.0, budget=False)
+    out = fast(1.0)
+    with pytest.raises(TypeError, match=r"a chainrule\.compile output is one node") as caught:
+        chainrule.explain(out)
+    assert "without chainrule.compile" in str(caught.value)

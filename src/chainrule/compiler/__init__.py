@@ -224,6 +224,12 @@ class _NodeBackward:
     __slots__ = ("ref",)
     #: what a create_graph backward through it says (chainrule.value.edges)
     not_again = NOT_AGAIN
+    #: what asking for its local derivatives says (explain, walkthrough, _local_grads)
+    no_local_grads = (
+        "_local_grads: a chainrule.compile output is one node that replays the "
+        "function's graph, without local gradients to show; explain the function's "
+        "eager result (call it without chainrule.compile)"
+    )
 
     def __init__(self, v: CompiledValue) -> None:
         self.ref = weakref.ref(v)

@@ -140,9 +140,11 @@ class NodeProtocols:
     @property
     def _local_grads(self) -> tuple[Any, ...]:
         """``d self / d child`` for each of ``_children`` (microgpt's name)."""
-        if self._fn.closure is not None:
+        closure = self._fn.closure
+        if closure is not None:  # (a closure that knows why says so: a compiled output)
             raise AttributeError(
-                f"_local_grads: node {self._op!r} backpropagates through a _backward "
+                getattr(closure, "no_local_grads", None)
+                or f"_local_grads: node {self._op!r} backpropagates through a _backward "
                 "closure, which has no local gradients to show"
             )
         return self._local[:-1]
