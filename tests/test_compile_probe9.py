@@ -343,3 +343,22 @@ def test_explain_on_a_compiled_output_says_it_is_one() -> None:
     with pytest.raises(TypeError, match=r"a chainrule\.compile output is one node") as caught:
         chainrule.explain(out)
     assert "without chainrule.compile" in str(caught.value)
+
+
+def test_chainrule_grad_inside_a_compiled_function_names_the_walk() -> None:
+    """``chainrule.grad(g)`` called inside ``fn``: eager's numbers, and the
+    warning names the graph walk, not chainrule's own wrapper naming itself
+    as a function attribute written."""
+    w = Value(0.5)
+
+    def f(x: float) -> Value:
+        g = chainrule.grad(lambda v: (v * x).tanh())
+        return w * g(w.data)
+
+    fast = chainrule.compile(f, budget=False)
+    with pytest.warns(CompileWarning) as caught:
+        got = [fast(2.0).data, fast(3.0).data]
+    assert got == [f(2.0).data, f(3.0).data]
+    words = " ".join(str(c.message) for c in caught)
+    assert "walks the graph inside the function" in words
+    assert "attribute of a function" not in words

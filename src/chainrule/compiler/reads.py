@@ -184,14 +184,14 @@ _COMPILER_DIR = __file__.rsplit("/", 1)[0].rsplit("\\", 1)[0]
 _ENGINE_DIR = _COMPILER_DIR[: -len("compiler")] + "value"
 
 
-_PACKAGE_DIR = _COMPILER_DIR[: -len("/compiler")]
+PACKAGE_DIR = _COMPILER_DIR[: -len("/compiler")]  # chainrule's own files
 
 
 def user_site(package: bool = False) -> str:
     """``file:line`` of the innermost frame outside compile's own code and
     the Value engine's (with ``package``: outside chainrule's)."""
     f: FrameType | None = sys._getframe(1)
-    mine = (_PACKAGE_DIR,) if package else (_COMPILER_DIR, _ENGINE_DIR)
+    mine = (PACKAGE_DIR,) if package else (_COMPILER_DIR, _ENGINE_DIR)
     while f is not None and f.f_code.co_filename.startswith(mine):
         f = f.f_back
     return "?" if f is None else f"{f.f_code.co_filename}:{f.f_lineno}"
@@ -202,7 +202,7 @@ def user_stacklevel() -> int:
     this function, that names the innermost frame outside chainrule."""
     f: FrameType | None = sys._getframe(1)  # (the caller: level 1)
     level = 1
-    while f is not None and f.f_code.co_filename.startswith(_PACKAGE_DIR):
+    while f is not None and f.f_code.co_filename.startswith(PACKAGE_DIR):
         f = f.f_back
         level += 1
     return level

@@ -73,7 +73,16 @@ from typing import Any
 
 from .escapes import all_names, call_method, describe, hidden_state, safe
 from .keys import Identity
-from .reads import AST_LOCK, Record, current, flat_items, read_whole_by, reduced, user_site
+from .reads import (
+    AST_LOCK,
+    PACKAGE_DIR,
+    Record,
+    current,
+    flat_items,
+    read_whole_by,
+    reduced,
+    user_site,
+)
 from .symbolic import SymInt, gather
 from .trace import (
     ON_BEHALF,
@@ -751,7 +760,7 @@ def _op(kind: str, a: Any, b: Any = None) -> Any:
         return reduced(a)
     record = current()
     if kind == "store":  # obj.attr = ... : obj
-        if record is not None and _is_function(a):
+        if record is not None and _is_function(a) and not _named_by_us(a):
             record.problems.append(f"{user_site()}: {FUNCTION_ATTRIBUTE}")
         return a
     if kind == "in":
@@ -774,6 +783,13 @@ FUNCTION_ATTRIBUTE = (
     "changes an attribute of a function while it runs (a counter kept as f.calls?); "
     "a replay would not change it again"
 )
+
+
+def _named_by_us(f: Any) -> bool:
+    """A function of chainrule's own (``chainrule.grad(f)``'s wrapper, made
+    inside ``fn``), whose name and doc it sets as it makes it: not state."""
+    code = getattr(f, "__code__", None)
+    return code is not None and code.co_filename.startswith(PACKAGE_DIR)
 
 
 def _is_function(x: Any) -> bool:
