@@ -78,12 +78,30 @@ class AnomalyError(RuntimeError):
 
 
 def _anomaly(
-    phase: str, node: Any, what: str, inputs: tuple[Any, ...], value: float, location: Any
+    phase: str, op: str, what: str, inputs: tuple[Any, ...], value: float, location: Any
 ) -> AnomalyError:
     message = f"detect_anomaly: {what}\n  {_describe(location)}"
-    return AnomalyError(
-        message, phase=phase, op=node._op, inputs=inputs, value=value, location=location
+    return AnomalyError(message, phase=phase, op=op, inputs=inputs, value=value, location=location)
+
+
+def backward_anomaly(
+    op: str,
+    inputs: tuple[float, ...],
+    output: float,
+    position: int,
+    contribution: float,
+    incoming: float,
+    location: Location | None = None,
+) -> AnomalyError:
+    """The error for a scalar op's backward that gave the non-finite
+    ``contribution`` to input ``position`` from the finite ``incoming``
+    gradient (also a compiled replay's, whose nodes the detector did not
+    see made: ``chainrule.compiler.anomaly``)."""
+    what = (
+        f"the backward of {op} (inputs {inputs!r}, output {output!r}) gave the gradient "
+        f"{contribution!r} to input {position} from the finite incoming gradient {incoming!r}"
     )
+    return _anomaly("backward", op, what, inputs, contribution, location)
 
 
 class AnomalyDetector(ContextDecorator):
@@ -129,7 +147,7 @@ class AnomalyDetector(ContextDecorator):
         inputs = tuple(child.data for child in node._prev)
         if all(map(isfinite, inputs)):
             what = f"{node._op} returned {y!r} from finite inputs {inputs!r}"
-            raise _anomaly("forward", node, what, inputs, y, location)
+            raise _anomaly("forward", node._op, what, inputs, y, location)
 
     def backward(self, node: Any, child: Any, contribution: Any, incoming: Any) -> None:
         """Called for every contribution of the backward pass: stops at the
@@ -146,12 +164,7 @@ class AnomalyDetector(ContextDecorator):
             return  # already non-finite further down: not the first
         inputs = tuple(x.data for x in node._prev)
         position = next(i for i, x in enumerate(node._prev) if x is child)
-        location = self._location(node)
-        what = (
-            f"the backward of {node._op} (inputs {inputs!r}, output {node.data!r}) gave the "
-            f"gradient {c!r} to input {position} from the finite incoming gradient {g!r}"
-        )
-        raise _anomaly("backward", node, what, inputs, c, location)
+        raise backward_anomaly(node._op, inputs, node.data, position, c, g, self._location(node))
 
     def _location(self, node: Any) -> Location | None:
         """Where ``node`` was created, if this detector saw it happen."""
@@ -196,7 +209,7 @@ def _check_tensor_forward(node: Any, location: Location | None) -> None:
         f"{node._op} returned {value!r} at index {list(index)} of its output "
         f"{tuple(node.data.shape)} from finite inputs of shapes {shapes}"
     )
-    raise _anomaly("forward", node, what, shapes, value, location)
+    raise _anomaly("forward", node._op, what, shapes, value, location)
 
 
 def _tensor_backward_error(
@@ -210,7 +223,7 @@ def _tensor_backward_error(
         f"{tuple(node.data.shape)}) gave {value!r} at index {list(index)} of the gradient of "
         f"input {position} from a finite incoming gradient"
     )
-    raise _anomaly("backward", node, what, shapes, value, location)
+    raise _anomaly("backward", node._op, what, shapes, value, location)
 
 
 def detect_anomaly() -> AnomalyDetector:

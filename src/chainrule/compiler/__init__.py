@@ -103,6 +103,7 @@ from ..value.engine import Value
 from ..value.mode import mode
 from ..value.protocols import UserOp
 from . import budget, reads
+from .anomaly import check_backward
 from .budget import Budget
 from .dispatch import as_value
 from .escapes import generators_state
@@ -146,6 +147,8 @@ class CompiledValue(Value):
         from ..value.engine import _as_float
 
         seed = _as_float(gradient, "backward")
+        if mode.observer is not None:  # detect_anomaly: the eager walk's check
+            check_backward(self._program, self._buffer, self._slot, seed, self._call)
         start = time.perf_counter()
         siblings = self._siblings
         if siblings is None:
@@ -201,6 +204,8 @@ def _node_backward(v: CompiledValue) -> None:
     if type(g) is not float:
         raise TypeError(f"backward: {NOT_AGAIN}")
     program = v._program
+    if mode.observer is not None:  # detect_anomaly: the eager walk's check
+        check_backward(program, v._buffer, v._slot, g, v._call)
     program.backward(v._buffer, v._slot, g, v._call, within=True)
     if v._siblings is not None and not program.warned_beside and not autograd.aside.get():
         # (a sibling's gradient through v would be its share of this pass only
@@ -230,6 +235,8 @@ class _NodeBackward:
         "function's graph, without local gradients to show; explain the function's "
         "eager result (call it without chainrule.compile)"
     )
+    #: under detect_anomaly, it checks its own terms (chainrule.value.edges)
+    observed = True
 
     def __init__(self, v: CompiledValue) -> None:
         self.ref = weakref.ref(v)

@@ -31,7 +31,7 @@ from typing import Any
 import numpy as np
 
 from ..value.engine import Value
-from ..value.primitives import ADD, BY_NAME, MUL, Primitive
+from ..value.primitives import ADD, BY_NAME, MUL, NUMBER, Primitive
 from ..value.walk import topological_order
 from . import reads, rules
 from .program import (
@@ -325,6 +325,7 @@ def _lay_out(
     prog.base = np.fromiter(map(data, slot, itertools.repeat(Value)), float, len(slot))
     prog.base = np.append(prog.base, 1.0)  # the last slot: 1.0, plain terms' local derivative
     prog.node_slot = slot
+    prog.numbers = _numbers(prog.n, slot, [*constants, *recipe_leaves], pads)
 
     recipes = record.leaf_recipes
     edges = _Edges()
@@ -354,6 +355,17 @@ def _lay_out(
     edges.lay_out(prog, len(live) + len(arg_slots))
     _compile_guards(prog, record.guards)
     return prog
+
+
+def _numbers(n: int, slot: dict[Any, int], leaves: list[Any], pads: tuple[Any, ...]) -> Any:
+    """Which slots hold a number operand (``x * 2.0``, a float argument, a
+    read float: eagerly a ``NUMBER`` leaf, whose gradient detect_anomaly
+    ignores), the pads and the slot of 1.0 (see ``Program.numbers``)."""
+    numbers = np.zeros(n, dtype=bool)
+    numbers[-1] = True
+    for leaf in leaves:
+        numbers[slot[leaf]] = leaf._fn is NUMBER or any(leaf is pad for pad in pads)
+    return numbers
 
 
 def _merge_sums(sums: dict[Any, list[tuple[Value, Chain]]], zero: Value, one: Value) -> bool:

@@ -628,6 +628,8 @@ class Program:
         # (results: an array for a guard on arrays, else a list)
         self.node_guards: list[tuple[Callable[..., Any], np.ndarray, np.ndarray, Any]] = []
         self.node_slot: dict[Any, int] = {}
+        # which slots are number operands (capture._numbers): no anomaly there
+        self.numbers = np.zeros(0, dtype=bool)
         self.n_terms = 0  # terms of the backward pass, group by group
         self.term_rank = np.zeros(1, dtype=np.intp)  # per term, its place in the eager pass
         # (first slot, each gather's first slot and picks' bytes) -> _merge_layout's
@@ -778,6 +780,18 @@ class Program:
             seen = self._reach(root, call)
             grad = self._gradients(val, root, seed, call, seen, node_grads, start)
         return grad
+
+    def node_gradients(
+        self, val: np.ndarray, root: int, seed: float, call: Any
+    ) -> tuple[np.ndarray, dict[tuple[int, int], np.ndarray]]:
+        """Which slots root depends on, and those steps' gradients by their
+        slots ``(first, stop)``: the nodes the eager walk visits, with the
+        gradient each one's chain rule multiplies (for detect_anomaly:
+        ``chainrule.compiler.anomaly``)."""
+        seen = self._reach(root, call)
+        grads: dict[tuple[int, int], np.ndarray] = {}
+        self._gradients(val, root, seed, call, seen, grads)
+        return seen, grads
 
     def _gradients(
         self,

@@ -2,10 +2,12 @@
 
 The backward walk (:mod:`chainrule.value.walk`) multiplies stored floats in its
 loop; it comes here when it needs the terms one at a time: for an edge hook
-(``explain``, anomaly detection), for ``create_graph`` (the rule evaluated
-again on Values) and where an inf or nan gradient meets an op whose
-PyTorch backward selects rather than multiplies (relu, max, min, pow's
-base), so that a masked input gets nothing instead of ``0 * inf = nan``.
+(``explain``, anomaly detection: a closure that checks its own terms under
+the observer, ``observed``, runs itself and gives none), for
+``create_graph`` (the rule evaluated again on Values) and where an inf or
+nan gradient meets an op whose PyTorch backward selects rather than
+multiplies (relu, max, min, pow's base), so that a masked input gets
+nothing instead of ``0 * inf = nan``.
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ from collections.abc import Iterator, Sequence
 from typing import Any
 
 from .higher_order import rule
+from .mode import mode
 from .primitives import DEAD_UNIT, ZERO_EXPONENT
 
 
@@ -22,6 +25,9 @@ def contributions(v: Any, g: Any, create_graph: bool = False) -> Iterator[tuple[
     with the rule evaluated on Values for ``create_graph``."""
     closure = v._fn.closure
     if closure is not None:
+        if not create_graph and mode.observer is not None and getattr(closure, "observed", False):
+            closure()  # (it adds its terms and checks them itself: a compiled output)
+            return
         # (a closure that knows why it cannot run on Values says so: a compiled output)
         raise TypeError(
             getattr(closure, "not_again", None)
