@@ -6,6 +6,7 @@ function runs eagerly."""
 from __future__ import annotations
 
 import dataclasses
+import math
 import random
 import warnings
 from collections.abc import Callable
@@ -362,3 +363,50 @@ def test_chainrule_grad_inside_a_compiled_function_names_the_walk() -> None:
     words = " ".join(str(c.message) for c in caught)
     assert "walks the graph inside the function" in words
     assert "attribute of a function" not in words
+
+
+def test_a_max_result_is_the_winner_by_identity_and_a_nan_is_found_in_its_list() -> None:
+    """``m = max(x, y); m is x`` and ``ds.index(max(ds))`` with a nan among
+    the reads: eager's answers on the call that traces and on replays (the
+    result stands for the winner; which one wins is guarded)."""
+    w = Value(1.0)
+    ps = [Value(math.nan), Value(0.2), Value(-0.4)]
+
+    def pick(x: float, y: float) -> Value:
+        m = max(x, y)
+        return w * (x if m is x else -y)
+
+    def argmax() -> Value:
+        ds = [p.data for p in ps]
+        return ps[1] * (ds.index(max(ds)) + ds.count(max(ds)) + 1.0)
+
+    fast = chainrule.compile(pick, budget=False)
+    calls = [(1.5, 1.0), (0.5, 1.0), (2.0, 1.0), (0.25, 3.0)]
+    assert [fast(x, y).data for x, y in calls] == [pick(x, y).data for x, y in calls]
+    fast_argmax = chainrule.compile(argmax, budget=False)
+    eager = argmax().data
+    assert [fast_argmax().data, fast_argmax().data] == [eager, eager] == [0.4, 0.4]
+
+
+def test_a_max_that_raises_and_is_caught_leaves_its_candidates_as_they_are() -> None:
+    """``try: max(a, b, cap) except TypeError: max(a, b)``: the float that
+    was winning when the first call raised keeps its own number."""
+    w, u = Value(1.0), Value(1.0)
+
+    def loss(a: float, b: float, cap: Any = None) -> Value:
+        try:
+            hi = max(a, b, cap)
+        except TypeError:
+            hi = max(a, b)
+        return w * hi + u * a
+
+    def run(f: Callable[..., Value]) -> list[tuple[float, float]]:
+        got = []
+        for a, b in [(2.0, 1.0), (0.5, 1.0), (-3.0, 2.5)]:
+            u.grad = 0.0
+            out = f(a, b)
+            out.backward()
+            got.append((out.data, u.grad))
+        return got
+
+    assert run(chainrule.compile(loss, budget=False)) == run(loss)

@@ -123,6 +123,9 @@ class Record:
         # (keys.Identity of the read: the object itself, not its id) -> (it, file:line)
         self.consumed: dict[Any, tuple[TracedFloat, str]] = {}
         self.reduction: _Reduction | None = None
+        # a max()/min() result (by Identity) -> (the winner it stands for, the guards
+        # that pin it): see reduced()
+        self.reduced: dict[Identity, tuple[Any, list[Any]]] = {}
         self.problems: list[str] = []
         self.leaf_recipes: dict[Any, Recipe] = {}
         # the int arguments (chainrule.compiler.symbolic): guards on them,
@@ -591,15 +594,29 @@ TracedFloat.__bool__ = _truth  # type: ignore[method-assign,assignment]
 
 class _Reduction:
     """``max(...)``/``min(...)`` over reads, as it runs: the candidates so
-    far and the current winner."""
+    far, the current winner, and each comparison (which candidate against
+    which, its outcome: the guards that pin which one wins). The candidates
+    are left as they are: the call's result is a new traced float
+    (:func:`reduced`)."""
 
     def __init__(self, site: tuple[Any, ...], f: Any, first: Any) -> None:
         self.site = site
         self.f = f
         self.originals: list[Any] = [recipe_of(first)]
-        self.own: dict[int, Any] = {}  # the winner's recipe before it won
         self.winner = first
+        self.at = 0  # the winner's place among the originals
+        self.steps: list[tuple[int, int, bool]] = []  # (candidate, winner then, outcome)
 
+    def guards(self) -> list[tuple[Any, Any, Any, bool]]:
+        """The comparisons as guards (``item > winner`` for max)."""
+        op = operator.gt if self.f is builtins.max else operator.lt
+        return [(op, self.originals[i], self.originals[w], out) for i, w, out in self.steps]
+
+
+#: The code objects of compile's copies (:mod:`chainrule.compiler.rewrite`
+#: adds them): a ``max(...)``/``min(...)`` there hands its result to
+#: :func:`reduced`; elsewhere its comparisons are guards.
+COPY_CODES: set[CodeType] = set()
 
 _calls: dict[tuple[CodeType, int], Callable[..., Any] | None] = {}
 
@@ -652,6 +669,8 @@ AST_LOCK = threading.Lock()
 
 
 def _call_site(code: CodeType, lasti: int) -> Callable[..., Any] | None:
+    if code not in COPY_CODES:
+        return None
     source = instruction_source(code, lasti)
     if source is None:
         return None
@@ -710,28 +729,26 @@ def _reduce_step(
 ) -> bool:
     """One step of ``max``/``min``: ``item`` against the current winner.
     False where the winner is a plain number (``min(1.0, step / 3)`` where
-    1.0 wins): a number cannot carry the reduction's recipe, so the caller
-    guards this comparison instead (another outcome traces again)."""
+    1.0 wins): the caller guards this comparison instead (another outcome
+    traces again)."""
     r = record.reduction
     if r is None or r.site != site or r.winner is not winner:
         r = record.reduction = _Reduction(site, f, winner)
     r.originals.append(recipe_of(item))
+    r.steps.append((len(r.originals) - 1, r.at, result))
     if result:
-        if type(winner) is TracedFloat:  # no longer the reduction: its own value again
-            winner.recipe = r.own.pop(id(winner), winner.recipe)
-        r.winner = item
-    if type(r.winner) is not TracedFloat:
-        return False
-    r.own.setdefault(id(r.winner), r.winner.recipe)
-    r.winner.recipe = ("reduce", f, list(r.originals))
-    return True
+        r.winner, r.at = item, len(r.originals) - 1
+    return type(r.winner) is TracedFloat
 
 
 def reduced(x: Any) -> Any:
     """What a ``max(...)``/``min(...)`` call of a copy returns: where it
-    reduced traced floats, a new traced float with the reduction's recipe,
-    and the winner's own recipe back (the winner is the caller's object,
-    ``x`` or ``ds[t]`` itself, whose other uses are its own number)."""
+    reduced traced floats, a new traced float with the reduction's recipe
+    (the winner is the caller's own object, ``x`` or ``ds[t]``, whose other
+    uses are its own number); remembered as standing for the winner, for
+    ``is`` and ``id`` (:func:`winner_of`). A nan winner is handed back
+    itself, with the comparisons as guards: C code finds a nan in a list by
+    identity only (``ds.index(max(ds))``)."""
     record = current()
     if record is None or type(x) is not TracedFloat:
         return x
@@ -739,9 +756,26 @@ def reduced(x: Any) -> Any:
     if r is None or r.winner is not x:
         return x
     record.reduction = None
-    recipe = x.recipe
-    x.recipe = r.own.pop(id(x), recipe)
-    return traced(float.__float__(x), recipe)
+    if x != x:
+        record.guards.extend(r.guards())
+        return x
+    out = traced(float.__float__(x), ("reduce", r.f, list(r.originals)))
+    record.reduced[Identity(out)] = (x, r.guards())
+    return out
+
+
+def winner_of(x: Any) -> Any:
+    """The object a ``max(...)``/``min(...)`` result stands for (itself
+    otherwise): asked by identity (``m is x``, ``id(m)``), with the
+    comparisons that chose it as guards."""
+    record = current()
+    if record is None or type(x) is not TracedFloat:
+        return x
+    found = record.reduced.get(Identity(x))
+    if found is None:
+        return x
+    record.guards.extend(found[1])
+    return found[0]
 
 
 TracedFloat.__gt__ = _compare(operator.gt, builtins.max)  # type: ignore[method-assign]

@@ -75,6 +75,7 @@ from .escapes import all_names, call_method, describe, hidden_state, safe
 from .keys import Identity
 from .reads import (
     AST_LOCK,
+    COPY_CODES,
     PACKAGE_DIR,
     Record,
     current,
@@ -82,6 +83,7 @@ from .reads import (
     read_whole_by,
     reduced,
     user_site,
+    winner_of,
 )
 from .symbolic import SymInt, gather
 from .trace import (
@@ -292,7 +294,7 @@ def copied_code(code: CodeType) -> CodeType | None:
 #: The code objects of the copies and of what they nest (generator
 #: expressions, comprehensions): a generator running one of them was made
 #: by a trace (only traces run copies).
-_copy_codes: set[CodeType] = set()
+_copy_codes = COPY_CODES  # (reads: a max() there returns through reduced)
 
 
 def _nested(code: CodeType) -> list[CodeType]:
@@ -750,6 +752,8 @@ def _op(kind: str, a: Any, b: Any = None) -> Any:
     trace makes it one that cannot be replayed; identity asks about an entry
     picked by an int argument, not its stand-in (the function then runs
     eagerly: :func:`~chainrule.compiler.trace.same_object`)."""
+    if kind in ("is", "is not", "id"):  # (a max()/min() result: the winner it stands for)
+        a, b = winner_of(a), winner_of(b)
     if kind == "is":
         return a is b or same_object(a, b, 2)
     if kind == "is not":

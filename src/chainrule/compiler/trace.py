@@ -818,6 +818,7 @@ def watching(record: Record, created: list[Value]) -> Iterator[None]:
         reads.set_current(None)
         HANDED.clear()
         record.iterators.clear()  # (each held by its Identity while the trace ran)
+        record.reduced.clear()
         record.compared = None
         engine._as_float = beyond_micrograd.as_float = protocols.as_float = as_float
         walk.before_walk = None
