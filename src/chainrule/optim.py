@@ -36,11 +36,17 @@ class _Flat:
     operation for operation, so the numbers are the same bit for bit."""
 
     def __init__(self, params: list[Any]) -> None:
-        from .tensor import floatpack  # NumPy is there
-
         self.params = params
         self.n = len(params)
-        self.floatpack = floatpack
+
+    @property
+    def floatpack(self) -> Any:
+        """:mod:`chainrule.tensor.floatpack` (NumPy is there); looked up, not
+        held: a module in the state would keep ``copy.deepcopy`` and
+        ``pickle`` of an optimizer from working."""
+        from .tensor import floatpack
+
+        return floatpack
 
     @staticmethod
     def of(params: list[Any]) -> _Flat | None:

@@ -83,6 +83,7 @@ compiled step), which it may import; the engines never import it.
 from __future__ import annotations
 
 import collections
+import dataclasses
 import functools
 import gc
 import itertools
@@ -94,6 +95,7 @@ import warnings
 import weakref
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from copy import deepcopy
 from types import MethodType
 from typing import Any, ClassVar
 
@@ -164,6 +166,53 @@ class CompiledValue(Value):
         self.grad = seed
         if self._program.budget is not None:
             self._program.budget.backward(time.perf_counter() - start, self._program.eager_seconds)
+
+    def __copy__(self) -> CompiledValue:
+        """As eagerly's ``copy.copy`` of a node: its inputs and the call's
+        other outputs shared; its backward is its own (a pass from the copy
+        sets the nodes returned beside it, as from the original)."""
+        new = _node_like(self, self._prev, self._program, self._buffer, self._call)
+        if self._siblings is not None:
+            new._siblings = tuple(
+                (slot, weakref.ref(new) if ref() is self else ref) for slot, ref in self._siblings
+            )
+        return new
+
+    def __deepcopy__(self, memo: dict[int, Any]) -> CompiledValue:
+        """As eagerly's ``copy.deepcopy`` of a node, which copies its graph:
+        the copy's backward adds into copies of the leaves (parameters,
+        argument Values) and sets the copies of the nodes returned beside it
+        (``h2, loss2 = deepcopy((h, loss))``), never the originals. The
+        captured graph is shared; what it reads and writes is the copies."""
+        prev = deepcopy(self._prev, memo)
+        program = memo.get(id(self._program))
+        if program is None:
+            program = memo[id(self._program)] = self._program.rebound(
+                deepcopy(self._program.live, memo)
+            )
+        call = memo.get(id(self._call))
+        if call is None:
+            values = deepcopy(self._call.values, memo)
+            call = memo[id(self._call)] = dataclasses.replace(self._call, values=values)
+        new = memo[id(self)] = _node_like(self, prev, program, deepcopy(self._buffer, memo), call)
+        if self._siblings is not None:  # (copied too: in eager's graph, or a node beside)
+            alive = [(slot, ref()) for slot, ref in self._siblings]
+            new._siblings = tuple(
+                (slot, weakref.ref(deepcopy(v, memo))) for slot, v in alive if v is not None
+            )
+        return new
+
+
+def _node_like(
+    v: CompiledValue, prev: tuple[Value, ...], program: Any, buffer: Any, call: Call
+) -> CompiledValue:
+    """A copy of the output ``v`` over the given inputs, program, buffer
+    and call, with its own node backward (no siblings yet)."""
+    new = object.__new__(CompiledValue)
+    new.data, new.grad, new._prev, new._slot = v.data, v.grad, prev, v._slot
+    new._local = (UserOp("compiled", _NodeBackward(new)),)
+    new._program, new._buffer, new._call, new._siblings = program, buffer, call, None
+    return new
 
 
 as_value(CompiledValue)  # (fast(2.0) * m: the user's m.__rmul__ first, as for a Value)
@@ -403,6 +452,61 @@ class Compiled:
         passes it as the first argument (an object keyed by identity, its
         state guarded: two instances never share a trace)."""
         return self if obj is None else MethodType(self, obj)
+
+    def _own(self) -> dict[str, Any]:
+        """The attributes that are the function's, not compile's: its names
+        (``__qualname__``), what it carried (``fn.__dict__``) and what was
+        set on this object since (``step.scale = 2.0``)."""
+        names = functools.WRAPPER_ASSIGNMENTS
+        return {k: v for k, v in vars(self).items() if k in names or k not in self._bookkeeping}
+
+    def _fresh(self, fn: Callable[..., Any], optimizer: Optimizer | None, own: Any) -> Compiled:
+        """A Compiled of ``fn`` with this one's options and ``own``
+        attributes, and no traces, counters or budget of its own yet."""
+        new = object.__new__(type(self))
+        new._refill(fn, optimizer, self, own)
+        return new
+
+    def _refill(self, fn: Callable[..., Any], optimizer: Any, like: Compiled, own: Any) -> None:
+        """Initialise ``self`` as :meth:`_fresh` says (split from it: a
+        ``deepcopy`` records the new object in its memo before copying ``fn``,
+        which may lead back to it: ``net.fast = compile(net.loss)``)."""
+        Compiled.__init__(
+            self, fn, like.max_traces, optimizer, like.gc_while_tracing, like.budget.enabled
+        )
+        vars(self).update(own)
+
+    def __copy__(self) -> Compiled:
+        """A new compiled function of the same ``fn`` and optimizer, with
+        traces of its own (none yet)."""
+        return self._fresh(self.fn, self.optimizer, self._own())
+
+    def __deepcopy__(self, memo: dict[int, Any]) -> Compiled:
+        """A compiled function of ``copy.deepcopy(fn)``: a bound method is
+        bound to the copy of its object, as eagerly (``best =
+        copy.deepcopy(net)`` holding ``net.fast = compile(net.loss)``), and
+        the optimizer is copied with it (shared where ``fn`` is the same
+        function). Never the traces: their guards and programs hold the
+        original objects; the copy traces anew."""
+        new = memo[id(self)] = object.__new__(type(self))
+        fn = deepcopy(self.fn, memo)
+        optimizer = self.optimizer if fn is self.fn else deepcopy(self.optimizer, memo)
+        new._refill(fn, optimizer, self, deepcopy(self._own(), memo))
+        return new
+
+    def __reduce__(self) -> Any:
+        """Pickled by reference where its module's attribute of its
+        ``__qualname__`` is this object (a module-level ``@chainrule.compile
+        def``, as a function pickles); else as ``fn`` (by pickle's own rules)
+        with the options, unpickled as a new compiled function without traces."""
+        name = getattr(self, "__qualname__", None)
+        target: Any = sys.modules.get(self.__module__)
+        for part in (name or "<no name>").split("."):
+            target = getattr(target, part, None)
+        if target is self:
+            return name
+        options = (self.max_traces, self.optimizer, self.gc_while_tracing, self.budget.enabled)
+        return (type(self), (self.fn, *options), self._own())
 
     def _train(self, loss: Any) -> Value:
         """``zero_grad()``, ``loss.backward()``, ``step()``: on arrays for a

@@ -36,6 +36,7 @@ be added in another order: gradients to about 1e-16 relative.
 
 from __future__ import annotations
 
+import copy
 import operator
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -647,6 +648,16 @@ class Program:
         self.layouts: dict[Any, Any] = {}  # optimizer -> compiler.step.Layout (which holds it)
         # said once: a backward pass through an output leaves its siblings' .grad
         self.warned_beside = False
+
+    def rebound(self, live: list[Value]) -> Program:
+        """This program reading and writing ``live`` (copies of its leaves,
+        in order) instead: a ``copy.deepcopy`` of an output. The steps and
+        plans are shared; no budget (the copy's passes are not the
+        compiled function's replays) and no optimizer layouts."""
+        new = copy.copy(self)
+        new.live, new.live_inputs = list(live), tuple(live)
+        new.budget, new.layouts, new._inputs, new._spare_terms = None, {}, None, []
+        return new
 
     # -- forward ------------------------------------------------------------
 
