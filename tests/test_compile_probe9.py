@@ -410,3 +410,135 @@ def test_a_max_that_raises_and_is_caught_leaves_its_candidates_as_they_are() -> 
         return got
 
     assert run(chainrule.compile(loss, budget=False)) == run(loss)
+
+
+def test_a_private_slot_is_guarded_under_its_mangled_name() -> None:
+    """``__slots__ = ("__scale",)`` stores ``_Param__scale``: guarded as any
+    slot, on a Value of your subclass and on a plain object."""
+
+    class Param(Value):
+        __slots__ = ("__scale",)
+
+        def scaled(self) -> Value:
+            return self * self.__scale
+
+        def rescale(self, s: float) -> None:
+            self.__scale = s
+
+    class Cfg:
+        __slots__ = ("__t",)
+
+        def __init__(self, t: float) -> None:
+            self.__t = t
+
+        def temperature(self) -> float:
+            return self.__t
+
+        def set(self, t: float) -> None:
+            self.__t = t
+
+    p = Param(2.0)
+    p.rescale(2.0)
+    cfg = Cfg(2.0)
+
+    def f(x: float) -> Value:
+        return p.scaled() * x / cfg.temperature()
+
+    fast = chainrule.compile(f, budget=False)
+    got, eager = [], []
+    for s in (2.0, 5.0, 8.0):
+        p.rescale(s)
+        cfg.set(s / 2.0)
+        eager.append(f(3.0).data)
+        got.append(fast(3.0).data)
+    assert got == eager
+
+
+def test_a_numpy_random_import_while_tracing_is_not_a_draw(tmp_path: Any) -> None:
+    """A module the function imports lazily that loads ``numpy.random``
+    (no draw): the function replays, no warning (the generators' states
+    before and after a trace are compared only where both are known)."""
+    script = """
+import sys, warnings
+import chainrule
+from chainrule import Value
+from chainrule.compiler import CompileWarning
+warnings.simplefilter("error", CompileWarning)
+assert "numpy.random" not in sys.modules
+w = Value(0.5)
+def loss(x):
+    import numpy.random  # noqa: F401 (loaded here, nothing drawn)
+    return w * x + 0.2
+fast = chainrule.compile(loss, budget=False)
+print([fast(x).data == loss(x).data for x in (1.0, 2.0, 3.0)], fast.traces, fast.hits)
+"""
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    src = str(Path(chainrule.__file__).parent.parent)  # (this tree's chainrule)
+    env = {**os.environ, "PYTHONPATH": src}
+    path = tmp_path / "lazy_import.py"  # (a file: compile copies code from its source)
+    path.write_text(script)
+    done = subprocess.run(
+        [sys.executable, str(path)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+        env=env,
+    )
+    assert done.stdout.split() == ["[True,", "True,", "True]", "1", "2"], done.stderr[-800:]
+
+
+def test_an_output_beside_the_loss_that_it_does_not_use_is_not_warned_about() -> None:
+    """``return loss, metric`` where the loss does not depend on the metric:
+    a backward from a graph built on the loss leaves ``metric.grad`` 0.0, as
+    eagerly, and says nothing."""
+    w = Value(0.5)
+
+    def f(x: float) -> tuple[Value, Value]:
+        out = w * x
+        return (out - 1.0) ** 2, out * 3.0
+
+    fast = chainrule.compile(f, budget=False)
+    got = []
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", CompileWarning)
+        for fn in (f, fast, fast):
+            w.grad = 0.0
+            outs = [fn(x) for x in (1.0, 3.0)]
+            (sum(loss for loss, _ in outs) * 0.5).backward()
+            got.append((w.grad, outs[0][1].grad))
+    assert got == [(1.0, 0.0)] * 3  # 0.5 * (2 * (0.5 - 1) * 1 + 2 * (1.5 - 1) * 3)
+
+
+def test_a_function_defined_inside_fn_replays_its_reads() -> None:
+    """A helper made inside ``fn`` (a nested ``def``, a ``lambda``: microgpt's
+    stable softmax kept local) runs as part of the copy: its ``.data`` reads
+    are followed, not guards, so parameter updates do not trace again."""
+    W = [Value(0.3), Value(-0.2), Value(0.9)]
+
+    def loss(t: int) -> Value:
+        def softmax(logits: list[Value]) -> list[Value]:
+            m = max(v.data for v in logits)
+            ex = [(v - m).exp() for v in logits]
+            s = sum(ex, Value(0.0))
+            return [e / s for e in ex]
+
+        logits = [w * 2.0 for w in W]
+        return -softmax(logits)[t].log()
+
+    fast = chainrule.compile(loss, budget=False)
+    for step in range(5):
+        for fn in (loss, fast):
+            for w in W:
+                w.grad = 0.0
+            fn(step % 3).backward()
+            if fn is loss:
+                eager = [w.grad for w in W]
+        assert [w.grad for w in W] == pytest.approx(eager, rel=1e-12, abs=0.0)
+        for w in W:
+            w.data -= 0.1 * w.grad
+    assert fast.stats()["retraces"] == 0 and fast.stats()["hits"] >= 2

@@ -108,7 +108,7 @@ from . import budget, reads
 from .anomaly import check_backward
 from .budget import Budget
 from .dispatch import as_value
-from .escapes import generators_state
+from .escapes import drew, generators_state
 from .keys import Call, Identity, NotReplayable, classify, describe, flatten
 
 __all__ = ["CompileWarning", "Compiled", "compile"]
@@ -256,7 +256,12 @@ def _node_backward(v: CompiledValue) -> None:
     if mode.observer is not None:  # detect_anomaly: the eager walk's check
         check_backward(program, v._buffer, v._slot, g, v._call)
     program.backward(v._buffer, v._slot, g, v._call, within=True)
-    if v._siblings is not None and not program.warned_beside and not autograd.aside.get():
+    if (
+        v._siblings is not None
+        and not program.warned_beside
+        and not autograd.aside.get()
+        and _beside_on_path(v)
+    ):
         # (a sibling's gradient through v would be its share of this pass only
         # where the pass does not reach it too: which the walk does not tell)
         program.warned_beside = True
@@ -268,6 +273,20 @@ def _node_backward(v: CompiledValue) -> None:
             CompileWarning,
             stacklevel=reads.user_stacklevel(),
         )
+
+
+def _beside_on_path(v: CompiledValue) -> bool:
+    """Whether a node returned beside ``v`` (alive, another slot) is one
+    that ``v`` depends on in the captured graph: its ``.grad`` through ``v``
+    is then not 0 (a metric or a head the loss does not use: nothing to
+    say). By the pair of slots, once per program."""
+    program = v._program
+    known = program.beside_paths
+    others = [slot for slot, ref in v._siblings or () if slot != v._slot and ref() is not None]
+    if v._slot not in known:
+        seen = program._reach(v._slot, v._call)
+        known[v._slot] = {slot for slot, _ in v._siblings or () if seen[slot]}
+    return any(slot in known[v._slot] for slot in others)
 
 
 class _NodeBackward:
@@ -760,7 +779,7 @@ class Compiled:
             raise
         rows = _write_rows(record)
         written = _write_back(containers)
-        if generators_state() != generators:
+        if drew(generators, generators_state()):
             record.problems.append(
                 "it draws random numbers from code compile does not copy (a @dataclass's "
                 "__init__ with a default_factory, a library's function), or another thread "

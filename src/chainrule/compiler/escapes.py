@@ -316,27 +316,37 @@ def call_method(obj: Any) -> Any:
     return None
 
 
-def generators_state() -> tuple[Any, ...]:
+def generators_state() -> dict[str, Any]:
     """The state of the random generators that code draws from without
     naming one: Python's :mod:`random` module, NumPy's legacy global one
-    (``np.random.rand``, when NumPy is loaded) and chainrule's own Tensor
-    generator (when made). A trace compares it before and after: a draw
-    from code compile does not copy (a ``@dataclass``'s generated
-    ``__init__`` calling ``default_factory=random.random``, a library's
-    function) changes it where no call compile sees did (the deny-list
-    above sees the calls in the code it copies)."""
+    (``np.random.rand``; ``numpy.random`` imported here, so a module that
+    the traced code imports, which loads it, is not taken for a draw) and
+    chainrule's own Tensor generator (once made). A trace compares it
+    before and after (:func:`drew`): a draw from code compile does not copy
+    (a ``@dataclass``'s generated ``__init__`` calling
+    ``default_factory=random.random``, a library's function) changes it
+    where no call compile sees did (the deny-list above sees the calls in
+    the code it copies)."""
     import random
-    import sys
 
     from .. import random_state
 
-    state: list[Any] = [random.getstate()]
-    numpy_random = sys.modules.get("numpy.random")
-    if numpy_random is not None:
+    state: dict[str, Any] = {"random": random.getstate()}
+    try:
+        import numpy.random as numpy_random
+    except ImportError:
+        pass
+    else:
         mt = numpy_random.get_state(legacy=False)
         keys = mt["state"]
-        state.append((keys["pos"], keys["key"].tobytes(), mt["has_gauss"], mt["gauss"]))
+        state["numpy"] = (keys["pos"], keys["key"].tobytes(), mt["has_gauss"], mt["gauss"])
     own = random_state._state.generator
     if own is not None:
-        state.append(repr(own.bit_generator.state))
-    return tuple(state)
+        state["chainrule"] = repr(own.bit_generator.state)
+    return state
+
+
+def drew(before: dict[str, Any], after: dict[str, Any]) -> bool:
+    """Whether a generator known in both states moved (one made in between,
+    chainrule's Tensor generator, has nothing to compare)."""
+    return any(after[name] != was for name, was in before.items() if name in after)

@@ -86,18 +86,25 @@ def _users(t: type) -> bool:
 
 
 def declared_slots(classes: Iterable[type]) -> tuple[str, ...]:
-    """The names in the ``__slots__`` of ``classes`` (a string alone is one
-    name), without ``__dict__`` and ``__weakref__``, which hold no data."""
-    return tuple(
-        name
-        for klass in classes
-        for name in (
-            (klass.__dict__.get("__slots__", ()),)
-            if isinstance(klass.__dict__.get("__slots__", ()), str)
-            else klass.__dict__.get("__slots__", ())
-        )
-        if name not in ("__dict__", "__weakref__")
-    )
+    """The attribute names of the ``__slots__`` of ``classes`` (a string
+    alone is one name; a private ``__x`` as Python mangles it, ``_C__x``),
+    without ``__dict__`` and ``__weakref__``, which hold no data."""
+    out = []
+    for klass in classes:
+        slots = klass.__dict__.get("__slots__", ())
+        for name in (slots,) if isinstance(slots, str) else slots:
+            if name not in ("__dict__", "__weakref__"):
+                out.append(_mangled(klass, name))
+    return tuple(out)
+
+
+def _mangled(klass: type, name: str) -> str:
+    """``name`` as stored on ``klass``'s objects: Python's private-name
+    mangling of ``__x`` (not ``__x__``) to ``_Klass__x``."""
+    owner = klass.__name__.lstrip("_")
+    if name.startswith("__") and not name.endswith("__") and owner:
+        return f"_{owner}{name}"
+    return name
 
 
 #: Per user's subclass of Value, the slots its own classes declare.

@@ -648,6 +648,8 @@ class Program:
         self.layouts: dict[Any, Any] = {}  # optimizer -> compiler.step.Layout (which holds it)
         # said once: a backward pass through an output leaves its siblings' .grad
         self.warned_beside = False
+        # an output's slot -> the slots of the outputs beside it that it depends on
+        self.beside_paths: dict[int, set[int]] = {}
 
     def rebound(self, live: list[Value]) -> Program:
         """This program reading and writing ``live`` (copies of its leaves,

@@ -274,6 +274,8 @@ _files: dict[str, tuple[list[str], dict[int, list[ast.AST]], list[ast.stmt]]] = 
 def copied_code(code: CodeType) -> CodeType | None:
     """The code of the rewritten copy of a function whose code is ``code``,
     or None when it runs as it is (see the module)."""
+    if code in _copy_codes:  # a function made while a copy runs (a nested def, a
+        return code  # lambda): the copy's own code, already rewritten
     found = _copies.get(code)
     if found is not None and found[0] is code:  # (code objects compare by value)
         return found[1]
