@@ -105,7 +105,6 @@ from ..value.engine import Value
 from ..value.mode import mode
 from ..value.protocols import UserOp
 from . import budget, reads
-from .anomaly import check_backward
 from .budget import Budget
 from .dispatch import as_value
 from .escapes import drew, generators_state
@@ -150,6 +149,8 @@ class CompiledValue(Value):
 
         seed = _as_float(gradient, "backward")
         if mode.observer is not None:  # detect_anomaly: the eager walk's check
+            from .anomaly import check_backward  # (a replay: NumPy is there)
+
             check_backward(self._program, self._buffer, self._slot, seed, self._call)
         start = time.perf_counter()
         siblings = self._siblings
@@ -254,6 +255,8 @@ def _node_backward(v: CompiledValue) -> None:
         raise TypeError(f"backward: {NOT_AGAIN}")
     program = v._program
     if mode.observer is not None:  # detect_anomaly: the eager walk's check
+        from .anomaly import check_backward  # (a replay: NumPy is there)
+
         check_backward(program, v._buffer, v._slot, g, v._call)
     program.backward(v._buffer, v._slot, g, v._call, within=True)
     if (
