@@ -542,3 +542,52 @@ def test_a_function_defined_inside_fn_replays_its_reads() -> None:
         for w in W:
             w.data -= 0.1 * w.grad
     assert fast.stats()["retraces"] == 0 and fast.stats()["hits"] >= 2
+
+
+def test_the_warning_about_nodes_beside_follows_the_calls_picks() -> None:
+    """Which returned nodes a loss picked by an int argument depends on
+    changes with the pick: a call whose loss uses ``h`` says so, whatever
+    calls came before."""
+    W = [Value(0.5), Value(-0.3), Value(0.8)]
+
+    def f(x: float, task: int) -> tuple[Value, Value]:
+        h = (W[0] * x).tanh()
+        g = (W[1] * x).tanh()
+        heads = [h, g, W[2]]
+        return h, heads[task] ** 2 + W[2]
+
+    fast = chainrule.compile(f, budget=False)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        for task in (1, 2):
+            _, loss = fast(0.7, task)
+            (loss * 2.0).backward()
+        assert not caught
+        _, loss = fast(0.7, 0)
+        (loss * 2.0).backward()
+    assert ["returned beside" in str(c.message) for c in caught] == [True]
+
+
+def test_a_running_max_stands_for_the_first_winner_by_identity() -> None:
+    """``best = max(best, x)`` over a list, then ``best is xs[0]``; and
+    ``n = max(max(a, b), c); n is m``: eager's answers, on the call that
+    traces and on replays."""
+    u = Value(1.0)
+
+    def running(xs: list[float]) -> Value:
+        best = xs[0]
+        for x in xs[1:]:
+            best = max(best, x)
+        return u * (best + (1.0 if best is xs[0] else 0.0))
+
+    def nested(a: float, b: float, c: float) -> Value:
+        m = max(a, b)
+        n = max(m, c)
+        return u * (2.0 if n is m else 1.0)
+
+    fast_running = chainrule.compile(running, budget=False)
+    fast_nested = chainrule.compile(nested, budget=False)
+    lists = [[3.0, 1.0, 2.0], [1.0, 3.0, 2.0], [4.0, 0.5, 1.0], [0.5, 0.2, 0.9]]
+    assert [fast_running(xs).data for xs in lists] == [running(xs).data for xs in lists]
+    triples = [(3.0, 1.0, 2.0), (1.0, 2.0, 5.0), (4.0, 0.5, 1.0)]
+    assert [fast_nested(*t).data for t in triples] == [nested(*t).data for t in triples]

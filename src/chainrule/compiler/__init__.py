@@ -282,14 +282,17 @@ def _beside_on_path(v: CompiledValue) -> bool:
     """Whether a node returned beside ``v`` (alive, another slot) is one
     that ``v`` depends on in the captured graph: its ``.grad`` through ``v``
     is then not 0 (a metric or a head the loss does not use: nothing to
-    say). By the pair of slots, once per program."""
+    say). Kept by slot, once per program without picks by an int argument."""
     program = v._program
     known = program.beside_paths
     others = [slot for slot, ref in v._siblings or () if slot != v._slot and ref() is not None]
-    if v._slot not in known:
+    on_path = known.get(v._slot)
+    if on_path is None:
         seen = program._reach(v._slot, v._call)
-        known[v._slot] = {slot for slot, _ in v._siblings or () if seen[slot]}
-    return any(slot in known[v._slot] for slot in others)
+        on_path = {slot for slot, _ in v._siblings or () if seen[slot]}
+        if not program.picks_by_int:  # (else the path depends on the call's picks)
+            known[v._slot] = on_path
+    return any(slot in on_path for slot in others)
 
 
 class _NodeBackward:

@@ -651,6 +651,12 @@ class Program:
         # an output's slot -> the slots of the outputs beside it that it depends on
         self.beside_paths: dict[int, set[int]] = {}
 
+    @property
+    def picks_by_int(self) -> bool:
+        """Whether a step picks by an int argument (a gather): then which
+        nodes a slot depends on changes from call to call."""
+        return any(type(step) is GatherStep for step in self.steps)
+
     def rebound(self, live: list[Value]) -> Program:
         """This program reading and writing ``live`` (copies of its leaves,
         in order) instead: a ``copy.deepcopy`` of an output. The steps and

@@ -760,7 +760,11 @@ def reduced(x: Any) -> Any:
         record.guards.extend(r.guards())
         return x
     out = traced(float.__float__(x), ("reduce", r.f, list(r.originals)))
-    record.reduced[Identity(out)] = (x, r.guards())
+    earlier = record.reduced.get(Identity(x))  # (a running max: max(best, x))
+    if earlier is None:
+        record.reduced[Identity(out)] = (x, r.guards())
+    else:
+        record.reduced[Identity(out)] = (earlier[0], earlier[1] + r.guards())
     return out
 
 
