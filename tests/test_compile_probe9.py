@@ -591,3 +591,24 @@ def test_a_running_max_stands_for_the_first_winner_by_identity() -> None:
     assert [fast_running(xs).data for xs in lists] == [running(xs).data for xs in lists]
     triples = [(3.0, 1.0, 2.0), (1.0, 2.0, 5.0), (4.0, 0.5, 1.0)]
     assert [fast_nested(*t).data for t in triples] == [nested(*t).data for t in triples]
+
+
+def test_repeated_int_labels_handed_to_c_code_leave_the_argument_as_it_was() -> None:
+    """``Counter(ys)`` (class weights) with a label repeated in the batch:
+    the argument list is not taken for changed (its two 1s are one int
+    object), so the function replays."""
+    import collections
+
+    w = Value(0.5)
+
+    def loss(x: float, ys: list[int], table: dict[int, int]) -> Value:
+        counts = collections.Counter(ys)
+        weight = sum(1.0 / counts[y] for y in ys) + sum(dict.fromkeys(table, 1.0).values())
+        return w * x * weight
+
+    fast = chainrule.compile(loss, budget=False)
+    calls = [(1.0, [1, 2, 1], {3: 3, 4: 3}), (2.0, [1, 2, 1], {3: 3, 4: 3})]
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", CompileWarning)
+        assert [fast(*c).data for c in calls] == [loss(*c).data for c in calls]
+    assert fast.stats()["hits"] == 1

@@ -297,7 +297,8 @@ class Whole:
 
     def __init__(self) -> None:
         self.back: dict[Identity, Any] = {}  # a plain number or container -> its traced one
-        self.changed: list[Any] = []  # the containers changed in place
+        # the containers changed in place: each with its entries before and after
+        self.changed: list[tuple[Any, list[Any], list[Any]]] = []
 
     def numbers(self, x: Any) -> Any:
         """``x`` with its traced numbers plain."""
@@ -318,16 +319,45 @@ class Whole:
                 self.back[Identity(new)] = x
                 return new
             return x
+        if t is not list and t is not dict and t is not set:
+            return x
+        before = _entries(x)
         if _replace(x, self.numbers):
-            self.changed.append(x)
+            self.changed.append((x, before, _entries(x)))
         return x
 
     def put_back(self) -> None:
+        """Each container as it was, where the call left its plain entries
+        as they were (by place: ``[1, 2, 1]``'s two 1s are one int object);
+        else each plain number its traced one, by identity."""
+
         def traced_of(y: Any) -> Any:
             return self.back.get(Identity(y), y)
 
-        for x in reversed(self.changed):
-            _replace(x, traced_of)
+        for x, before, plain in reversed(self.changed):
+            now = _entries(x)
+            if len(now) == len(plain) and all(map(operator.is_, now, plain)):
+                _restore(x, before)
+            else:
+                _replace(x, traced_of)
+
+
+def _entries(x: Any) -> list[Any]:
+    """The entries of a list, dict (its keys, then its values) or set, in order."""
+    return [*x.keys(), *x.values()] if type(x) is dict else list(x)
+
+
+def _restore(x: Any, entries: list[Any]) -> None:
+    """Put a list, dict or set's ``entries`` (:func:`_entries`) back in it."""
+    if type(x) is list:
+        x[:] = entries
+        return
+    x.clear()
+    if type(x) is dict:
+        half = len(entries) // 2
+        x.update(zip(entries[:half], entries[half:]))
+    else:
+        x.update(entries)
 
 
 def _replace(x: Any, f: Callable[[Any], Any]) -> bool:
