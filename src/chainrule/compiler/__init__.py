@@ -721,7 +721,7 @@ class Compiled:
 
         from . import capture as P
         from . import rewrite
-        from .reads import traced
+        from .reads import standing_for, traced
         from .symbolic import SymInt, int_checker
         from .trace import Unsupported, run_traced
 
@@ -740,7 +740,8 @@ class Compiled:
         for x, part in zip(items, call.key[1:]):
             if part is float:
                 k = next(floats)
-                fed.append(traced(call.floats[k], ("arg", k)))
+                arg = call.floats[k]
+                fed.append(standing_for(traced(arg, ("arg", k)), arg, ("arg", k)))
             elif part is int:
                 k = next(ints)
                 fed.append(SymInt(call.ints[k], ("int", k), record))

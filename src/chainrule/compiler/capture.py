@@ -353,7 +353,7 @@ def _lay_out(
             steps.append(node_group)
     prog.steps = steps
     edges.lay_out(prog, len(live) + len(arg_slots))
-    _compile_guards(prog, record.guards)
+    _compile_guards(prog, record.guards, arg_leaves)
     return prog
 
 
@@ -727,10 +727,26 @@ def recipe_function(prog: Program, r: Any) -> Callable[[np.ndarray, Any], Any]:
     return lambda val, call: compute(val, call)[0]
 
 
-def _compile_guards(prog: Program, guards: list[tuple[Any, Any, Any, Any]]) -> None:
+def _object_of(r: Any, arg_leaves: dict[Value, int]) -> Callable[[np.ndarray, Any], Any]:
+    """The float object that a recipe of :func:`~chainrule.compiler.reads.identical`
+    finds at replay: a float argument, a leaf's ``.data``, a constant."""
+    kind, x = r
+    if kind == "arg":
+        return lambda val, call: call.floats[x]
+    if kind == "node":
+        pos = arg_leaves.get(x)
+        if pos is not None:  # a Value argument: this call's
+            return lambda val, call: call.values[pos].data
+        return lambda val, call: x.data
+    return lambda val, call: x  # ("const", x)
+
+
+def _compile_guards(
+    prog: Program, guards: list[tuple[Any, Any, Any, Any]], arg_leaves: dict[Value, int]
+) -> None:
     """Guards between node values and numbers are checked a function at a
     time on gathered values (numbers get a slot of their own); others, by
-    their recipes."""
+    their recipes; identities, on the objects (:func:`_object_of`)."""
     extra: list[float] = []
     by_f: dict[Any, tuple[list[int], list[int], list[Any]]] = {}
 
@@ -743,6 +759,9 @@ def _compile_guards(prog: Program, guards: list[tuple[Any, Any, Any, Any]]) -> N
         return None
 
     for f, a, b, expected in guards:
+        if f is reads.is_same:
+            prog.guards.append((f, _object_of(a, arg_leaves), _object_of(b, arg_leaves), expected))
+            continue
         sa, sb = slot(a), slot(b)
         if sa is None or sb is None:
             prog.guards.append((f, recipe_function(prog, a), recipe_function(prog, b), expected))

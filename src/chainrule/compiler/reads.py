@@ -54,9 +54,12 @@ class TracedFloat(float):
     capture is built): a TracedFloat that outlives its trace (kept in a
     global, returned) is, in any later trace, the constant it holds."""
 
-    __slots__ = ("_recipe", "_trace")
+    __slots__ = ("_recipe", "_trace", "_origin")
     _recipe: Recipe
     _trace: int  # the serial of its trace's Record (0: none): not the Record, kept alive
+    # a float argument's, a leaf's ``.data``: the object it stands for eagerly
+    # and the recipe that finds that object at replay (see :func:`identical`)
+    _origin: tuple[Any, Recipe]
 
     def __new__(cls, *args: Any) -> float:  # type: ignore[misc]
         """``type(x)(3.0)``, ``x.fromhex(...)``, ``statistics``' ``T(value)``:
@@ -103,6 +106,24 @@ def traced(value: float, recipe: Recipe) -> TracedFloat:
         t._trace = 0
         _tracing.__dict__.setdefault("pending", []).append(t)
     return t
+
+
+def standing_for(t: TracedFloat, obj: Any, where: Recipe) -> TracedFloat:
+    """``t``, marked as the float object ``obj`` that eager code would hold
+    there (a float argument, a leaf's ``.data``), found at replay by the
+    recipe ``where``: identity (``is``) asks about it (:func:`identical`)."""
+    t._origin = (obj, where)
+    return t
+
+
+def origin(x: Any) -> Any:
+    """The object eager code would hold for ``x``: a float argument's or a
+    leaf's ``.data`` for a traced float standing for one, else ``x``."""
+    if type(x) is TracedFloat:
+        found = getattr(x, "_origin", None)
+        if found is not None:
+            return found[0]
+    return x
 
 
 def live(x: Any) -> TypeGuard[TracedFloat]:
@@ -226,6 +247,57 @@ def same(a: float, b: float) -> bool:
     return a != a and b != b
 
 
+def is_same(a: Any, b: Any) -> bool:
+    """The guard of an identity asked while tracing: ``a is b`` of the
+    objects two recipes find at replay (:func:`identical`)."""
+    return a is b
+
+
+#: ``_identity_key``'s answer for an object that is no float: never the
+#: object a float stands for, whatever the call.
+_NO_FLOAT = ("no float",)
+
+
+def _identity_key(x: Any) -> Any:
+    """The object eager code holds for ``x`` and the recipe that finds it
+    at replay: a float argument, a leaf's ``.data``, a constant (None: a
+    float computed while tracing, which eager code may hold as an object
+    it was given: ``+x``, ``x.real``)."""
+    if type(x) is TracedFloat:
+        if not live(x):
+            return (x, ("const", x))  # kept from an earlier trace: a constant
+        return getattr(x, "_origin", None)
+    if isinstance(x, float):
+        return (x, ("const", x))
+    return _NO_FLOAT
+
+
+def identical(a: Any, b: Any) -> bool:
+    """``a is b`` in user code while tracing, one of them a traced float:
+    eager's answer, asked of the objects they stand for (``f(x, x)``, two
+    reads of ``v.data``, two ``Value(0.0)`` biases), with a guard that the
+    objects a replay finds answer the same; where compile cannot tell which
+    object a float is eagerly (one computed while tracing, against another
+    float), the function runs eagerly."""
+    if a is b:
+        return True
+    ka, kb = _identity_key(a), _identity_key(b)
+    if ka is _NO_FLOAT or kb is _NO_FLOAT:
+        return False  # a float is never an object of another type
+    record = current()
+    if ka is None or kb is None:
+        if record is not None:
+            record.problems.append(
+                f"{user_site()}: asks whether two floats are one object (is, id) where one "
+                "was computed while tracing; compare floats by value (==)"
+            )
+        return a is b
+    answer = ka[0] is kb[0]
+    if record is not None:
+        record.guards.append((is_same, ka[1], kb[1], answer))
+    return answer
+
+
 def read_whole_by(f: Callable[..., Any], args: Any, kwargs: Any) -> Any:
     """``f(*args, **kwargs)`` for a function the trace cannot see into (C
     code, a library's, or code compile could not copy), which may read a
@@ -282,7 +354,8 @@ def pin(*numbers: Any) -> None:
             if known is not None and known[1] is x.recipe:
                 continue  # pinned already (a max() it won since: its recipe changed)
             value = guard_whole(x)
-            # one plain float for each (marshal refers to one object twice)
+            # one plain float for each (marshal refers to one object twice): the
+            # object eager code holds, where the trace knows it (f(x, x))
             record.whole[Identity(x)] = (value if known is None else known[0], x.recipe)
 
 
@@ -473,7 +546,7 @@ def guard_whole(x: TracedFloat) -> float:
     it stays the same."""
     value = float.__float__(x)
     _guard(same, x, value, True)
-    return value
+    return origin(x) if type(origin(x)) is float else value  # (eager: float(x) is x)
 
 
 # --------------------------------------------------------------------------
@@ -549,7 +622,11 @@ for _name, _f in ARITHMETIC:
 
 def _unary(f: Callable[[Any], Any]) -> Callable[[TracedFloat], Any]:
     def method(self: TracedFloat) -> Any:
-        return traced(f(float.__float__(self)), ("op", apply1, f, self.recipe))
+        out = traced(f(float.__float__(self)), ("op", apply1, f, self.recipe))
+        found = getattr(self, "_origin", None)
+        if f is operator.pos and found is not None and type(found[0]) is float:
+            standing_for(out, *found)  # (``+x`` is ``x`` itself eagerly)
+        return out
 
     return method
 
@@ -569,8 +646,7 @@ for _name, _g in _UNARY:
 
 def _whole(f: Callable[[float], Any]) -> Callable[[TracedFloat], Any]:
     def method(self: TracedFloat, *args: Any) -> Any:
-        guard_whole(self)
-        return f(float.__float__(self), *args)
+        return f(guard_whole(self), *args)  # (the object eager code holds: float(x) is x)
 
     return method
 

@@ -80,6 +80,7 @@ from .reads import (
     Record,
     current,
     flat_items,
+    live,
     read_whole_by,
     reduced,
     user_site,
@@ -753,7 +754,8 @@ def _op(kind: str, a: Any, b: Any = None) -> Any:
     reads a float whole (a guard); a loop over an iterator made outside the
     trace makes it one that cannot be replayed; identity asks about an entry
     picked by an int argument, not its stand-in (the function then runs
-    eagerly: :func:`~chainrule.compiler.trace.same_object`)."""
+    eagerly: :func:`~chainrule.compiler.trace.same_object`), and about the
+    float object a traced float stands for (:func:`~chainrule.compiler.reads.identical`)."""
     if kind in ("is", "is not", "id"):  # (a max()/min() result: the winner it stands for)
         a, b = winner_of(a), winner_of(b)
     if kind == "is":
@@ -761,7 +763,7 @@ def _op(kind: str, a: Any, b: Any = None) -> Any:
     if kind == "is not":
         return a is not b and not same_object(a, b, 2)
     if kind == "id":
-        return identity(a, 2) if stands_in(a) else id(a)
+        return identity(a, 2) if stands_in(a) or live(a) else id(a)
     if kind == "reduced":
         return reduced(a)
     record = current()

@@ -320,6 +320,8 @@ def same_object(a: Any, b: Any, depth: int = 1) -> bool:
     ``depth``: the user's frame. (A row against an object that is no list
     or tuple is another object whatever the ints: no question asked.)"""
     ta, tb = type(a), type(b)
+    if ta is TracedFloat or tb is TracedFloat:
+        return reads.identical(a, b)
     if ta is not StandIn and tb is not StandIn:
         if not (HANDED and ta in _ROWS and tb in _ROWS):
             return a is b
@@ -355,6 +357,17 @@ def by_entry(f: Callable[..., Any], args: tuple[Any, ...], depth: int = 1) -> An
     row, as eagerly; asked of a stand-in by user code while
     tracing, the function runs eagerly (which picks are the same entry
     depends on the ints); ``depth``: the user's frame."""
+    if any(map(reads.live, args)):
+        if f is operator.is_ or f is operator.is_not:
+            return reads.identical(*args) is (f is operator.is_)
+        record = reads.current()
+        if record is not None:
+            record.problems.append(
+                f"{reads.user_site()}: asks for the identity of a float ({escapes.describe(f)}), "
+                "which eager code may hold as another object than the trace; compare "
+                "floats by value (==)"
+            )
+        args = tuple(map(reads.origin, args))
     if any(map(stands_in, args)):
         if reads.current() is not None:
             _compared(sys._getframe(depth))
@@ -465,7 +478,14 @@ def followed(d: Any, v: Value, record: Record) -> Any:
     (an int, a NumPy scalar stored in ``.data``) as it is, whose arithmetic
     is its own, not a float's, so the function runs eagerly."""
     if type(d) is float or type(d) is TracedFloat:
-        return traced(d, ("node", v))
+        out = traced(d, ("node", v))
+        if type(d) is TracedFloat:  # a leaf made from a traced float: that float's object
+            found = getattr(d, "_origin", None)
+            if found is not None:
+                reads.standing_for(out, *found)
+        elif not v._prev and type(v) is not StandIn and v not in record.aliases:
+            reads.standing_for(out, d, ("node", v))  # a leaf's .data: that object
+        return out
     t = type(d)
     record.problems.append(
         f"{reads.user_site()}: reads .data that is a {t.__module__}.{t.__qualname__}, whose "
@@ -716,7 +736,7 @@ def watching(record: Record, created: list[Value]) -> Iterator[None]:
     def user_read(v: Any) -> Any:
         if not isinstance(v, Value):
             return v
-        return traced(get(v), ("node", v)) if threading.get_ident() == me else get(v)
+        return followed(get(v), v, record) if threading.get_ident() == me else get(v)
 
     def item(self: Value) -> Any:
         """``v.item()``: ``v.data`` as user code reads it (followed)."""

@@ -1,0 +1,155 @@
+"""chainrule.compile and the tenth probe: identity of floats (``is``,
+``id``) asked while tracing is eager's. A traced float stands for the
+object eager code holds there (a float argument, a leaf's ``.data``), so
+``f(x, x)``, two reads of ``v.data``, two ``Value(0.0)`` biases and an
+argmax by identity against ``max(xs)`` answer as eagerly, with a guard
+on the objects at every replay; ``id()`` of a traced float, or identity
+asked of a float computed while tracing, runs the function eagerly."""
+
+from __future__ import annotations
+
+import warnings
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+
+import chainrule
+from chainrule import Value
+from chainrule.compiler import CompileWarning
+
+pytestmark = pytest.mark.usefixtures("trace_every_graph")
+
+
+def _both(
+    f: Callable[..., Value], calls: list[tuple[Any, ...]]
+) -> tuple[list[Any], list[Any], str]:
+    """Each call's ``.data`` eagerly and compiled, and the warnings' words."""
+    fast = chainrule.compile(f, budget=False)
+    eager, got = [], []
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        for args in calls:
+            eager.append(f(*args).data)
+            got.append(fast(*args).data)
+    assert all(issubclass(w.category, CompileWarning) for w in caught)
+    return eager, got, " ".join(str(w.message) for w in caught)
+
+
+def test_one_float_passed_for_two_arguments_is_one_object() -> None:
+    w = Value(2.0)
+
+    def f(a: float, b: float) -> Value:
+        return w * a if a is b else w * b * 3.0
+
+    x, y = float("1.5"), float("1.5")  # equal, two objects
+    calls = [(x, x), (x, y), (x, x), (y, x), (float("2.5"),) * 2]
+    eager, got, _ = _both(f, calls)
+    assert eager == [3.0, 9.0, 3.0, 9.0, 5.0]
+    assert got == eager
+
+
+def test_two_biases_made_from_one_constant_share_their_data_until_updated() -> None:
+    b1, b2, v = Value(0.0), Value(0.0), Value(1.0)
+
+    def f(v: Value) -> Value:
+        return v * 2.0 if b1.data is b2.data else v * 3.0
+
+    fast = chainrule.compile(f, budget=False)
+    got, eager = [], []
+    for _ in range(3):
+        eager.append(f(v).data)
+        got.append(fast(v).data)
+        b1.data += 0.1
+    assert eager == [2.0, 3.0, 3.0]
+    assert got == eager
+
+
+def test_two_reads_of_one_data_are_one_object() -> None:
+    v = Value(1.0)
+
+    def f(v: Value) -> Value:
+        d = v.data
+        return v * 2.0 if d is v.data else v * 5.0
+
+    eager, got, _ = _both(f, [(v,), (v,)])
+    assert eager == [2.0, 2.0]
+    assert got == eager
+
+
+def test_an_argmax_by_identity_counts_a_repeated_object_twice() -> None:
+    w = Value(2.0)
+
+    def winners(xs: list[float]) -> Value:
+        m = max(xs)
+        return w * float(len([i for i, s in enumerate(xs) if s is m]))
+
+    a = float("0.3")
+    calls = [([a, a, 0.1],), ([float("0.3"), float("0.3"), 0.1],), ([a, a, 0.1],)]
+    eager, got, _ = _both(winners, calls)
+    assert eager == [4.0, 2.0, 4.0]
+    assert got == eager
+
+
+def test_float_of_an_argument_is_the_argument() -> None:
+    w = Value(2.0)
+
+    def f(a: float) -> Value:
+        return w * a if float(a) is a else w * 7.0
+
+    eager, got, _ = _both(f, [(float("1.5"),), (float("2.5"),)])
+    assert eager == [3.0, 5.0]
+    assert got == eager
+
+
+def test_id_of_a_traced_float_runs_eagerly_and_says_why() -> None:
+    w = Value(2.0)
+    x = float("1.5")
+
+    def f(a: float) -> Value:
+        return w * (1.0 if id(a) == id(x) else 2.0)
+
+    eager, got, words = _both(f, [(x,), (float("1.5"),), (x,)])
+    assert eager == [2.0, 4.0, 2.0]
+    assert got == eager
+    assert "asks for the identity of a float (id)" in words
+
+
+def test_plus_a_float_is_that_float() -> None:
+    """``+x`` is ``x`` itself eagerly (a float's ``__pos__`` hands it back)."""
+    w = Value(2.0)
+
+    def f(a: float, b: float) -> Value:
+        return w * (1.0 if +a is b else 2.0)
+
+    x = float("1.5")
+    eager, got, _ = _both(f, [(x, x), (x, float("1.5")), (x, x)])
+    assert eager == [2.0, 4.0, 2.0]
+    assert got == eager
+
+
+def test_identity_of_a_float_computed_while_tracing_runs_eagerly() -> None:
+    w = Value(2.0)
+
+    def f(a: float) -> Value:
+        return w * (1.0 if a * 1.0 is a else 2.0)
+
+    eager, got, words = _both(f, [(float("1.5"),), (float("2.5"),)])
+    assert eager == [4.0, 4.0]
+    assert got == eager
+    assert "asks whether two floats are one object" in words
+
+
+def test_a_float_is_never_none() -> None:
+    """``scale is None`` asks nothing of the float: the trace is kept."""
+    w = Value(2.0)
+
+    def f(a: float, scale: Any = None) -> Value:
+        return w * a if scale is None else w * a * scale
+
+    fast = chainrule.compile(f, budget=False)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        got = [fast(float(k)).data for k in range(1, 4)]
+    assert got == [2.0, 4.0, 6.0]
+    assert fast.traces == 1
