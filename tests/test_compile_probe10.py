@@ -8,6 +8,7 @@ asked of a float computed while tracing, runs the function eagerly."""
 
 from __future__ import annotations
 
+import math
 import warnings
 from collections.abc import Callable
 from typing import Any
@@ -153,3 +154,126 @@ def test_a_float_is_never_none() -> None:
         got = [fast(float(k)).data for k in range(1, 4)]
     assert got == [2.0, 4.0, 6.0]
     assert fast.traces == 1
+
+
+def test_identity_in_a_function_without_source_is_guarded() -> None:
+    """Code compile cannot copy gets the float objects themselves (read
+    whole): which of them are one object is part of what a replay checks."""
+    w = Value(2.0)
+    space: dict[str, Any] = {"w": w}
+    exec("def f(a, b):\n    return w * (1.0 if a is b else 3.0)", space)  # no source
+    x, y = float("1.5"), float("1.5")
+    eager, got, _ = _both(space["f"], [(x, x), (x, y), (x, x), (y, y)])
+    assert eager == [2.0, 6.0, 2.0, 2.0]
+    assert got == eager
+
+
+def test_a_nan_is_found_in_a_list_by_identity() -> None:
+    """``x in xs``, ``xs.count(x)``, ``xs.index(x)``: a list finds a nan by
+    identity only, on the call that traces and at every replay (a call
+    whose nan is another object, or whose numbers were not nan when
+    traced)."""
+    w = Value(2.0)
+
+    def f(a: float, xs: list[float]) -> Value:
+        where = xs.index(a) if a in xs else -1
+        return w * (1.0 + xs.count(a)) + float(where)
+
+    nan, other = float("nan"), float("nan")
+    calls = [(nan, [0.5, nan]), (nan, [0.5, other]), (1.5, [0.5, 2.5]), (nan, [nan, 0.5])]
+    eager, got, _ = _both(f, calls)
+    assert eager == [5.0, 1.0, 1.0, 4.0]
+    assert got == eager
+    # traced with numbers, replayed with a nan that is the list's own entry
+    eager, got, _ = _both(f, [(1.5, [0.5, 2.5]), (nan, [0.5, nan])])
+    assert eager == [1.0, 5.0]
+    assert got == eager
+
+
+@pytest.mark.budget
+def test_a_schedule_from_the_int_step_is_named_as_such() -> None:
+    """A learning rate computed from the int step through ``math.cos`` is
+    pinned (a trace per step), and the warning says where the number comes
+    from: the int argument, not a Value."""
+    ws = [Value(0.01 * k) for k in range(150)]
+
+    def loss(x: float, step: int) -> Value:
+        lr = 0.5 * (1 + math.cos(math.pi * step / 100))
+        return sum((w * x for w in ws), Value(0.0)) * lr
+
+    fast = chainrule.compile(loss)  # (each step traces again: the budget gives up)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        got = [fast(2.0, step).data for step in range(30)]
+    assert got == [loss(2.0, step).data for step in range(30)]
+    words = " ".join(str(w.message) for w in caught)
+    assert "a number computed from an int argument is read whole by math.cos" in words
+    assert "read from a Value" not in words
+
+
+def test_a_max_over_maxes_keeps_every_candidate() -> None:
+    """``max(max(r) for r in rows)``: the inner max runs while the outer one
+    is under way; each is a reduction of its own."""
+    w = Value(2.0)
+
+    def f(rows: list[list[float]]) -> Value:
+        return w * max(max(r) for r in rows)
+
+    calls = [([[1.0, 0.5], [5.0, 0.5], [0.0, -1.0]],), ([[9.0, 0.5], [5.0, 0.5], [0.0, -1.0]],)]
+    eager, got, _ = _both(f, calls)
+    assert eager == [10.0, 18.0]
+    assert got == eager
+
+
+def test_int_arguments_asked_by_identity_run_eagerly() -> None:
+    w = Value(2.0)
+
+    def f(i: int, j: int) -> Value:
+        return w * (1.0 if i is j else 3.0)
+
+    big = 10**6 + 1
+    eager, got, words = _both(f, [(3, 3), (big, big), (big, int("1000001"))])
+    assert eager == [2.0, 2.0, 6.0]
+    assert got == eager
+    assert "asks whether an int argument is an object" in words
+
+
+def test_identity_against_a_global_float_runs_eagerly() -> None:
+    """A global may be rebound to an equal float between calls, which only
+    its value guards: ``x is EPS`` is asked eagerly."""
+    w = Value(2.0)
+    space: dict[str, Any] = {"EPS": float("1.5")}
+
+    def f(x: float) -> Value:
+        return w * (1.0 if x is space["EPS"] else 3.0)
+
+    eps = space["EPS"]
+    eager, got, words = _both(f, [(eps,), (eps,)])
+    space["EPS"] = float("1.5")
+    e2, g2, _ = _both(f, [(eps,)])
+    assert (eager, e2) == ([2.0, 2.0], [6.0])
+    assert (got, g2) == (eager, e2)
+    assert "globals, attributes or code" in words
+
+
+def test_sum_of_nothing_from_a_float_is_a_new_float() -> None:
+    w = Value(2.0)
+
+    def f(xs: list[float], x: float) -> Value:
+        return w * (1.0 if sum(xs, x) is x else 3.0)
+
+    eager, got, _ = _both(f, [([], 0.5), ([], 1.5)])
+    assert eager == [6.0, 6.0]
+    assert got == eager
+
+
+def test_a_picks_data_read_twice_is_one_object() -> None:
+    W = [Value(0.5), Value(1.5)]
+
+    def f(i: int) -> Value:
+        d = W[i].data
+        return W[i] * (1.0 if d is W[i].data else 3.0)
+
+    eager, got, _ = _both(f, [(0,), (1,), (0,)])
+    assert eager == [0.5, 1.5, 0.5]
+    assert got == eager

@@ -627,7 +627,8 @@ def test_a_function_too_small_to_gain_runs_eagerly_until_a_call_grows(
 ) -> None:
     """The first call runs eagerly, timed; one shorter than MIN_CALL makes
     the function run eagerly (one warning, no trace) while calls stay short;
-    a longer call hands it back to the budget."""
+    LONG_CALLS longer calls in a row hand it back to the budget (one alone,
+    or two, is a pause: a garbage collection, another thread)."""
     from chainrule.compiler import budget
 
     monkeypatch.setattr(budget, "MIN_CALL", 1.0)  # every call short, whatever the load
@@ -641,6 +642,15 @@ def test_a_function_too_small_to_gain_runs_eagerly_until_a_call_grows(
         assert f([2.0, 4.0]).data == 3.0
         monkeypatch.setattr(budget, "MIN_CALL", 0.0)  # every call is now long enough
         monkeypatch.setattr(budget, "TRACE_FIXED", 0.0)  # and a trace 15 of its calls
+        for _ in range(budget.LONG_CALLS - 1):
+            assert f([2.0]).data == 1.0
+        assert f.small is not None  # not yet: a pause
+        monkeypatch.setattr(budget, "MIN_CALL", 1.0)
+        assert f([2.0]).data == 1.0  # a short call: the count starts again
+        monkeypatch.setattr(budget, "MIN_CALL", 0.0)
+        for _ in range(budget.LONG_CALLS - 1):
+            assert f([2.0]).data == 1.0
+        assert f.small is not None
         assert f([2.0]).data == 1.0
         assert f.small is None and f.traces == 0
         out = f([2.0])  # grown: its graph (one float: the first call's) is met again

@@ -108,7 +108,7 @@ from . import budget, reads
 from .budget import Budget
 from .dispatch import as_value
 from .escapes import drew, generators_state
-from .keys import Call, Identity, NotReplayable, classify, describe, flatten
+from .keys import Call, Identity, NotReplayable, classify, describe, flatten, identities
 
 __all__ = ["CompileWarning", "Compiled", "compile"]
 
@@ -427,11 +427,13 @@ class Compiled:
         self.hits = 0  # replays
         self.eager_reason: str | None = None
         self.small: str | None = None  # too small to gain: eagerly while calls stay short
+        self._long_calls: list[float] = []  # the last calls, one after another, that were not
         self.budget = Budget(enabled=budget)
         # key -> the traces kept for it (several when int values pin them), LRU order
         self._cache: collections.OrderedDict[Any, list[_Entry]] = collections.OrderedDict()
         self._lock = threading.Lock()  # the cache, the counters and the budget
         self._last_key: Any = None
+        self._other_key: Any = None  # the last call's key that was not the one after it
         # ints as symbolic.SymInt and floats as reads.TracedFloat while tracing;
         # False for a function that reads the builtin type (type(x) is float
         # must hold): they are then keyed by value (escapes.reads_type)
@@ -645,6 +647,10 @@ class Compiled:
             sight = self.budget.first_sight(call.key)
             warn = sight in ("eager", "rare") and not self._warned and self.budget.mostly_met_once()
             last, self._last_key = self._last_key, call.key
+            if last is not None and last != call.key:
+                self._other_key = last
+            elif self._other_key is not None:  # (the same graph twice: what it differs from)
+                last = self._other_key
         if warn and last is not None:  # most calls meet a graph that is not traced
             if sight == "rare":
                 reason = (
@@ -812,6 +818,8 @@ class Compiled:
             self.pinned = self.pinned or escaped
             for k, x in enumerate(call.floats):
                 record.guards.append((reads.same, ("arg", k), x, True))
+            if len(call.floats) > 1:  # (and which of them are one object)
+                record.guards.append((identities, None, identities(call.floats), True))
         snapshot = self._sources.take()
         if not self._sources.complete:
             record.problems.append(self._sources.why)  # (too much, or a container it cannot walk)
@@ -973,19 +981,27 @@ class Compiled:
             )
 
     def _small_call(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
-        """A call of a function too small to gain: eagerly, timed; a call
-        that takes longer than :data:`~chainrule.compiler.budget.MIN_CALL`
-        ends that (its graph grew with its arguments), and the budget
-        decides again."""
+        """A call of a function too small to gain: eagerly, timed; calls
+        that take longer than :data:`~chainrule.compiler.budget.MIN_CALL`,
+        :data:`~chainrule.compiler.budget.LONG_CALLS` in a row, end that
+        (its graph grew with its arguments), and the budget decides again."""
         start = time.perf_counter()
         out = self.fn(*args, **kwargs)
         took = time.perf_counter() - start
-        if took >= budget.MIN_CALL:
-            with self._lock:
+        if took < budget.MIN_CALL:
+            self._long_calls.clear()
+            return out
+        with self._lock:
+            # (one long call is a pause, a garbage collection, another
+            # thread holding the interpreter: LONG_CALLS in a row are not)
+            self._long_calls.append(took)
+            if len(self._long_calls) >= budget.LONG_CALLS:
                 self.small = None
                 self.budget.grew = True
                 self.budget.forget_eager_runs()
-                self.budget.ran_eagerly(took)
+                for t in self._long_calls:
+                    self.budget.ran_eagerly(t)
+                self._long_calls.clear()
         return out
 
     def _warn_eager(self, reason: str, stacklevel: int) -> None:

@@ -11,7 +11,7 @@ replay saves time. :class:`Budget` decides, in seconds:
   call's true time, before any trace is paid for.
 * **A function too small to gain runs eagerly**: an eager call under
   :data:`MIN_CALL` (a replay's fixed cost leaves nothing to save); it is
-  reconsidered if a later call takes longer than that.
+  reconsidered if :data:`LONG_CALLS` later calls in a row take longer.
 * **A graph is traced when its replays to come should repay the
   trace.** The replays to come are the times it was met before (or, if
   more, the times the function's average graph was met again), scaled up
@@ -60,6 +60,10 @@ ALLOWANCE = 2.0
 #: trace of a graph that small about 0.5 ms), measured here; such a function
 #: runs eagerly.
 MIN_CALL = 2e-4
+#: Calls longer than :data:`MIN_CALL`, one after another, that end "too
+#: small": its graph grew (one is a pause: a garbage collection, another
+#: thread holding the interpreter for its 5 ms switch interval).
+LONG_CALLS = 3
 #: The graphs met once and not traced that are remembered (their keys).
 SEEN = 64
 #: The graphs without a trace whose sightings are counted (their keys).

@@ -34,6 +34,7 @@ from ..value.engine import Value
 from ..value.primitives import ADD, BY_NAME, MUL, NUMBER, Primitive
 from ..value.walk import topological_order
 from . import reads, rules
+from .keys import identities
 from .program import (
     GUARDS_ON_ARRAYS,
     SMALL_GROUP,
@@ -741,6 +742,11 @@ def _object_of(r: Any, arg_leaves: dict[Value, int]) -> Callable[[np.ndarray, An
     return lambda val, call: x  # ("const", x)
 
 
+def _identities_now(val: np.ndarray, call: Any) -> tuple[int, ...]:
+    """Which of this call's float arguments are one object."""
+    return identities(call.floats)
+
+
 def _compile_guards(
     prog: Program, guards: list[tuple[Any, Any, Any, Any]], arg_leaves: dict[Value, int]
 ) -> None:
@@ -761,6 +767,20 @@ def _compile_guards(
     for f, a, b, expected in guards:
         if f is reads.is_same:
             prog.guards.append((f, _object_of(a, arg_leaves), _object_of(b, arg_leaves), expected))
+            continue
+        if f is identities:  # (b: the call's pattern)
+            prog.guards.append((operator.eq, _identities_now, lambda *_, b=b: b, True))
+            continue
+        if f is reads.same_pattern:  # (a: the recipes of the objects, b: their pattern)
+            found = [_object_of(r, arg_leaves) for r in a]
+            prog.guards.append(
+                (
+                    f,
+                    lambda val, call, found=found: identities([g(val, call) for g in found]),
+                    lambda *_, b=b: b,
+                    True,
+                )
+            )
             continue
         sa, sb = slot(a), slot(b)
         if sa is None or sb is None:

@@ -142,6 +142,7 @@ def classify(items: list[Any], shape: Any = None, symbolic_ints: bool = True) ->
         call.floats = list(items)
         return call
     key: list[Any] = [shape]
+    whole: list[float] = []  # the floats keyed by value
     numpy = sys.modules.get("numpy")
     for x in items:
         t = type(x)
@@ -149,8 +150,9 @@ def classify(items: list[Any], shape: Any = None, symbolic_ints: bool = True) ->
             if symbolic_ints:
                 key.append(float)
                 call.floats.append(x)
-            else:  # by value, bit for bit (-0.0 is not 0.0)
+            else:  # by value, bit for bit (-0.0 is not 0.0), and which are one object
                 key.append((float, struct.pack("<d", x)))
+                whole.append(x)
         elif t is int:
             if symbolic_ints:
                 key.append(int)
@@ -177,17 +179,27 @@ def classify(items: list[Any], shape: Any = None, symbolic_ints: bool = True) ->
         else:
             key.append((t, Identity(x)))
             call.objects += (x,)
+    if len(whole) > 1 and len(set(map(id, whole))) < len(whole):
+        key.append((_SAME_FLOAT, identities(whole)))
     values = call.values
     if len(values) > 1 and len(set(map(id, values))) < len(values):
         # one Value passed for several arguments: which ones are the same
-        first: dict[int, int] = {}
-        key.append((_SAME, tuple(first.setdefault(id(v), k) for k, v in enumerate(values))))
+        key.append((_SAME, identities(values)))
     call.key = tuple(key)
     return call
 
 
-#: The key part that says which Value arguments are the same object.
+#: The key parts that say which Value arguments, and which floats keyed by
+#: their value, are the same object.
 _SAME = "the same Value for several arguments"
+_SAME_FLOAT = "the same float for several arguments"
+
+
+def identities(objects: list[Any]) -> tuple[int, ...]:
+    """Which of ``objects`` are one object: for each, the first position
+    that holds it."""
+    first: dict[int, int] = {}
+    return tuple([first.setdefault(id(x), k) for k, x in enumerate(objects)])
 
 
 def flatten(

@@ -40,7 +40,7 @@ from types import CodeType, FrameType, GeneratorType
 from typing import Any, TypeGuard
 
 from .escapes import describe
-from .keys import Identity
+from .keys import Identity, identities
 
 #: A recipe: ("node", Value) | ("arg", i) | ("int", i) | ("op", f, a, b)
 #: | ("reduce", f, [recipes]); "arg" is a float argument, "int" an int one.
@@ -59,7 +59,7 @@ class TracedFloat(float):
     _trace: int  # the serial of its trace's Record (0: none): not the Record, kept alive
     # a float argument's, a leaf's ``.data``: the object it stands for eagerly
     # and the recipe that finds that object at replay (see :func:`identical`)
-    _origin: tuple[Any, Recipe]
+    _origin: tuple[Any, Recipe | None]
 
     def __new__(cls, *args: Any) -> float:  # type: ignore[misc]
         """``type(x)(3.0)``, ``x.fromhex(...)``, ``statistics``' ``T(value)``:
@@ -108,7 +108,7 @@ def traced(value: float, recipe: Recipe) -> TracedFloat:
     return t
 
 
-def standing_for(t: TracedFloat, obj: Any, where: Recipe) -> TracedFloat:
+def standing_for(t: TracedFloat, obj: Any, where: Recipe | None) -> TracedFloat:
     """``t``, marked as the float object ``obj`` that eager code would hold
     there (a float argument, a leaf's ``.data``), found at replay by the
     recipe ``where``: identity (``is``) asks about it (:func:`identical`)."""
@@ -143,7 +143,10 @@ class Record:
         self.guards: list[tuple[Callable[..., Any], Recipe, Any, Any]] = []
         # (keys.Identity of the read: the object itself, not its id) -> (it, file:line)
         self.consumed: dict[Any, tuple[TracedFloat, str]] = {}
-        self.reduction: _Reduction | None = None
+        # the max()/min() calls under way, by site (one inside another's
+        # generator, max(max(r) for r in rows), is a site of its own), the
+        # latest stepped last
+        self.reductions: dict[tuple[Any, ...], _Reduction] = {}
         # a max()/min() result (by Identity) -> (the winner it stands for, the guards
         # that pin it): see reduced()
         self.reduced: dict[Identity, tuple[Any, list[Any]]] = {}
@@ -272,30 +275,145 @@ def _identity_key(x: Any) -> Any:
     return _NO_FLOAT
 
 
-def identical(a: Any, b: Any) -> bool:
+def identical(a: Any, b: Any, computed_apart: bool = False) -> bool:
     """``a is b`` in user code while tracing, one of them a traced float:
     eager's answer, asked of the objects they stand for (``f(x, x)``, two
     reads of ``v.data``, two ``Value(0.0)`` biases), with a guard that the
-    objects a replay finds answer the same; where compile cannot tell which
-    object a float is eagerly (one computed while tracing, against another
-    float), the function runs eagerly."""
+    objects a replay finds answer the same. Where a replay cannot find an
+    object again (a float of the function's globals or attributes, which
+    may be rebound to an equal one; a pick's ``.data``; a float computed
+    while tracing against another float), the function runs eagerly: with
+    ``computed_apart``, a float computed while tracing is a new object
+    (the arithmetic of floats makes one), asked nothing."""
     if a is b:
         return True
     ka, kb = _identity_key(a), _identity_key(b)
     if ka is _NO_FLOAT or kb is _NO_FLOAT:
         return False  # a float is never an object of another type
-    record = current()
     if ka is None or kb is None:
-        if record is not None:
-            record.problems.append(
-                f"{user_site()}: asks whether two floats are one object (is, id) where one "
-                "was computed while tracing; compare floats by value (==)"
-            )
-        return a is b
+        if not computed_apart:
+            _identity_unseen("one was computed while tracing")
+        return False
     answer = ka[0] is kb[0]
-    if record is not None:
-        record.guards.append((is_same, ka[1], kb[1], answer))
+    if ka[1] is None or kb[1] is None:
+        _identity_unseen("one is a pick's .data")
+    elif ka[1][0] == "const" or kb[1][0] == "const":
+        if ka[1][0] != kb[1][0]:
+            _identity_unseen("one is a float of the function's globals, attributes or code")
+    else:
+        record = current()
+        if record is not None:
+            record.guards.append((is_same, ka[1], kb[1], answer))
     return answer
+
+
+def _identity_unseen(why: str) -> None:
+    record = current()
+    if record is not None:
+        record.problems.append(
+            f"{user_site()}: asks whether two floats are one object (is, in) where {why}, "
+            "which a replay cannot ask again; compare floats by value (==)"
+        )
+
+
+#: The methods that look for a value in a list, a tuple or a deque: by
+#: identity first, then ``==`` (:func:`_search`).
+_SEARCHES = frozenset(("count", "index", "remove", "__contains__"))
+
+
+def searching(f: Any, args: tuple[Any, ...], kwargs: Any) -> bool:
+    """Whether ``f(*args)`` looks for a float in a list, tuple or deque
+    while tracing (:func:`search`)."""
+    if kwargs or not args or not isinstance(args[0], float) or current() is None:
+        return False
+    t = type(getattr(f, "__self__", None))
+    return (t is list or t is tuple or t is deque) and getattr(f, "__name__", "") in _SEARCHES
+
+
+def search(f: Any, args: tuple[Any, ...]) -> Any:
+    """``xs.count(x)``, ``xs.index(x)``, ``xs.remove(x)`` for a float
+    ``x``, each entry asked as :func:`contains` asks it (a nan is found by
+    identity only); where nothing is found, the method itself raises
+    eager's error."""
+    owner, x, name = f.__self__, args[0], f.__name__
+    hits = [k for k, e in enumerate(owner) if found_at(e, x)]
+    if name == "count":
+        return len(hits)
+    if name == "__contains__":
+        return bool(hits)
+    lo, hi = (slice(*args[1:3]).indices(len(owner))[:2]) if len(args) > 1 else (0, len(owner))
+    hits = [k for k in hits if lo <= k < hi]
+    if not hits:
+        return f(origin(x), *args[1:])  # (raises eager's ValueError)
+    if name == "index":
+        return hits[0]
+    del owner[hits[0]]
+    return None
+
+
+def found_at(e: Any, x: Any) -> bool:
+    """Whether a list finds ``x`` at the entry ``e``: the same object (as
+    the objects traced floats stand for), or equal."""
+    if isinstance(e, float):
+        e, x = winner_of(e), winner_of(x)
+        # (a nan is found by identity only: where one is a nan, or may be one
+        # at a replay)
+        asked = (_leaf(e) and _leaf(x)) or float.__ne__(e, e) or float.__ne__(x, x)
+        if asked and identical(e, x, computed_apart=True):
+            return True
+    return bool(e is x or e == x)
+
+
+def _leaf(x: Any) -> bool:
+    """Whether ``x`` is a traced float a replay finds again as an object
+    (a float argument, a leaf's ``.data``)."""
+    found = getattr(x, "_origin", None) if type(x) is TracedFloat else None
+    return found is not None and found[1] is not None and live(x)
+
+
+def contains(container: Any, x: Any) -> bool:
+    """``x in container`` in user code while tracing: for a float ``x`` and
+    a list, tuple or deque, each entry asked as the list asks, by identity
+    first (:func:`found_at`: a nan is found by identity only), then by
+    ``==``; a nan in a set or dict, by the objects (:func:`read_whole_by`)."""
+    if not isinstance(x, float) or current() is None:
+        return x in container
+    t = type(container)
+    if t is list or t is tuple or t is deque:
+        return any(found_at(e, x) for e in container)
+    if float.__ne__(x, x) and (t is set or t is frozenset or t is dict):
+        return bool(read_whole_by(operator.contains, (container, x), {}))
+    return x in container
+
+
+#: C functions that read floats as numbers only, never as objects.
+_NUMERIC_MODULES = frozenset(("math", "cmath"))
+_NUMERIC = frozenset((builtins.abs, builtins.round, builtins.sum, builtins.len, builtins.format))
+
+
+def _same_objects(f: Any, within: list[Any], record: Record) -> None:
+    """Code handed the float objects that traced floats stand for (``f(x,
+    x)`` to a function without source, ``xs.count(x)``) may tell them apart
+    by identity: a guard that a replay's objects are one where these were
+    (each pair of nans, which C code finds by identity only; the pattern
+    of the arguments' and leaves' floats)."""
+    if f in _NUMERIC or getattr(f, "__module__", None) in _NUMERIC_MODULES:
+        return
+    nans = [x for x in within if isinstance(x, float) and float.__ne__(x, x)]
+    for k, x in enumerate(nans):
+        for y in nans[k + 1 :]:
+            identical(x, y, computed_apart=True)
+    standing = [x._origin for x in within if _leaf(x)]
+    if len(standing) > 1:
+        found = [r for _, r in standing]
+        pattern = identities([o for o, _ in standing])
+        record.guards.append((same_pattern, tuple(found), pattern, True))
+
+
+def same_pattern(found: Any, pattern: Any) -> bool:
+    """The guard of :func:`_same_objects` (compiled by the capture: the
+    objects the recipes find are one where the traced ones were)."""
+    return bool(found == pattern)
 
 
 def read_whole_by(f: Callable[..., Any], args: Any, kwargs: Any) -> Any:
@@ -316,6 +434,8 @@ def read_whole_by(f: Callable[..., Any], args: Any, kwargs: Any) -> Any:
     record = current()
     if record is None:
         return f(*args, **kwargs)
+    if searching(f, args, kwargs):
+        return search(f, args)
     made, pinned = len(record.floats), len(record.whole)
     within = flat_items((args, kwargs))
     whole = Whole()
@@ -323,6 +443,7 @@ def read_whole_by(f: Callable[..., Any], args: Any, kwargs: Any) -> Any:
         made = 0
     else:
         pin(*within)
+        _same_objects(f, within, record)
         if any(type(x) is TracedFloat or isinstance(x, TracedInt) for x in within):
             args = tuple(map(whole.numbers, args))
             kwargs = {k: whole.numbers(x) for k, x in kwargs.items()}
@@ -335,9 +456,31 @@ def read_whole_by(f: Callable[..., Any], args: Any, kwargs: Any) -> Any:
         whole.put_back()
         pin(*record.floats[made:])
         if len(record.whole) > pinned and not record.pins:
+            recipes = [r for _, r in itertools.islice(record.whole.values(), pinned, None)]
             record.pins.append(
-                f"a number read from a Value is read whole by {describe(f)} ({user_site()})"
+                f"{_made_from(recipes)} is read whole by {describe(f)} ({user_site()})"
             )
+
+
+def _made_from(recipes: list[Any]) -> str:
+    """What the numbers of these recipes come from, in words."""
+    kinds: set[str] = set()
+
+    def walk(r: Any) -> None:
+        if type(r) is tuple and r and type(r[0]) is str:
+            kinds.add(r[0])
+            for x in r[2:] if r[0] == "op" else r[2] if r[0] == "reduce" else ():
+                walk(x)
+
+    for r in recipes:
+        walk(r)
+    if "node" in kinds:
+        return "a number read from a Value"
+    if "arg" in kinds:
+        return "a float argument"
+    if "int" in kinds:
+        return "a number computed from an int argument"
+    return "a traced number"
 
 
 def pin(*numbers: Any) -> None:
@@ -653,6 +796,17 @@ def _whole(f: Callable[[float], Any]) -> Callable[[TracedFloat], Any]:
 
 for _name in ("int", "float", "round", "trunc", "floor", "ceil", "format", "str", "hash"):
     setattr(TracedFloat, f"__{_name}__", _whole(getattr(float, f"__{_name}__")))
+
+
+def _hash(self: TracedFloat) -> int:
+    """``hash(x)``: a set or dict finds a nan by identity only, which a
+    replay cannot ask again: the function runs eagerly."""
+    if float.__ne__(self, self) and live(self):
+        _identity_unseen("a nan is a key of a set or dict")
+    return hash(guard_whole(self))
+
+
+TracedFloat.__hash__ = _hash  # type: ignore[method-assign,assignment]
 # float's other methods read the number whole: a guard each (``x.is_integer()``)
 for _name in (
     "is_integer",
@@ -837,9 +991,10 @@ def _reduce_step(
     False where the winner is a plain number (``min(1.0, step / 3)`` where
     1.0 wins): the caller guards this comparison instead (another outcome
     traces again)."""
-    r = record.reduction
-    if r is None or r.site != site or r.winner is not winner:
-        r = record.reduction = _Reduction(site, f, winner)
+    r = record.reductions.pop(site, None)
+    if r is None or r.winner is not winner:
+        r = _Reduction(site, f, winner)
+    record.reductions[site] = r  # (the latest stepped: last)
     r.originals.append(recipe_of(item))
     r.steps.append((len(r.originals) - 1, r.at, result))
     if result:
@@ -858,10 +1013,10 @@ def reduced(x: Any) -> Any:
     record = current()
     if record is None or type(x) is not TracedFloat:
         return x
-    r = record.reduction
-    if r is None or r.winner is not x:
+    r = next((r for r in reversed(record.reductions.values()) if r.winner is x), None)
+    if r is None:
         return x
-    record.reduction = None
+    del record.reductions[r.site]
     if x != x:
         record.guards.extend(r.guards())
         return x

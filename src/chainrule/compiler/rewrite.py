@@ -78,11 +78,17 @@ from .reads import (
     COPY_CODES,
     PACKAGE_DIR,
     Record,
+    TracedFloat,
+    contains,
     current,
     flat_items,
+    found_at,
     live,
     read_whole_by,
     reduced,
+    search,
+    searching,
+    traced,
     user_site,
     winner_of,
 )
@@ -161,10 +167,16 @@ _SKIP = tuple(
 )
 
 
+#: The comparisons a copy asks :func:`_op` (identity, and ``in``: a list
+#: finds a nan by identity only).
+_ASKED: dict[type, str] = {ast.Is: "is", ast.IsNot: "is not", ast.In: "in?", ast.NotIn: "not in?"}
+
+
 class _Rewrite(ast.NodeTransformer):
     """``a[b]`` (read) -> ``_subscript(a, b)``; ``f(...)`` -> ``_call(f, ...)``;
     ``a % b`` -> ``_op("%", a, b)``; ``for x in E`` -> ``for x in _op("in", E)``;
-    ``a is b`` -> ``_op("is", a, b)`` (and ``is not``); ``id(x)`` -> ``_op("id", x)``."""
+    ``a is b`` -> ``_op("is", a, b)`` (and ``is not``, ``in``, ``not in``);
+    ``id(x)`` -> ``_op("id", x)``."""
 
     def __init__(self) -> None:
         self.links = 0  # the chained comparisons' operands held so far
@@ -175,7 +187,7 @@ class _Rewrite(ast.NodeTransformer):
         each operand evaluated once, left to right, the first false link's
         value (or the last's) the result, as Python's chain."""
         self.generic_visit(node)
-        if not any(isinstance(op, (ast.Is, ast.IsNot)) for op in node.ops):
+        if not any(type(op) in _ASKED for op in node.ops):
             return node
         links: list[ast.expr] = []
         left = node.left
@@ -185,8 +197,8 @@ class _Rewrite(ast.NodeTransformer):
                 held = f"{_LINK}{self.links}"
                 self.links += 1
                 right = ast.NamedExpr(ast.Name(held, ast.Store()), right)
-            if isinstance(op, (ast.Is, ast.IsNot)):
-                link: ast.expr = _op_call("is" if isinstance(op, ast.Is) else "is not", left, right)
+            if type(op) in _ASKED:
+                link: ast.expr = _op_call(_ASKED[type(op)], left, right)
             else:
                 link = ast.Compare(left, [op], [right])
             links.append(link)
@@ -536,7 +548,13 @@ def _call(f: Any, /, *args: Any, **kwargs: Any) -> Any:
         out = _cached_call(f, args, kwargs, record)
     else:
         g = target(f)
-        out = read_whole_by(f, args, kwargs) if g is f and opaque(f) else g(*args, **kwargs)
+        if g is f and searching(f, args, kwargs):
+            out = search(f, args)  # (a nan is found by identity only)
+        else:
+            out = read_whole_by(f, args, kwargs) if g is f and opaque(f) else g(*args, **kwargs)
+    if f is builtins.sum and type(out) is TracedFloat and any(out is x for x in args[1:]):
+        # sum([], x): eagerly a new float (a traced float's sum hands back x itself)
+        out = traced(float.__float__(out), out.recipe)
     if _iterator_types.get(type(out), True) and hasattr(type(out), "__next__"):
         record.iterators.add(Identity(out))  # an iterator made here: the trace's own
     return out
@@ -763,7 +781,11 @@ def _op(kind: str, a: Any, b: Any = None) -> Any:
     if kind == "is not":
         return a is not b and not same_object(a, b, 2)
     if kind == "id":
-        return identity(a, 2) if stands_in(a) or live(a) else id(a)
+        return identity(a, 2) if stands_in(a) or live(a) or type(a) is SymInt else id(a)
+    if kind == "in?":  # a in b (a float: by the objects it stands for)
+        return contains(b, a)
+    if kind == "not in?":
+        return not contains(b, a)
     if kind == "reduced":
         return reduced(a)
     record = current()
@@ -860,5 +882,8 @@ RELAY = frozenset(
     (_call.__code__, call.__code__, _relay(len).__code__, _op.__code__, _construct.__code__)
 )
 # (read_whole_by: called from _call, _op; _subscript: a dict keyed by Values
-# that a pick subscripts, LR[W[i]], compares the pick as the user's code does)
-ON_BEHALF.update(RELAY | {read_whole_by.__code__, _subscript.__code__})
+# that a pick subscripts, LR[W[i]], compares the pick as the user's code does;
+# contains, search: ``x in xs``, ``xs.count(x)``, compare as the user's code)
+ON_BEHALF.update(
+    RELAY | {f.__code__ for f in (read_whole_by, _subscript, contains, search, found_at)}
+)

@@ -322,6 +322,8 @@ def same_object(a: Any, b: Any, depth: int = 1) -> bool:
     ta, tb = type(a), type(b)
     if ta is TracedFloat or tb is TracedFloat:
         return reads.identical(a, b)
+    if isinstance(a, reads.TracedInt) or isinstance(b, reads.TracedInt):
+        return bool(by_entry(operator.is_, (a, b), depth + 1))
     if ta is not StandIn and tb is not StandIn:
         if not (HANDED and ta in _ROWS and tb in _ROWS):
             return a is b
@@ -335,6 +337,18 @@ def identity(x: Any, depth: int = 1) -> int:
     ``id``), a stand-in as the entry it picks, a row handed back as the
     user's row (the function then runs eagerly); ``depth``: the user's frame."""
     return int(by_entry(id, (x,), depth + 1))
+
+
+def _identity_of_int(x: Any) -> None:
+    """An int argument asked by identity (``i is j``, ``id(i)``): eager's
+    answer, asked of the int objects; the function runs eagerly (another
+    call's ints may be other objects)."""
+    record = reads.current()
+    if record is not None:
+        record.problems.append(
+            f"{reads.user_site()}: asks whether an int argument is an object (is, id), which a "
+            "replay cannot ask again; compare ints by value (==)"
+        )
 
 
 def stands_in(x: Any) -> bool:
@@ -357,6 +371,15 @@ def by_entry(f: Callable[..., Any], args: tuple[Any, ...], depth: int = 1) -> An
     row, as eagerly; asked of a stand-in by user code while
     tracing, the function runs eagerly (which picks are the same entry
     depends on the ints); ``depth``: the user's frame."""
+    if any(isinstance(x, reads.TracedInt) for x in args):  # an int argument: its object
+        ints = [x for x in args if isinstance(x, reads.TracedInt)]
+        if (
+            f not in (operator.is_, operator.is_not)
+            or any(isinstance(x, int) for x in args if not isinstance(x, reads.TracedInt))
+            or len(ints) > 1
+        ):
+            _identity_of_int(ints[0])
+        args = tuple(x.value if isinstance(x, reads.TracedInt) else x for x in args)
     if any(map(reads.live, args)):
         if f is operator.is_ or f is operator.is_not:
             return reads.identical(*args) is (f is operator.is_)
@@ -481,9 +504,11 @@ def followed(d: Any, v: Value, record: Record) -> Any:
         out = traced(d, ("node", v))
         if type(d) is TracedFloat:  # a leaf made from a traced float: that float's object
             found = getattr(d, "_origin", None)
-            if found is not None:
+            if found is not None and reads.live(d):
                 reads.standing_for(out, *found)
-        elif not v._prev and type(v) is not StandIn and v not in record.aliases:
+        elif type(v) is StandIn or v in record.aliases:
+            reads.standing_for(out, d, None)  # a pick's: asked, the function runs eagerly
+        elif not v._prev:
             reads.standing_for(out, d, ("node", v))  # a leaf's .data: that object
         return out
     t = type(d)
