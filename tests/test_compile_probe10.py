@@ -277,3 +277,25 @@ def test_a_picks_data_read_twice_is_one_object() -> None:
     eager, got, _ = _both(f, [(0,), (1,), (0,)])
     assert eager == [0.5, 1.5, 0.5]
     assert got == eager
+
+
+def test_a_nan_as_a_key_of_a_set_or_dict_is_eagers_on_every_call() -> None:
+    """A set or dict finds a nan by identity only: the call that traces
+    hands them the objects, and the function runs eagerly after it."""
+    w = Value(2.0)
+    nan = float("nan")
+    table = {nan: 5.0}
+
+    def keyed(x: float) -> Value:
+        return w * table.get(x, 7.0) + w * table[x] if x in table else w * 7.0
+
+    def distinct(xs: list[float]) -> Value:
+        return w * float(len(set(xs)))
+
+    eager, got, words = _both(keyed, [(nan,), (nan,), (float("nan"),)])
+    assert eager == [20.0, 20.0, 14.0]
+    assert got == eager
+    assert "runs eagerly" in words
+    eager, got, _ = _both(distinct, [([nan, nan],), ([nan, float("nan")],)])
+    assert eager == [2.0, 4.0]
+    assert got == eager

@@ -282,17 +282,24 @@ def _beside_on_path(v: CompiledValue) -> bool:
     """Whether a node returned beside ``v`` (alive, another slot) is one
     that ``v`` depends on in the captured graph: its ``.grad`` through ``v``
     is then not 0 (a metric or a head the loss does not use: nothing to
-    say). Kept by slot, once per program without picks by an int argument."""
+    say). Kept by slot, and by the call's ints where a program picks by
+    them (the path depends on the picks), a few hundred at most."""
     program = v._program
     known = program.beside_paths
     others = [slot for slot, ref in v._siblings or () if slot != v._slot and ref() is not None]
-    on_path = known.get(v._slot)
+    key = (v._slot, tuple(v._call.ints)) if program.picks_by_int else (v._slot, ())
+    on_path = known.get(key)
     if on_path is None:
         seen = program._reach(v._slot, v._call)
         on_path = {slot for slot, _ in v._siblings or () if seen[slot]}
-        if not program.picks_by_int:  # (else the path depends on the call's picks)
-            known[v._slot] = on_path
+        if len(known) >= _BESIDE_PATHS:
+            known.clear()
+        known[key] = on_path
     return any(slot in on_path for slot in others)
+
+
+#: The paths :func:`_beside_on_path` keeps per program.
+_BESIDE_PATHS = 256
 
 
 class _NodeBackward:

@@ -649,7 +649,7 @@ class Program:
         # said once: a backward pass through an output leaves its siblings' .grad
         self.warned_beside = False
         # an output's slot -> the slots of the outputs beside it that it depends on
-        self.beside_paths: dict[int, set[int]] = {}
+        self.beside_paths: dict[tuple[int, tuple[int, ...]], set[int]] = {}
 
     @property
     def picks_by_int(self) -> bool:

@@ -550,6 +550,8 @@ def _call(f: Any, /, *args: Any, **kwargs: Any) -> Any:
         g = target(f)
         if g is f and searching(f, args, kwargs):
             out = search(f, args)  # (a nan is found by identity only)
+        elif g is f and _hashes_a_nan(f, args, kwargs):
+            out = read_whole_by(f, args, kwargs)  # (the objects: a set finds a nan by identity)
         else:
             out = read_whole_by(f, args, kwargs) if g is f and opaque(f) else g(*args, **kwargs)
     if f is builtins.sum and type(out) is TracedFloat and any(out is x for x in args[1:]):
@@ -860,10 +862,27 @@ def opaque(f: Any) -> bool:
 
 def _subscript(container: Any, key: Any) -> Any:
     """``container[key]`` in a copy: a gather's stand-in where ``key`` is an
-    int argument and ``container`` a list (see :mod:`chainrule.compiler.symbolic`)."""
+    int argument and ``container`` a list (see :mod:`chainrule.compiler.symbolic`);
+    a nan key, the object it stands for (a dict finds a nan by identity)."""
     if type(container) is list and type(key) is SymInt:
         return gather(container, key)
+    if type(key) is TracedFloat and float.__ne__(key, key):
+        return read_whole_by(operator.getitem, (container, key), {})
     return container[key]
+
+
+#: Where a nan is looked up by identity only: sets and dicts made, or asked.
+_HASHED = (set, frozenset, dict)
+
+
+def _hashes_a_nan(f: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> bool:
+    """Whether ``f`` makes or asks a set or dict (``set(xs)``,
+    ``table.get(x)``, ``dict.fromkeys(xs)``) with a nan among its arguments."""
+    owner = getattr(f, "__self__", None)
+    if not any(f is t or owner is t or type(owner) is t for t in _HASHED):
+        return False
+    items = flat_items((args, kwargs))
+    return items is None or any(isinstance(x, float) and float.__ne__(x, x) for x in items)
 
 
 _subscript_cell = CellType(_subscript)
