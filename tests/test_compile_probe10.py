@@ -299,3 +299,23 @@ def test_a_nan_as_a_key_of_a_set_or_dict_is_eagers_on_every_call() -> None:
     eager, got, _ = _both(distinct, [([nan, nan],), ([nan, float("nan")],)])
     assert eager == [2.0, 4.0]
     assert got == eager
+
+
+@pytest.mark.budget
+def test_a_slice_by_an_int_argument_is_named_once() -> None:
+    """``xs[start:start + B]`` pins ``start`` (each value a trace): the
+    warning names it as a slice bound, its explanation once."""
+    ws = [Value(0.01 * k) for k in range(150)]
+    data = [float(k) for k in range(64)]
+
+    def loss(start: int) -> Value:
+        xs, ys = data[start : start + 8], data[start + 1 : start + 9]
+        return sum((w * x * y for w in ws for x, y in zip(xs, ys)), Value(0.0))
+
+    fast = chainrule.compile(loss)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        got = [fast(start).data for start in range(30)]
+    assert got == [loss(start).data for start in range(30)]
+    words = " ".join(str(w.message) for w in caught)
+    assert words.count("an index or slice bound: xs[i:i + n]") == 1

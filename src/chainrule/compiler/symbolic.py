@@ -75,6 +75,13 @@ class Gather:
         return None
 
 
+#: How an int argument was used as a number, for the messages.
+_AS_NUMBER = "range(i), a dict key, float(i), a subscript other than a list of Values"
+_AS_INDEX = (
+    "an index or slice bound: xs[i:i + n], a subscript other than a list of Values, range(i)"
+)
+
+
 class SymInt(TracedInt):
     """An int argument while its function is traced (see the module)."""
 
@@ -87,13 +94,15 @@ class SymInt(TracedInt):
 
     # -- what cannot be followed pins the value ------------------------------
 
-    def _pin(self) -> int:
+    def _pin(self, how: str = _AS_NUMBER) -> int:
         if self.record is reads.current():
             self.record.int_guards.append((operator.eq, self.recipe, self.value, True))
-            if len(self.record.pins) < 3:
-                self.record.pins.append(
-                    f"an int argument is used as the number {self.value} at {reads.user_site()} "
-                    "(range(i), a dict key, float(i), a subscript other than a list of Values)"
+            pins = self.record.pins
+            if len(pins) < 3:
+                said = any(how in p for p in pins)
+                pins.append(
+                    f"an int argument is used as the number {self.value} at {reads.user_site()}"
+                    + ("" if said else f" ({how})")
                 )
         return self.value
 
@@ -104,7 +113,7 @@ class SymInt(TracedInt):
     def __index__(self) -> int:
         if self.record is not reads.current():
             return self.value
-        return self._pin()
+        return self._pin(_AS_INDEX)
 
     def __int__(self) -> int:
         return self._pin()
