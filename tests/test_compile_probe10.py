@@ -319,3 +319,34 @@ def test_a_slice_by_an_int_argument_is_named_once() -> None:
     assert got == [loss(start).data for start in range(30)]
     words = " ".join(str(w.message) for w in caught)
     assert words.count("an index or slice bound: xs[i:i + n]") == 1
+
+
+@pytest.mark.parametrize("nesterov", [False, True])
+def test_sgds_momentum_buffers_are_the_velocity_after_compiled_steps(nesterov: bool) -> None:
+    """``opt.buffers`` after compiled training steps (the flat path keeps
+    the velocity as one array) is eager's list, also when steps of both
+    kinds follow each other."""
+    from chainrule import optim
+
+    def run(compiled_steps: set[int]) -> tuple[list[Any], list[float]]:
+        ws = [Value(0.1 * (k + 1)) for k in range(6)]
+        opt = optim.SGD(ws, lr=0.05, momentum=0.9, nesterov=nesterov)
+
+        def loss(x: float) -> Value:
+            return sum((w * x - 1.0) ** 2 for w in ws)
+
+        fast = chainrule.compile(loss, optimizer=opt, budget=False)
+        for step in range(6):
+            x = 0.5 + 0.1 * step
+            if step in compiled_steps:
+                fast(x)
+            else:
+                opt.zero_grad()
+                loss(x).backward()
+                opt.step()
+        return list(opt.buffers), [w.data for w in ws]
+
+    eager = run(set())
+    assert eager[0][0] is not None
+    for compiled in ({1, 2, 3, 4, 5}, {3, 4}, {0, 1, 2}):
+        assert run(compiled) == eager

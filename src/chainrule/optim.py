@@ -295,12 +295,22 @@ class SGD(Optimizer):
         self.momentum = momentum
         self.weight_decay = weight_decay
         self.nesterov = nesterov
-        self.buffers: list[Any] = [None] * len(self.params)
+        self._buffers: list[Any] = [None] * len(self.params)
         self._velocity: Any = None  # the buffers as one array, on the flat path
 
+    @property
+    def buffers(self) -> list[Any]:
+        """Each parameter's velocity (None before its first step with a
+        gradient), also after steps on the flat path."""
+        if self._velocity is not None:  # the flat path's: as the loop keeps them
+            self._buffers, self._velocity = self._velocity.tolist(), None
+        return self._buffers
+
+    @buffers.setter
+    def buffers(self, value: list[Any]) -> None:
+        self._buffers, self._velocity = value, None
+
     def _loop(self) -> None:
-        if self._velocity is not None:  # the flat path ran before: its velocity
-            self.buffers, self._velocity = self._velocity.tolist(), None
         lr, momentum, decay = self.lr, self.momentum, self.weight_decay
         buffers = self.buffers
         for i, p in enumerate(self.params):
@@ -323,10 +333,16 @@ class SGD(Optimizer):
         if self.weight_decay:
             g = g + self.weight_decay * data
         if self.momentum:  # the velocity of all parameters, one array
-            if self._velocity is None and self.buffers[0] is not None:  # the loop ran before
-                self._velocity = _np().array(self.buffers, dtype=float)
             buf = self._velocity
-            buf = g * 1.0 if buf is None else self.momentum * buf + g
+            if buf is not None:
+                buf = self.momentum * buf + g
+            elif any(b is not None for b in self._buffers):  # the loop ran before
+                np = _np()
+                started = np.array([b is not None for b in self._buffers])
+                before = np.array([0.0 if b is None else b for b in self._buffers], dtype=float)
+                buf = np.where(started, self.momentum * before + g, g)
+            else:
+                buf = g * 1.0
             self._velocity = buf
             g = g + self.momentum * buf if self.nesterov else buf
         return data - self.lr * g
