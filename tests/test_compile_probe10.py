@@ -350,3 +350,22 @@ def test_sgds_momentum_buffers_are_the_velocity_after_compiled_steps(nesterov: b
     assert eager[0][0] is not None
     for compiled in ({1, 2, 3, 4, 5}, {3, 4}, {0, 1, 2}):
         assert run(compiled) == eager
+
+
+def test_a_leaf_made_in_the_function_from_a_global_asks_identity_eagerly() -> None:
+    """``Value(EPS).data is x``: the leaf is made anew at every call from
+    whatever ``EPS`` holds then (rebound to an equal float between calls)."""
+    w = Value(2.0)
+    space = {"EPS": float("1.5")}
+
+    def f(x: float) -> Value:
+        return w * (1.0 if Value(space["EPS"]).data is x else 3.0)
+
+    eps = space["EPS"]
+    fast = chainrule.compile(f, budget=False)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", CompileWarning)
+        first = (f(eps).data, fast(eps).data)
+        space["EPS"] = float("1.5")
+        second = (f(eps).data, fast(eps).data)
+    assert first == (2.0, 2.0) and second == (6.0, 6.0)

@@ -176,6 +176,8 @@ class Record:
         # the nodes the operations made while tracing (trace.TraceValue until
         # the trace is done: trace.release)
         self.nodes: list[Any] = []
+        # the ids of the leaves made while tracing (Value(c) in fn; the trace holds them)
+        self.made_leaves: set[int] = set()
 
 
 _tracing = threading.local()
