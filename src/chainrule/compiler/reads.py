@@ -294,14 +294,14 @@ def identical(a: Any, b: Any, computed_apart: bool = False) -> bool:
         return False  # a float is never an object of another type
     if ka is None or kb is None:
         if not computed_apart:
-            _identity_unseen("one was computed while tracing")
+            identity_unseen("one was computed while tracing")
         return False
     answer = ka[0] is kb[0]
     if ka[1] is None or kb[1] is None:
-        _identity_unseen("one is a pick's .data")
+        identity_unseen("one is a pick's .data")
     elif ka[1][0] == "const" or kb[1][0] == "const":
         if ka[1][0] != kb[1][0]:
-            _identity_unseen("one is a float of the function's globals, attributes or code")
+            identity_unseen("one is a float of the function's globals, attributes or code")
     else:
         record = current()
         if record is not None:
@@ -309,7 +309,7 @@ def identical(a: Any, b: Any, computed_apart: bool = False) -> bool:
     return answer
 
 
-def _identity_unseen(why: str) -> None:
+def identity_unseen(why: str) -> None:
     record = current()
     if record is not None:
         record.problems.append(
@@ -343,7 +343,9 @@ def search(f: Any, args: tuple[Any, ...]) -> Any:
         return len(hits)
     if name == "__contains__":
         return bool(hits)
-    lo, hi = (slice(*args[1:3]).indices(len(owner))[:2]) if len(args) > 1 else (0, len(owner))
+    n = len(owner)
+    lo, hi = (list(map(operator.index, args[1:3])) + [0, n][len(args) - 1 :])[:2]
+    lo, hi = (max(b + n, 0) if b < 0 else b for b in (lo, hi))  # (as list.index bounds them)
     hits = [k for k in hits if lo <= k < hi]
     if not hits:
         return f(origin(x), *args[1:])  # (raises eager's ValueError)
@@ -804,7 +806,7 @@ def _hash(self: TracedFloat) -> int:
     """``hash(x)``: a set or dict finds a nan by identity only, which a
     replay cannot ask again: the function runs eagerly."""
     if float.__ne__(self, self) and live(self):
-        _identity_unseen("a nan is a key of a set or dict")
+        identity_unseen("a nan is a key of a set or dict")
     return hash(guard_whole(self))
 
 
@@ -1002,6 +1004,17 @@ def _reduce_step(
     if result:
         r.winner, r.at = item, len(r.originals) - 1
     return type(r.winner) is TracedFloat
+
+
+def begin_reduction(frame: FrameType) -> None:
+    """A ``max(...)``/``min(...)`` call of a copy starts in ``frame``: what
+    an earlier call there left under way (it raised, the exception caught)
+    is dropped, so its candidates never join this call's."""
+    record = current()
+    if record is not None and record.reductions:
+        frame_id = id(frame)
+        for site in [s for s in record.reductions if s[0] == frame_id and s[1] is frame.f_code]:
+            del record.reductions[site]
 
 
 def reduced(x: Any) -> Any:

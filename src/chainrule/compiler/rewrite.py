@@ -59,6 +59,7 @@ import linecache
 import operator
 import os
 import random
+import sys
 import sysconfig
 from types import (
     BuiltinFunctionType,
@@ -79,6 +80,7 @@ from .reads import (
     PACKAGE_DIR,
     Record,
     TracedFloat,
+    begin_reduction,
     contains,
     current,
     flat_items,
@@ -254,7 +256,8 @@ class _Rewrite(ast.NodeTransformer):
             and not (node.func.id in ("max", "min") and node.keywords)
         ):
             if node.func.id in ("max", "min"):  # its result, a reduction's own float
-                return ast.copy_location(_op_call("reduced", node), node)
+                # (begun first: what a call that raised left at this frame is dropped)
+                return ast.copy_location(_op_call("reduced", _op_call("begin"), node), node)
             return node
         call = ast.Call(ast.Name(_CALL, ast.Load()), [node.func, *node.args], node.keywords)
         return ast.copy_location(call, node)
@@ -554,7 +557,11 @@ def _call(f: Any, /, *args: Any, **kwargs: Any) -> Any:
             out = read_whole_by(f, args, kwargs)  # (the objects: a set finds a nan by identity)
         else:
             out = read_whole_by(f, args, kwargs) if g is f and opaque(f) else g(*args, **kwargs)
-    if f is builtins.sum and type(out) is TracedFloat and any(out is x for x in args[1:]):
+    if (
+        f is builtins.sum
+        and type(out) is TracedFloat
+        and any(out is x for x in (*args[1:], *kwargs.values()))
+    ):
         # sum([], x): eagerly a new float (a traced float's sum hands back x itself)
         out = traced(float.__float__(out), out.recipe)
     if _iterator_types.get(type(out), True) and hasattr(type(out), "__next__"):
@@ -768,7 +775,7 @@ def _outside(x: Any, record: Record) -> bool:
 _iterator_types: dict[type, bool] = {}
 
 
-def _op(kind: str, a: Any, b: Any = None) -> Any:
+def _op(kind: str, a: Any = None, b: Any = None) -> Any:
     """``a % b`` (``kind`` "%"), the iterable of a ``for`` (``kind`` "in"),
     ``a is b``, ``a is not b``, ``id(a)`` in a copy: printf-style formatting
     reads a float whole (a guard); a loop over an iterator made outside the
@@ -788,8 +795,11 @@ def _op(kind: str, a: Any, b: Any = None) -> Any:
         return contains(b, a)
     if kind == "not in?":
         return not contains(b, a)
-    if kind == "reduced":
-        return reduced(a)
+    if kind == "begin":  # a max()/min() of a copy starts: the frame's own left behind dropped
+        begin_reduction(sys._getframe(1))
+        return None
+    if kind == "reduced":  # (a: begin's None)
+        return reduced(b)
     record = current()
     if kind == "store":  # obj.attr = ... : obj
         if record is not None and _is_function(a) and not _named_by_us(a):

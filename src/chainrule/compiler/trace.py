@@ -322,6 +322,11 @@ def same_object(a: Any, b: Any, depth: int = 1) -> bool:
     ta, tb = type(a), type(b)
     if ta is TracedFloat or tb is TracedFloat:
         return reads.identical(a, b)
+    if isinstance(a, float) and isinstance(b, float) and reads.current() is not None:
+        # (globals and attributes are guarded by value: one may be rebound to an
+        # equal float, another object)
+        reads.identity_unseen("both are floats of the function's globals, attributes or code")
+        return a is b
     if isinstance(a, reads.TracedInt) or isinstance(b, reads.TracedInt):
         return bool(by_entry(operator.is_, (a, b), depth + 1))
     if ta is not StandIn and tb is not StandIn:
