@@ -369,3 +369,131 @@ def test_a_leaf_made_in_the_function_from_a_global_asks_identity_eagerly() -> No
         space["EPS"] = float("1.5")
         second = (f(eps).data, fast(eps).data)
     assert first == (2.0, 2.0) and second == (6.0, 6.0)
+
+
+def test_index_from_a_start_finds_the_next_occurrence() -> None:
+    w = Value(2.0)
+
+    def f(x: float, xs: list[float], start: int) -> Value:
+        try:
+            return w * float(xs.index(x, start))
+        except ValueError:
+            return w * -1.0
+
+    calls = [(2.0, [2.0, 1.0, 2.0], 1), (2.0, [2.0, 1.0, 3.0], 1), (2.0, [2.0, 2.0, 1.0], -2)]
+    eager, got, _ = _both(f, calls)
+    assert eager == [4.0, -2.0, 2.0]
+    assert got == eager
+
+
+def test_sum_of_nothing_from_a_start_keyword_is_a_new_float() -> None:
+    w = Value(2.0)
+
+    def f(xs: list[float], x: float) -> Value:
+        return w * (1.0 if sum(xs, start=x) is x else 3.0)
+
+    eager, got, _ = _both(f, [([], 0.5), ([], 1.5)])
+    assert eager == [6.0, 6.0]
+    assert got == eager
+
+
+def test_a_max_that_raised_leaves_nothing_for_the_next_one() -> None:
+    w = Value(2.0)
+
+    def floored(floor: float, row: list[Any]) -> Any:
+        yield floor
+        for x in row:
+            if x is None:
+                raise ValueError("missing entry")
+            yield x
+
+    def f(floor: float, rows: list[list[Any]]) -> Value:
+        total = w * 0.0
+        for row in rows:
+            try:
+                m = max(floored(floor, row))
+            except ValueError:
+                m = floor
+            total = total + w * m
+        return total
+
+    calls = [(0.0, [[-1.0, None], [2.0]]), (0.0, [[5.0, None], [2.0]])]
+    eager, got, _ = _both(f, calls)
+    assert eager == [4.0, 4.0]
+    assert got == eager
+
+
+def test_a_chain_of_is_in_a_comprehensions_iterable_is_copied() -> None:
+    """``W if p.data is q.data is not None else U`` inside a comprehension's
+    iterable, where Python refuses the walrus a chain is otherwise held by."""
+    W, U = [Value(1.0), Value(2.0)], [Value(7.0)]
+    p, q = Value(1.5), Value(1.5)
+
+    def f() -> Value:
+        return sum(v * 1.0 for v in (W if p.data is q.data is not None else U))
+
+    got, eager = [], []
+    fast = chainrule.compile(f, budget=False)
+    for shared in (True, False, True):
+        x = float("1.5")
+        p.data, q.data = x, (x if shared else float("1.5"))
+        eager.append(f().data)
+        got.append(fast().data)
+    assert eager == [3.0, 7.0, 3.0]
+    assert got == eager
+
+
+def test_a_classs_own_contains_runs_as_a_copy() -> None:
+    w = Value(2.0)
+
+    class IdBag:
+        def __init__(self, items: list[float]) -> None:
+            self.items = items
+
+        def __contains__(self, x: float) -> bool:
+            return any(x is y for y in self.items)
+
+    def f(a: float, b: float) -> Value:
+        return w * (1.0 if a in IdBag([b]) else 3.0)
+
+    x = float("1.5")
+    eager, got, _ = _both(f, [(x, x), (x, float("1.5")), (x, x)])
+    assert eager == [2.0, 6.0, 2.0]
+    assert got == eager
+
+
+def test_identity_of_numbers_and_strings_of_globals_runs_eagerly() -> None:
+    """``cfg.mode is MODE``: both guarded by value, either may be rebound to
+    an equal object."""
+    w = Value(2.0)
+    space = {"MODE": "ab" + "c" * int("1"), "STEPS": int("1000")}
+    cfg = {"mode": space["MODE"], "steps": space["STEPS"]}
+
+    def f(x: float) -> Value:
+        k = 1.0 if cfg["mode"] is space["MODE"] else 3.0
+        return w * x * (k + (10.0 if cfg["steps"] is space["STEPS"] else 30.0))
+
+    fast = chainrule.compile(f, budget=False)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        first = (f(1.0).data, fast(1.0).data)
+        cfg["mode"], cfg["steps"] = "a" + "bc", int("1000")
+        second = (f(1.0).data, fast(1.0).data)
+    assert first == (22.0, 22.0) and second == (66.0, 66.0)
+    assert "both are numbers or strings" in " ".join(str(w.message) for w in caught)
+
+
+def test_a_nan_compared_with_itself_in_a_container_runs_eagerly_after_the_trace() -> None:
+    """``[x] == [y]`` finds one nan object equal (C asks identity first):
+    the call that traces says what a plain ``==`` says (a sharp bit); later
+    calls run eagerly."""
+    w = Value(2.0)
+
+    def f(a: float, b: float) -> Value:
+        return w * (1.0 if [a] == [b] else 3.0)
+
+    nan = float("nan")
+    eager, got, words = _both(f, [(nan, nan), (nan, float("nan")), (nan, nan)])
+    assert eager == [2.0, 6.0, 2.0]
+    assert got[1:] == eager[1:]
+    assert "a nan is compared with the object it is" in words

@@ -964,6 +964,12 @@ def _compare(f: Callable[[Any, Any], bool], reduces: Any) -> Callable[..., Any]:
         record = current()
         if record is None or not (live(self) or live(other)):
             return result  # (a float kept from another trace is the number it holds)
+        if (
+            (f is operator.eq or f is operator.ne)
+            and other is not self
+            and float.__ne__(self, self)
+        ):
+            _nan_against(self, other)  # (x != x itself: no object is asked)
         frame = sys._getframe(1)
         if reduces is None:
             if f is operator.eq and _called_builtin(frame) is not None:
@@ -986,6 +992,16 @@ def _compare(f: Callable[[Any, Any], bool], reduces: Any) -> Callable[..., Any]:
         return _guard(f, self, other, result)
 
     return method
+
+
+def _nan_against(x: TracedFloat, other: Any) -> None:
+    """``x == other`` for a nan ``x``: where both stand for one object, C
+    code that asks identity first (``[x] == [y]``, ``x in gen``) finds it
+    eagerly, and a plain ``==`` does not; which one asks is not told here:
+    the function runs eagerly."""
+    kx, ko = _identity_key(x), _identity_key(other)
+    if kx is not None and ko is not None and ko is not _NO_FLOAT and kx[0] is ko[0]:
+        identity_unseen("a nan is compared with the object it is (C code finds it by identity)")
 
 
 def _reduce_step(

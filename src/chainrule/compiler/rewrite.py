@@ -61,6 +61,7 @@ import os
 import random
 import sys
 import sysconfig
+import threading
 from types import (
     BuiltinFunctionType,
     CellType,
@@ -182,6 +183,18 @@ class _Rewrite(ast.NodeTransformer):
 
     def __init__(self) -> None:
         self.links = 0  # the chained comparisons' operands held so far
+        # inside a comprehension, where Python refuses a walrus (its iterable; a
+        # class body's): a chain's operands are held by _op("hold")
+        self.comprehensions = 0
+
+    def _comprehension(self, node: ast.AST) -> ast.AST:
+        self.comprehensions += 1
+        try:
+            return self.generic_visit(node)
+        finally:
+            self.comprehensions -= 1
+
+    visit_ListComp = visit_SetComp = visit_DictComp = visit_GeneratorExp = _comprehension
 
     def visit_Compare(self, node: ast.Compare) -> ast.AST:
         """``a is b`` -> ``_op("is", a, b)``; a chain with an ``is`` link,
@@ -194,18 +207,23 @@ class _Rewrite(ast.NodeTransformer):
         links: list[ast.expr] = []
         left = node.left
         for k, (op, right) in enumerate(zip(node.ops, node.comparators)):
-            held = None
+            held: ast.expr | None = None
             if k < len(node.ops) - 1:  # also the next link's left operand
-                held = f"{_LINK}{self.links}"
+                name = f"{_LINK}{self.links}"
                 self.links += 1
-                right = ast.NamedExpr(ast.Name(held, ast.Store()), right)
+                if self.comprehensions:
+                    right = _op_call("hold", ast.Constant(name), right)
+                    held = _op_call("held", ast.Constant(name))
+                else:
+                    right = ast.NamedExpr(ast.Name(name, ast.Store()), right)
+                    held = ast.Name(name, ast.Load())
             if type(op) in _ASKED:
                 link: ast.expr = _op_call(_ASKED[type(op)], left, right)
             else:
                 link = ast.Compare(left, [op], [right])
             links.append(link)
             if held is not None:
-                left = ast.Name(held, ast.Load())
+                left = held
         out = links[0] if len(links) == 1 else ast.BoolOp(ast.And(), links)
         return ast.fix_missing_locations(ast.copy_location(out, node))
 
@@ -771,6 +789,9 @@ def _outside(x: Any, record: Record) -> bool:
     return Identity(x) not in record.iterators
 
 
+#: A chain's operands held in comprehensions (``_op("hold")``), per thread.
+_HELD = threading.local()
+
 #: type -> whether it is an iterator's (it has ``__next__``)
 _iterator_types: dict[type, bool] = {}
 
@@ -786,15 +807,23 @@ def _op(kind: str, a: Any = None, b: Any = None) -> Any:
     if kind in ("is", "is not", "id"):  # (a max()/min() result: the winner it stands for)
         a, b = winner_of(a), winner_of(b)
     if kind == "is":
-        return a is b or same_object(a, b, 2)
+        return same_object(a, b, 2)
     if kind == "is not":
-        return a is not b and not same_object(a, b, 2)
+        return not same_object(a, b, 2)
     if kind == "id":
         return identity(a, 2) if stands_in(a) or live(a) or type(a) is SymInt else id(a)
-    if kind == "in?":  # a in b (a float: by the objects it stands for)
-        return contains(b, a)
-    if kind == "not in?":
-        return not contains(b, a)
+    if kind == "in?" or kind == "not in?":  # a in b (a float: by the objects it stands for)
+        method = getattr(type(b), "__contains__", None)  # (the class's own, in Python: its copy)
+        found = bool(_call(method, b, a)) if type(method) is FunctionType else contains(b, a)
+        return found if kind == "in?" else not found
+    if kind == "hold":  # a chain's operand, in a comprehension: held for the next link
+        held = _HELD.__dict__.setdefault("by_frame", {})
+        if len(held) > 1024:  # (links a false one before cut short: never read)
+            held.clear()
+        held[(id(sys._getframe(1)), a)] = b
+        return b
+    if kind == "held":
+        return _HELD.by_frame.pop((id(sys._getframe(1)), a))
     if kind == "begin":  # a max()/min() of a copy starts: the frame's own left behind dropped
         begin_reduction(sys._getframe(1))
         return None

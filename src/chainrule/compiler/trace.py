@@ -322,19 +322,38 @@ def same_object(a: Any, b: Any, depth: int = 1) -> bool:
     ta, tb = type(a), type(b)
     if ta is TracedFloat or tb is TracedFloat:
         return reads.identical(a, b)
-    if isinstance(a, float) and isinstance(b, float) and reads.current() is not None:
-        # (globals and attributes are guarded by value: one may be rebound to an
-        # equal float, another object)
-        reads.identity_unseen("both are floats of the function's globals, attributes or code")
-        return a is b
     if isinstance(a, reads.TracedInt) or isinstance(b, reads.TracedInt):
         return bool(by_entry(operator.is_, (a, b), depth + 1))
+    if _by_value(a) and _by_value(b) and reads.current() is not None:
+        # (globals, attributes and such arguments are guarded by value: one may
+        # be rebound to an equal number or string, another object)
+        reads.identity_unseen(
+            "both are numbers or strings, which compile guards by value (a global may be "
+            "rebound to an equal one)"
+        )
+        return a is b
     if ta is not StandIn and tb is not StandIn:
         if not (HANDED and ta in _ROWS and tb in _ROWS):
             return a is b
         if Identity(a) not in HANDED and Identity(b) not in HANDED:
             return a is b
     return bool(by_entry(operator.is_, (a, b), depth + 1))
+
+
+#: The types whose objects compile guards and keys by value.
+_VALUES = (int, float, complex, str, bytes)
+
+
+def _by_value(x: Any) -> bool:
+    """Whether ``x`` may be guarded by its value, not as an object: a
+    number, a string, a NumPy array or scalar (not a bool: True and False
+    are each one object)."""
+    if type(x) is bool:
+        return False
+    if isinstance(x, _VALUES):
+        return True
+    numpy = sys.modules.get("numpy")
+    return numpy is not None and isinstance(x, (numpy.generic, numpy.ndarray))
 
 
 def identity(x: Any, depth: int = 1) -> int:
