@@ -612,7 +612,7 @@ class Compiled:
         if first:  # (its graph counted as met)
             with self._lock:
                 self.budget.first_sight(call.key)
-            return self._first_call(args, kwargs)
+            return self._first_call(args, kwargs, call.key)
         while True:
             with self._lock:
                 entry = self._lookup(call)
@@ -927,6 +927,8 @@ class Compiled:
                     reached.add(Identity(x))
             entry.reached = reached
             entry.shared = {k: v for k, v in enumerate(arg_values) if Identity(v) in reached}
+        if program.arg_slots is not None:  # (the traced values of the float arguments guarded)
+            program.base[program.arg_slots] = [call.floats[k] for k in program.arg_positions]
         buffer = program.forward(call)
         if buffer is None or not numpy.array_equal(buffer, program.base, equal_nan=True):
             # a guard that does not hold on the traced values, or a node whose
@@ -955,15 +957,15 @@ class Compiled:
             self.budget.remember(key)
         return self._timed_eager(args, kwargs, key)
 
-    def _first_call(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+    def _first_call(self, args: tuple[Any, ...], kwargs: dict[str, Any], key: Any) -> Any:
         """The first call: eagerly, timed (an eager call's true time before
-        any trace is paid for); one too short to gain makes the function
-        run eagerly while its calls stay short."""
+        any trace is paid for, its graph's own: ``key``); one too short to
+        gain makes the function run eagerly while its calls stay short."""
         start = time.perf_counter()
         out = self.fn(*args, **kwargs)
         took = time.perf_counter() - start
         with self._lock:
-            self.budget.ran_eagerly(took)
+            self.budget.ran_eagerly(took, key)
         if took < budget.MIN_CALL:
             self._too_small(took, 5)
         return out

@@ -756,8 +756,15 @@ def _compile_guards(
     extra: list[float] = []
     by_f: dict[Any, tuple[list[int], list[int], list[Any]]] = {}
 
+    args: dict[int, int] = {}  # a float argument -> its slot (filled at each replay)
+
     def slot(r: Any) -> int | None:
         if is_recipe(r):
+            if r[0] == "arg":
+                if r[1] not in args:
+                    extra.append(0.0)
+                    args[r[1]] = prog.n + len(extra) - 1
+                return args[r[1]]
             return prog.node_slot[r[1]] if r[0] == "node" else None
         if type(r) is float or type(r) is int:
             extra.append(float(r))
@@ -802,3 +809,6 @@ def _compile_guards(
     if extra:
         prog.base = np.concatenate([prog.base, extra])
         prog.n += len(extra)
+    if args:
+        prog.arg_slots = np.array(list(args.values()), dtype=np.intp)
+        prog.arg_positions = list(args)

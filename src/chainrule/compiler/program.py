@@ -623,6 +623,9 @@ class Program:
         self.live_inputs: tuple[Value, ...] = ()  # the same, the inputs of an output node
         self.live_slots = np.zeros(0, dtype=np.intp)
         self.arg_leaves: list[tuple[int, int]] = []  # (slot, position among the args' Values)
+        # the float arguments that guards compare, a slot each (filled at each replay)
+        self.arg_slots: np.ndarray | None = None
+        self.arg_positions: list[int] = []
         self.steps: list[Step] = []  # in level order
         self.guards: list[tuple[Callable[..., Any], Any, Any, Any]] = []
         # guards between two node values (or constants), by function: slots, slots, results
@@ -698,6 +701,9 @@ class Program:
             # functions on an argument): trace again, which raises only
             # where the function raises eagerly
             return None
+        if self.arg_slots is not None:
+            floats = call.floats
+            val[self.arg_slots] = [floats[k] for k in self.arg_positions]
         for f, slots_a, slots_b, expected in self.node_guards:
             on_arrays = GUARDS_ON_ARRAYS.get(f)
             if on_arrays is not None:
