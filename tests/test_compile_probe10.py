@@ -497,3 +497,25 @@ def test_a_nan_compared_with_itself_in_a_container_runs_eagerly_after_the_trace(
     assert eager == [2.0, 6.0, 2.0]
     assert got[1:] == eager[1:]
     assert "a nan is compared with the object it is" in words
+
+
+@pytest.mark.budget
+def test_a_float_argument_in_a_branch_is_named_as_such() -> None:
+    """``s * (2.0 if y == 1.0 else 3.0)`` with a label that changes: the
+    trace holds for the label's value, and the warning says a float
+    argument decides a branch (not a value read from ``.data``)."""
+    ws = [Value(0.01 * k) for k in range(500)]
+
+    def loss(y: float) -> Value:
+        s = sum((w * w for w in ws), Value(0.0))
+        return s * (2.0 if y == 1.0 else 3.0) * y
+
+    fast = chainrule.compile(loss)
+    labels = [0.25 * k for k in range(30)]
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        got = [fast(y).data for y in labels]
+    assert got == [loss(y).data for y in labels]
+    words = " ".join(str(w.message) for w in caught)
+    assert "a float argument decides a comparison or a branch" in words
+    assert "read from .data" not in words

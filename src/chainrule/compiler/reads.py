@@ -240,7 +240,12 @@ def user_stacklevel() -> int:
 def _guard(f: Callable[..., Any], a: Any, b: Any, result: Any) -> Any:
     record = current()
     if record is not None and (type(a) is TracedFloat or type(b) is TracedFloat):
-        record.guards.append((f, recipe_of(a), recipe_of(b), result))
+        ra, rb = recipe_of(a), recipe_of(b)
+        record.guards.append((f, ra, rb, result))
+        if not record.pins and f is not same:  # (why the trace holds for these numbers)
+            record.pins.append(
+                f"{_made_from([ra, rb])} decides a comparison or a branch ({user_site()})"
+            )
     return result
 
 
@@ -793,6 +798,12 @@ for _name, _g in _UNARY:
 
 def _whole(f: Callable[[float], Any]) -> Callable[[TracedFloat], Any]:
     def method(self: TracedFloat, *args: Any) -> Any:
+        record = current()
+        if record is not None and not record.pins and live(self):
+            name = getattr(f, "__name__", "a method")
+            record.pins.append(
+                f"{_made_from([self.recipe])} is read whole by float's {name} ({user_site()})"
+            )
         return f(guard_whole(self), *args)  # (the object eager code holds: float(x) is x)
 
     return method
