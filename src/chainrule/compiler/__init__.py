@@ -764,6 +764,7 @@ class Compiled:
         # in them traced): what it changes in them is written back below
         copies = rebuild_args(fed)
         containers = _containers(copies, (list(args), kwargs) if kwargs else list(args), [])
+        record.arg_copies = {Identity(c): o for c, o, _ in containers}
         mutable = [id(o) for _, o, before in containers if before is not None]
         if len(set(mutable)) < len(mutable):
             # one list or dict for several arguments: the copies would be two

@@ -766,8 +766,8 @@ def _compile_guards(
                     args[r[1]] = prog.n + len(extra) - 1
                 return args[r[1]]
             return prog.node_slot[r[1]] if r[0] == "node" else None
-        if type(r) is float or type(r) is int:
-            extra.append(float(r))
+        if type(r) is float or (type(r) is int and -(2**53) <= r <= 2**53):
+            extra.append(float(r))  # (an int beyond 2**53: compared exactly, by its recipe)
             return prog.n + len(extra) - 1
         return None
 

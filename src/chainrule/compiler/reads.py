@@ -31,7 +31,9 @@ import builtins
 import itertools
 import linecache
 import math
+import numbers
 import operator
+import struct
 import sys
 import threading
 from collections import deque
@@ -178,6 +180,9 @@ class Record:
         self.nodes: list[Any] = []
         # the ids of the leaves made while tracing (Value(c) in fn; the trace holds them)
         self.made_leaves: set[int] = set()
+        # the copies of the arguments' lists, tuples and dicts the trace runs on
+        # (by Identity) -> the caller's own: what identity asks about
+        self.arg_copies: dict[Identity, Any] = {}
 
 
 _tracing = threading.local()
@@ -250,11 +255,17 @@ def _guard(f: Callable[..., Any], a: Any, b: Any, result: Any) -> Any:
 
 
 def same(a: float, b: float) -> bool:
-    """The same float, nan included, ``-0.0`` apart from ``0.0``: the guard
-    of a float read whole (``1 / x`` tells the zeros apart)."""
+    """The same float, bit for bit: ``-0.0`` apart from ``0.0`` (``1 / x``
+    tells the zeros apart), a nan the same nan: the guard of a float read
+    whole."""
     if a == b:
         return a != 0.0 or math.copysign(1.0, a) == math.copysign(1.0, b)
-    return a != a and b != b
+    # two nans: the same bits (code that reads the float whole tells a nan's sign
+    # and payload apart: math.copysign, struct.pack)
+    return a != a and b != b and _PACK(a) == _PACK(b)
+
+
+_PACK = struct.Struct("<d").pack
 
 
 def is_same(a: Any, b: Any) -> bool:
@@ -318,7 +329,7 @@ def identity_unseen(why: str) -> None:
     record = current()
     if record is not None:
         record.problems.append(
-            f"{user_site()}: asks whether two floats are one object (is, in) where {why}, "
+            f"{user_site()}: asks whether two objects are one (is, in) where {why}, "
             "which a replay cannot ask again; compare floats by value (==)"
         )
 
@@ -363,6 +374,8 @@ def search(f: Any, args: tuple[Any, ...]) -> Any:
 def found_at(e: Any, x: Any) -> bool:
     """Whether a list finds ``x`` at the entry ``e``: the same object (as
     the objects traced floats stand for), or equal."""
+    if isinstance(e, numbers.Number) and not isinstance(e, (int, float)) and live(x):
+        pin(x)  # (Decimal, complex: their own == reads the float whole)
     if isinstance(e, float):
         e, x = winner_of(e), winner_of(x)
         # (a nan is found by identity only: where one is a nan, or may be one
@@ -970,6 +983,8 @@ def _compare(f: Callable[[Any, Any], bool], reduces: Any) -> Callable[..., Any]:
 
     def method(self: TracedFloat, other: Any) -> Any:
         if not isinstance(other, (int, float)):
+            if isinstance(other, numbers.Number) and live(self):
+                pin(self)  # (Decimal, complex: their own comparison reads the float whole)
             return NotImplemented
         result = f(float.__float__(self), plain(other))
         record = current()

@@ -54,6 +54,7 @@ import copy
 import functools
 import gc
 import heapq
+import inspect
 import itertools
 import linecache
 import operator
@@ -183,8 +184,9 @@ class _Rewrite(ast.NodeTransformer):
 
     def __init__(self) -> None:
         self.links = 0  # the chained comparisons' operands held so far
-        # inside a comprehension, where Python refuses a walrus (its iterable; a
-        # class body's): a chain's operands are held by _op("hold")
+        # inside a comprehension or a class body, where Python refuses a walrus
+        # (a comprehension's iterable) or it would bind a name of the class: a
+        # chain's operands are held by _op("hold")
         self.comprehensions = 0
 
     def _comprehension(self, node: ast.AST) -> ast.AST:
@@ -195,6 +197,7 @@ class _Rewrite(ast.NodeTransformer):
             self.comprehensions -= 1
 
     visit_ListComp = visit_SetComp = visit_DictComp = visit_GeneratorExp = _comprehension
+    visit_ClassDef = _comprehension  # (a walrus there binds a name in the class: held too)
 
     def visit_Compare(self, node: ast.Compare) -> ast.AST:
         """``a is b`` -> ``_op("is", a, b)``; a chain with an ``is`` link,
@@ -789,6 +792,17 @@ def _outside(x: Any, record: Record) -> bool:
     return Identity(x) not in record.iterators
 
 
+def _own_contains(b: Any) -> Any:
+    """The ``__contains__`` that ``x in b`` calls, bound, where its class
+    defines it in Python (a function, a staticmethod's or classmethod's);
+    else None."""
+    raw = inspect.getattr_static(type(b), "__contains__", None)
+    func = getattr(raw, "__func__", raw)
+    if type(func) is not FunctionType:
+        return None
+    return raw.__get__(b, type(b))
+
+
 #: A chain's operands held in comprehensions (``_op("hold")``), per thread.
 _HELD = threading.local()
 
@@ -813,8 +827,8 @@ def _op(kind: str, a: Any = None, b: Any = None) -> Any:
     if kind == "id":
         return identity(a, 2) if stands_in(a) or live(a) or type(a) is SymInt else id(a)
     if kind == "in?" or kind == "not in?":  # a in b (a float: by the objects it stands for)
-        method = getattr(type(b), "__contains__", None)  # (the class's own, in Python: its copy)
-        found = bool(_call(method, b, a)) if type(method) is FunctionType else contains(b, a)
+        contains_of = _own_contains(b)  # (a class's own, in Python: its copy)
+        found = bool(_call(contains_of, a)) if contains_of is not None else contains(b, a)
         return found if kind == "in?" else not found
     if kind == "hold":  # a chain's operand, in a comprehension: held for the next link
         held = _HELD.__dict__.setdefault("by_frame", {})

@@ -32,6 +32,7 @@ plain floats meanwhile, but run slower while the trace lasts.
 from __future__ import annotations
 
 import copy
+import enum
 import itertools
 import operator
 import os
@@ -322,6 +323,8 @@ def same_object(a: Any, b: Any, depth: int = 1) -> bool:
     ta, tb = type(a), type(b)
     if ta is TracedFloat or tb is TracedFloat:
         return reads.identical(a, b)
+    if _copied(a) or _copied(b):
+        return bool(by_entry(operator.is_, (a, b), depth + 1))
     if isinstance(a, reads.TracedInt) or isinstance(b, reads.TracedInt):
         return bool(by_entry(operator.is_, (a, b), depth + 1))
     if _by_value(a) and _by_value(b) and reads.current() is not None:
@@ -346,9 +349,9 @@ _VALUES = (int, float, complex, str, bytes)
 
 def _by_value(x: Any) -> bool:
     """Whether ``x`` may be guarded by its value, not as an object: a
-    number, a string, a NumPy array or scalar (not a bool: True and False
-    are each one object)."""
-    if type(x) is bool:
+    number, a string, a NumPy array or scalar (not a bool or an enum's
+    member, an IntEnum's too: each is one object)."""
+    if type(x) is bool or isinstance(x, enum.Enum):  # (each one object: asked by is)
         return False
     if isinstance(x, _VALUES):
         return True
@@ -361,6 +364,19 @@ def identity(x: Any, depth: int = 1) -> int:
     ``id``), a stand-in as the entry it picks, a row handed back as the
     user's row (the function then runs eagerly); ``depth``: the user's frame."""
     return int(by_entry(id, (x,), depth + 1))
+
+
+def _copied(x: Any) -> bool:
+    """Whether ``x`` is the trace's copy of a list, tuple or dict argument."""
+    if not isinstance(x, _ARG_CONTAINERS):
+        return False
+    record = reads.current()
+    return record is not None and Identity(x) in record.arg_copies
+
+
+#: The containers of arguments a trace copies (keys.flatten rebuilds them,
+#: named tuples and dict subclasses too).
+_ARG_CONTAINERS = (list, tuple, dict)
 
 
 def _identity_of_int(x: Any) -> None:
@@ -395,6 +411,12 @@ def by_entry(f: Callable[..., Any], args: tuple[Any, ...], depth: int = 1) -> An
     row, as eagerly; asked of a stand-in by user code while
     tracing, the function runs eagerly (which picks are the same entry
     depends on the ints); ``depth``: the user's frame."""
+    if any(map(_copied, args)):  # an argument's list, tuple or dict: the caller's own
+        copies = reads.current().arg_copies  # type: ignore[union-attr]
+        reads.identity_unseen(
+            "one is a list, tuple or dict argument, which the trace runs on a copy of"
+        )
+        args = tuple(copies.get(Identity(x), x) for x in args)
     if any(isinstance(x, reads.TracedInt) for x in args):  # an int argument: its object
         ints = [x for x in args if isinstance(x, reads.TracedInt)]
         if (
