@@ -553,7 +553,7 @@ def test_identity_of_a_tuple_argument_is_the_callers() -> None:
     def f(a: tuple[float, ...], b: tuple[float, ...]) -> Value:
         return w * (a[0] if a is b else 3.0 * a[0]) * (5.0 if b is default else 1.0)
 
-    other = tuple([1.0, 2.0])  # (equal, another object)
+    other = tuple(float(k) for k in (1, 2))  # (equal, another object)
     eager, got, words = _both(f, [(other, other), (other, default), (default, default)])
     assert eager == [2.0, 30.0, 10.0]
     assert got == eager
