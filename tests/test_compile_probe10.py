@@ -595,3 +595,31 @@ def test_a_decimal_on_the_right_pins_the_float() -> None:
     eager, got, _ = _both(f, [(1.0,), (0.25,), (1.0,)])
     assert eager == [4.0, 0.5, 4.0]
     assert got == eager
+
+
+def test_a_loss_from_chainrule_losses_replays_and_an_import_traces_again() -> None:
+    """``mse_loss`` reads ``sys.modules`` (is the Tensor engine loaded?):
+    which modules are loaded is guarded by their number, not walked."""
+    import sys
+    import types
+
+    from chainrule.losses import mse_loss
+
+    ws = [Value(0.1 * k) for k in range(4)]
+
+    def loss(xs: list[float]) -> Value:
+        return mse_loss([w * x for w, x in zip(ws, xs)], [1.0, 0.0, 1.0, 0.0])
+
+    fast = chainrule.compile(loss, budget=False)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        for k in range(3):
+            xs = [1.0, 2.0, 3.0, k + 0.5]
+            assert fast(xs).data == loss(xs).data
+        assert (fast.traces, fast.hits) == (1, 2)
+        sys.modules["_chainrule_probe10_module"] = types.ModuleType("_chainrule_probe10_module")
+        try:
+            assert fast([1.0, 2.0, 3.0, 4.0]).data == loss([1.0, 2.0, 3.0, 4.0]).data
+        finally:
+            del sys.modules["_chainrule_probe10_module"]
+    assert fast.traces == 2

@@ -734,6 +734,7 @@ class Compiled:
 
         from . import capture as P
         from . import rewrite
+        from . import step as _step  # noqa: F401  (its replays': loaded before the snapshot)
         from .reads import standing_for, traced
         from .symbolic import SymInt, int_checker
         from .trace import Unsupported, run_traced
@@ -743,6 +744,9 @@ class Compiled:
             from .sources import Sources
 
             self._sources = Sources(self.fn)
+        # (first: it imports numpy.random, which a function that reads sys.modules
+        # must not see as its own change)
+        generators = generators_state()
         before = self._sources.take()
         objects = _object_sources(call, self._sources.names)
         objects_before = None if objects is None else objects.take()
@@ -780,7 +784,6 @@ class Compiled:
         # fn's own exception, if it raises, once (its side effects happened once)
         # the trace runs the copy of fn that hands back gathers' stand-ins
         # instead of putting them in the user's lists (rewrite)
-        generators = generators_state()
         try:
             if kwargs:
                 out, created, run_seconds, escaped = run_traced(

@@ -24,6 +24,7 @@ import builtins
 import contextlib
 import functools
 import io
+import os
 import sys
 from collections.abc import Callable
 from types import BuiltinFunctionType, CodeType, FunctionType, MethodType, ModuleType
@@ -262,6 +263,10 @@ class CCalls:
 _scanned: dict[CodeType, bool] = {}
 
 
+#: chainrule's own files (the package this one's package is in).
+PACKAGE_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
 def reads_type(fn: Callable[..., Any], depth: int = 3) -> bool:
     """Whether ``fn``'s code, or that of the functions it names in its
     globals and closure (``depth`` levels), reads the builtin ``type``."""
@@ -276,6 +281,10 @@ def reads_type(fn: Callable[..., Any], depth: int = 3) -> bool:
                 return visit(call, level) if isinstance(call, FunctionType) else False
             return False
         seen.add(f)
+        if f.__code__.co_filename.startswith(PACKAGE_DIR):
+            # chainrule's own (its losses, functional): type() there asks about
+            # containers, error messages and its rules' arrays, never a float's class
+            return False
         if code_reads_type(f.__code__):
             return True
         if level == 0:

@@ -41,7 +41,7 @@ from collections.abc import Callable
 from types import CodeType, FrameType, GeneratorType
 from typing import Any, TypeGuard
 
-from .escapes import describe
+from .escapes import PACKAGE_DIR, describe
 from .keys import Identity, identities
 
 #: A recipe: ("node", Value) | ("arg", i) | ("int", i) | ("op", f, a, b)
@@ -216,9 +216,6 @@ def where(depth: int = 2) -> str:
 
 _COMPILER_DIR = __file__.rsplit("/", 1)[0].rsplit("\\", 1)[0]
 _ENGINE_DIR = _COMPILER_DIR[: -len("compiler")] + "value"
-
-
-PACKAGE_DIR = _COMPILER_DIR[: -len("/compiler")]  # chainrule's own files
 
 
 def user_site(package: bool = False) -> str:

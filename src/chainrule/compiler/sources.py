@@ -259,6 +259,7 @@ def _enter(
     leaves = _LEAVES
     kinds = _KINDS
     classes = out.classes
+    modules = sys.modules
     left = budget[0]
     while level and left >= 0:
         below: list[Any] = []  # the next level
@@ -272,6 +273,12 @@ def _enter(
                 rows.append(x)
                 continue
             if t is dict:
+                if x is modules:  # which modules are loaded: by their number (an import
+                    # changes it), not walked (thousands of modules' namespaces)
+                    if id(x) not in entered:
+                        entered.add(id(x))
+                        out.lengths.append(len(x))
+                    continue
                 items = [*x.keys(), *x.values()]
             else:
                 kind = kinds.get(t)
