@@ -178,8 +178,8 @@ class Record:
         # the nodes the operations made while tracing (trace.TraceValue until
         # the trace is done: trace.release)
         self.nodes: list[Any] = []
-        # the ids of the leaves made while tracing (Value(c) in fn; the trace holds them)
-        self.made_leaves: set[int] = set()
+        # the leaves made while tracing (Value(c) in fn: its c, from wherever it came)
+        self.made_leaves: set[Identity] = set()
         # the copies of the arguments' lists, tuples and dicts the trace runs on
         # (by Identity) -> the caller's own: what identity asks about
         self.arg_copies: dict[Identity, Any] = {}

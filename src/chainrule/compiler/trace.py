@@ -554,7 +554,7 @@ def followed(d: Any, v: Value, record: Record) -> Any:
                 reads.standing_for(out, *found)
         elif type(v) is StandIn or v in record.aliases:
             reads.standing_for(out, d, None)  # a pick's: asked, the function runs eagerly
-        elif id(v) in record.made_leaves:  # Value(c) in fn: c, from wherever it came
+        elif record.made_leaves and Identity(v) in record.made_leaves:  # Value(c) in fn
             reads.standing_for(out, d, ("const", d))
         elif not v._prev:
             reads.standing_for(out, d, ("node", v))  # a leaf's .data: that object
@@ -794,7 +794,7 @@ def watching(record: Record, created: list[Value]) -> Iterator[None]:
             init(self, data, *args, **kwargs)
             if threading.get_ident() != me:
                 return
-            record.made_leaves.add(id(self))  # (held by created while it traces)
+            record.made_leaves.add(Identity(self))
         created.append(self)
         if reads.live(data) and not self._prev:
             read_leaf(self, data)
