@@ -112,7 +112,8 @@ except ImportError:
 # `pytest` runs the suite in one worker process per core (at most 4), as if
 # given `-n N --dist loadgroup`, where pytest-xdist is installed (the test
 # extra pins it). `-n 0` or `-p no:xdist` runs it in one process, `-n N`
-# picks the number; the verdict is the same. A module whose tests share a
+# picks the number (still grouped, unless `--dist` says otherwise); the
+# verdict is the same. A module whose tests share a
 # module-scoped fixture (a trained run, a browser, a notebook run) runs on
 # one worker, so the fixture is made once; the modules that read the built
 # site share one worker and one build (the `site` fixture below). The rest
@@ -137,17 +138,20 @@ def pytest_cmdline_main(config: pytest.Config) -> None:
         return
     if (
         not config.pluginmanager.hasplugin("xdist")
-        or config.getoption("numprocesses", None) is not None  # -n given
         or config.getoption("usepdb", False)
         or config.getoption("collectonly", False)
-        or _cores() < 2
     ):
         return
-    workers = min(_cores(), 4)
-    config.option.numprocesses = workers
-    if config.option.dist == "no":
+    if config.getoption("numprocesses", None) is None:  # no -n: one worker per core
+        if _cores() < 2:
+            return
+        workers = min(_cores(), 4)
+        config.option.numprocesses = workers
+        config.option.tx = ["popen"] * workers
+    # `-n N` alone would spread the tests one by one (xdist's `load`), and two
+    # workers would each build the site into docs/_generated at once
+    if config.option.numprocesses and config.option.dist == "no":
         config.option.dist = "loadgroup"
-    config.option.tx = ["popen"] * workers
 
 
 @pytest.hookimpl(optionalhook=True)
