@@ -183,6 +183,12 @@ class Record:
         # the copies of the arguments' lists, tuples and dicts the trace runs on
         # (by Identity) -> the caller's own: what identity asks about
         self.arg_copies: dict[Identity, Any] = {}
+        # each Value's .data read by user code (by Identity): the float it
+        # held and the traced float handed back, handed back again while it holds it
+        self.data_reads: dict[Identity, tuple[Any, TracedFloat]] = {}
+        # the floats the Values made from traced floats hold (by Identity) ->
+        # the object each stands for and its recipe (trace._held)
+        self.leaf_floats: dict[Identity, tuple[Any, Recipe | None]] = {}
 
 
 _tracing = threading.local()
@@ -305,13 +311,14 @@ def identical(a: Any, b: Any, computed_apart: bool = False) -> bool:
     ka, kb = _identity_key(a), _identity_key(b)
     if ka is _NO_FLOAT or kb is _NO_FLOAT:
         return False  # a float is never an object of another type
+    # (the objects eager code holds: a float computed while tracing is its own)
+    answer = (a if ka is None else ka[0]) is (b if kb is None else kb[0])
     if ka is None or kb is None:
-        if not computed_apart:
+        if answer or not computed_apart:
             identity_unseen("one was computed while tracing")
-        return False
-    answer = ka[0] is kb[0]
+        return answer
     if ka[1] is None or kb[1] is None:
-        identity_unseen("one is a pick's .data")
+        identity_unseen("one is an operation's .data or a pick's")
     elif ka[1][0] == "const" or kb[1][0] == "const":
         if ka[1][0] != kb[1][0]:
             identity_unseen("one is a float of the function's globals, attributes or code")

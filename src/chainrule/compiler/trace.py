@@ -541,13 +541,33 @@ def _read_new(
     return d if record is None else followed(d, v, record)
 
 
+def _held(x: TracedFloat, record: Record) -> float:
+    """The plain float a Value given the traced float ``x`` holds while
+    tracing: the object ``x`` stands for, as eagerly (``Value(x).data is
+    x``), else a new one, remembered as standing for ``x`` (what an
+    operation hands back of it is eagerly ``x`` too: :func:`followed`)."""
+    found = getattr(x, "_origin", None)
+    if found is not None and reads.live(x) and type(found[0]) is float:
+        record.leaf_floats[Identity(found[0])] = found
+        return found[0]  # type: ignore[no-any-return]
+    d = float.__float__(x)
+    if reads.live(x):
+        record.leaf_floats[Identity(d)] = (x, None)
+    return d
+
+
 def followed(d: Any, v: Value, record: Record) -> Any:
     """A node's number ``d`` as user code reads it while tracing: a float
     followed (:func:`~chainrule.compiler.reads.traced`); any other number
     (an int, a NumPy scalar stored in ``.data``) as it is, whose arithmetic
     is its own, not a float's, so the function runs eagerly."""
     if type(d) is float or type(d) is TracedFloat:
+        key = Identity(v)
+        again = record.data_reads.get(key)
+        if again is not None and again[0] is d:  # read again: the same object, as eagerly
+            return again[1]
         out = traced(d, ("node", v))
+        record.data_reads[key] = (d, out)
         if type(d) is TracedFloat:  # a leaf made from a traced float: that float's object
             found = getattr(d, "_origin", None)
             if found is not None and reads.live(d):
@@ -555,9 +575,16 @@ def followed(d: Any, v: Value, record: Record) -> Any:
         elif type(v) is StandIn or v in record.aliases:
             reads.standing_for(out, d, None)  # a pick's: asked, the function runs eagerly
         elif record.made_leaves and Identity(v) in record.made_leaves:  # Value(c) in fn
-            reads.standing_for(out, d, ("const", d))
+            found = record.leaf_floats.get(Identity(d))  # (Value(x): x's object)
+            reads.standing_for(out, *(found or (d, ("const", d))))
         elif not v._prev:
             reads.standing_for(out, d, ("node", v))  # a leaf's .data: that object
+        else:
+            # an operation's: the engine's own float, which may be an operand's
+            # object (relu hands back its input's, max a shared nan): identity
+            # asks about it on this call, and the function runs eagerly after
+            found = record.leaf_floats.get(Identity(d))
+            reads.standing_for(out, d if found is None else found[0], None)
         return out
     t = type(d)
     record.problems.append(
@@ -670,7 +697,7 @@ def watching(record: Record, created: list[Value]) -> Iterator[None]:
 
     def write(v: Value, x: Any) -> None:
         if type(x) is TracedFloat:
-            x = float.__float__(x)
+            x = _held(x, record)
         if getframe(1).f_code.co_filename not in internal and threading.get_ident() == me:
             record.problems.append(
                 f"{reads.where()}: writes .data of a Value; a replay would not repeat the write"

@@ -1,0 +1,120 @@
+"""chainrule.compile and the eleventh probe (round seventeen): the float
+an operation hands back may be an object eager code already holds
+(``relu`` hands back its input's, ``max`` and ``softplus`` the shared
+``math.nan``), and ``Value(x)`` holds ``x`` itself. Identity (``is``, a
+nan found in a list) asked of them is eager's on the call that traces,
+and later calls run eagerly; never a silent other answer."""
+
+from __future__ import annotations
+
+import math
+import warnings
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+
+import chainrule
+from chainrule import Value
+from chainrule.compiler import CompileWarning
+
+pytestmark = pytest.mark.usefixtures("trace_every_graph")
+
+
+def _both(
+    f: Callable[..., Value], calls: list[tuple[Any, ...]]
+) -> tuple[list[Any], list[Any], str]:
+    """Each call's ``.data`` eagerly and compiled, and the warnings' words."""
+    fast = chainrule.compile(f, budget=False)
+    eager, got = [], []
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        for args in calls:
+            eager.append(f(*args).data)
+            got.append(fast(*args).data)
+    assert all(issubclass(w.category, CompileWarning) for w in caught)
+    return eager, got, " ".join(str(w.message) for w in caught)
+
+
+W = Value(2.0)
+
+
+def test_a_leaf_made_from_a_float_argument_holds_that_very_float() -> None:
+    def f(x: float) -> Value:
+        return W * (1.0 if Value(x).data is x else 3.0)
+
+    eager, got, words = _both(f, [(float("1.5"),), (float("-2.5"),)])
+    assert eager == [2.0, 2.0]
+    assert got == eager
+    assert words == ""  # (a guard that the argument is the leaf's float: always)
+
+
+@pytest.mark.parametrize("sign", [1.0, -1.0])
+def test_relu_hands_back_its_input_float_itself(sign: float) -> None:
+    p = Value(1.5 * sign)
+
+    def f(x: float) -> Value:
+        h = p * x
+        return W * (1.0 if h.relu().data is h.data else 3.0)
+
+    eager, got, words = _both(f, [(1.0,), (2.0,), (-1.0,)])
+    assert eager == ([2.0, 2.0, 6.0] if sign > 0 else [6.0, 6.0, 2.0])
+    assert got == eager
+    assert "asks whether two objects are one" in words
+
+
+def test_a_nan_through_relu_is_found_in_a_list_by_identity() -> None:
+    nan = float("nan")
+    p = Value(nan)
+
+    def found(x: float) -> Value:
+        return W * float([x].count(Value(x).relu().data))
+
+    def member(x: float) -> Value:
+        return W * (1.0 if x in [Value(x).relu().data] else 3.0)
+
+    def leaf() -> Value:
+        return W * (1.0 if p.relu().data in [p.data] else 3.0)
+
+    for f, args in [(found, (nan,)), (member, (nan,)), (leaf, ())]:
+        eager, got, _ = _both(f, [args] * 3)
+        assert eager == [2.0, 2.0, 2.0]
+        assert got == eager
+
+
+def test_max_and_softplus_of_a_nan_hand_back_one_shared_nan() -> None:
+    a, b, c, d = Value(1.0), Value(math.nan), Value(3.0), Value(math.nan)
+
+    def f() -> Value:
+        return W * (1.0 if a.max(b).data in [c.max(d).data] else 3.0)
+
+    def g() -> Value:
+        return W * float([b.softplus().data].count(d.softplus().data))
+
+    def h() -> Value:
+        return W * (1.0 if a.max(b).data in (math.nan, math.inf) else 3.0)
+
+    for fn in (f, g, h):
+        eager, got, _ = _both(fn, [()] * 2)
+        assert eager == [2.0, 2.0]
+        assert got == eager
+
+
+def test_the_isnan_idiom_on_a_leaf_replays() -> None:
+    """``v.data != v.data``: two reads of one Value's ``.data`` are one
+    object, as eagerly; float's own ``!=`` asks no identity."""
+    v = Value(1.0)
+
+    def f(k: float) -> Value:
+        return W * k * (0.0 if v.data != v.data else 1.0)
+
+    fast = chainrule.compile(f, budget=False)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", CompileWarning)
+        got = []
+        for k, x in [(1.0, 1.0), (2.0, math.nan), (3.0, math.nan), (4.0, 2.0), (5.0, 2.0)]:
+            v.data = x
+            got.append(fast(k).data)
+            assert got[-1] == f(k).data
+    assert got == [2.0, 0.0, 0.0, 8.0, 10.0]
+    assert fast.stats()["hits"] == 2
