@@ -9,31 +9,15 @@ from __future__ import annotations
 
 import math
 import warnings
-from collections.abc import Callable
-from typing import Any
 
 import pytest
 
 import chainrule
 from chainrule import Value
 from chainrule.compiler import CompileWarning
+from test_compile_probe10 import _both
 
 pytestmark = pytest.mark.usefixtures("trace_every_graph")
-
-
-def _both(
-    f: Callable[..., Value], calls: list[tuple[Any, ...]]
-) -> tuple[list[Any], list[Any], str]:
-    """Each call's ``.data`` eagerly and compiled, and the warnings' words."""
-    fast = chainrule.compile(f, budget=False)
-    eager, got = [], []
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always")
-        for args in calls:
-            eager.append(f(*args).data)
-            got.append(fast(*args).data)
-    assert all(issubclass(w.category, CompileWarning) for w in caught)
-    return eager, got, " ".join(str(w.message) for w in caught)
 
 
 W = Value(2.0)

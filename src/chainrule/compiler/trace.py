@@ -549,7 +549,7 @@ def _held(x: TracedFloat, record: Record) -> float:
     found = getattr(x, "_origin", None)
     if found is not None and reads.live(x) and type(found[0]) is float:
         record.leaf_floats[Identity(found[0])] = found
-        return found[0]  # type: ignore[no-any-return]
+        return found[0]
     d = float.__float__(x)
     if reads.live(x):
         record.leaf_floats[Identity(d)] = (x, None)
