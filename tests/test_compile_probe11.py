@@ -102,3 +102,59 @@ def test_the_isnan_idiom_on_a_leaf_replays() -> None:
             assert got[-1] == f(k).data
     assert got == [2.0, 0.0, 0.0, 8.0, 10.0]
     assert fast.stats()["hits"] == 2
+
+
+def test_a_module_found_by_name_is_guarded_where_it_is_found(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A module the function finds in ``sys.modules`` (an ``import``
+    inside it, ``importlib.import_module``, ``sys.modules[...]``) replaced
+    there by another (as ``monkeypatch.setitem`` does: the number of
+    modules stays the same) is a change: the next call traces again."""
+    import importlib
+    import sys
+    import types
+
+    real, fake = types.ModuleType("probe11_cfg"), types.ModuleType("probe11_cfg")
+    real.scale, fake.scale = 2.0, 5.0  # type: ignore[attr-defined]
+    monkeypatch.setitem(sys.modules, "probe11_cfg", real)
+
+    def imported(x: float) -> Value:
+        import probe11_cfg  # type: ignore[import-not-found]
+
+        return W * x * probe11_cfg.scale
+
+    def by_importlib(x: float) -> Value:
+        return W * x * importlib.import_module("probe11_cfg").scale
+
+    def by_entry(x: float) -> Value:
+        return W * x * sys.modules["probe11_cfg"].scale
+
+    for f in (imported, by_importlib, by_entry):
+        fast = chainrule.compile(f, budget=False)
+        for module, expected in [(real, 6.0), (fake, 15.0), (real, 6.0)]:
+            monkeypatch.setitem(sys.modules, "probe11_cfg", module)
+            assert f(1.5).data == expected
+            assert fast(1.5).data == expected
+        real.scale = 3.0  # type: ignore[attr-defined]
+        assert fast(1.5).data == f(1.5).data == 9.0
+        real.scale = 2.0  # type: ignore[attr-defined]
+
+
+def test_a_module_unloaded_and_another_loaded_is_a_change(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    import sys
+    import types
+
+    def f(x: float) -> Value:
+        return W * x * (1.0 if "probe11_plugin_a" in sys.modules else 3.0)
+
+    fast = chainrule.compile(f, budget=False)
+    got = [fast(1.5).data]
+    monkeypatch.setitem(sys.modules, "probe11_plugin_a", types.ModuleType("probe11_plugin_a"))
+    got.append(fast(1.5).data)
+    monkeypatch.delitem(sys.modules, "probe11_plugin_a")
+    monkeypatch.setitem(sys.modules, "probe11_plugin_b", types.ModuleType("probe11_plugin_b"))
+    got.append(fast(1.5).data)
+    assert got == [9.0, 3.0, 9.0]

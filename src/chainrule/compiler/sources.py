@@ -627,6 +627,54 @@ def _function(fn: FunctionType, roots: list[tuple[Any, Any]], helpers: list[Any]
         roots.append((fn, "__defaults__"))
     if fn.__kwdefaults__:
         roots.append((fn, "__kwdefaults__"))
+    if _users_function(fn):
+        _looked_up(fn.__code__, g.get("__package__"), names, roots, helpers)
+
+
+#: A module's name, as ``import`` and ``sys.modules`` take it (``cfg``, ``pkg.cfg``).
+_MODULE_NAME = re.compile(r"[A-Za-z_]\w*(?:\.[A-Za-z_]\w*)*\Z")
+
+
+def _looked_up(
+    code: Any,
+    package: Any,
+    code_names: list[str],
+    roots: list[tuple[Any, Any]],
+    helpers: list[Any],
+) -> None:
+    """The modules ``code`` may find in ``sys.modules`` by name (an
+    ``import`` inside the function, ``importlib.import_module("cfg")``,
+    ``sys.modules["cfg"]``): each name it loads and each module name among
+    its strings (and the same in its package: ``from . import cfg``) that
+    is loaded, rooted as an entry of ``sys.modules``, so a module replaced
+    there is a change; where the code reads ``sys.modules`` itself, its
+    strings absent from it too (``"plugin" in sys.modules``); ``code_names``:
+    the names the code loads."""
+    modules = sys.modules
+    names, strings = _module_names(code)
+    if package:
+        names += [f"{package}.{name}" for name in names]
+    for name in names:
+        module = modules.get(name)
+        if module is not None:
+            roots.append((modules, name))
+            _named(module, code_names, roots, helpers)
+    if "modules" in code_names:
+        roots.extend((modules, name) for name in strings if name not in modules)
+
+
+def _module_names(code: Any) -> tuple[list[str], list[str]]:
+    """The names ``code`` (and the code nested in it) loads and the module
+    names among its strings, together; and those strings alone."""
+    names, strings = list(code.co_names), []
+    for c in code.co_consts:
+        if hasattr(c, "co_names"):
+            inner, inner_strings = _module_names(c)
+            names += inner
+            strings += inner_strings
+        elif type(c) is str and _MODULE_NAME.match(c):
+            strings.append(c)
+    return list(dict.fromkeys(names + strings)), strings
 
 
 def _named(
