@@ -158,3 +158,35 @@ def test_a_module_unloaded_and_another_loaded_is_a_change(
     monkeypatch.setitem(sys.modules, "probe11_plugin_b", types.ModuleType("probe11_plugin_b"))
     got.append(fast(1.5).data)
     assert got == [9.0, 3.0, 9.0]
+
+
+def test_a_compiled_function_called_while_another_traces_is_followed_as_a_helper() -> None:
+    """Its float arguments stay inputs of the outer trace (one trace for
+    every value), and identity inside it asks about the outer arguments."""
+    vs = [Value(1.0), Value(2.0)]
+
+    def lin(x: float, y: float) -> Value:
+        return W * x + y
+
+    def soft(vs: list[Value]) -> Value:
+        m = max(v.data for v in vs)
+        return sum((v - m).exp() for v in vs)  # type: ignore[return-value]
+
+    def same(x: float, y: float) -> Value:
+        return W * (1.0 if x is y else 3.0)
+
+    lin_c, soft_c, same_c = (chainrule.compile(f, budget=False) for f in (lin, soft, same))
+    outer = chainrule.compile(lambda x, y: lin_c(x, y) * 2.0 + soft_c(vs), budget=False)
+    for k in range(6):
+        vs[1].data = 2.0 + k
+        x, y = 1.0 + k, 2.0 * k
+        assert outer(x, y).data == (lin(x, y) * 2.0 + soft(vs)).data
+    assert outer.stats()["traces"] == 1
+
+    a, b = float("1.5"), float("1.5")
+    outer_is = chainrule.compile(lambda x, y: same_c(x, y) * 2.0, budget=False)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", CompileWarning)
+        got = [outer_is(x, y).data for x, y in [(a, a), (a, b), (a, a), (b, a)]]
+    assert got == [4.0, 12.0, 4.0, 12.0]
+    assert outer_is.stats()["eager"] is None

@@ -547,6 +547,9 @@ def _call(f: Any, /, *args: Any, **kwargs: Any) -> Any:
         made = _made_by_copies(f)
         if made is not None:
             return _construct(f, *made, args, kwargs)
+    inner = _inlined(f)
+    if inner is not None:
+        return _call(inner, *args, **kwargs)
     record = current()
     if record is None:
         g = target(f)
@@ -588,6 +591,21 @@ def _call(f: Any, /, *args: Any, **kwargs: Any) -> Any:
     if _iterator_types.get(type(out), True) and hasattr(type(out), "__next__"):
         record.iterators.add(Identity(out))  # an iterator made here: the trace's own
     return out
+
+
+def _inlined(f: Any) -> Any:
+    """The function a compiled function (``chainrule.compile`` without an
+    optimizer) runs, bound as ``f`` is: called while another one traces,
+    it is part of that trace, as its own ``__call__`` makes it (its copy
+    followed as any helper's); None for anything else."""
+    from . import Compiled
+
+    bound = None
+    if type(f) is MethodType:
+        bound, f = f.__self__, f.__func__
+    if type(f) is not Compiled or f.optimizer is not None:
+        return None
+    return f.fn if bound is None else MethodType(f.fn, bound)
 
 
 #: C functions that tell objects apart by identity: called from a copy
