@@ -1024,9 +1024,10 @@ class Compiled:
             self._warned = True
             name = getattr(self.fn, "__qualname__", repr(self.fn))
             warnings.warn(
-                f"chainrule.compile: {name} stops tracing and runs eagerly where its graph is "
-                f"new: {reason}; pass what changes as floats or Values (inputs), or call the "
-                "function without chainrule.compile",
+                f"chainrule.compile: {name} runs eagerly where it would trace (a graph that "
+                "is new, or a kept trace whose guard went the other way) while its replays "
+                f"have not paid for its traces: {reason}; pass what changes as floats or "
+                "Values (inputs), or call the function without chainrule.compile",
                 CompileWarning,
                 stacklevel=stacklevel,
             )
