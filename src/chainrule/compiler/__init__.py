@@ -481,6 +481,12 @@ class Compiled:
         out = self._call(args, kwargs)
         return out if self.optimizer is None else self._train(out)
 
+    def _chainrule_inlined(self) -> Callable[..., Any] | None:
+        """What a call of this function runs while another one traces (as
+        part of that trace, :meth:`_call`): ``fn``; None for a training
+        step, whose update runs as it is."""
+        return self.fn if self.optimizer is None else None
+
     def __get__(self, obj: Any, owner: Any = None) -> Any:
         """``@chainrule.compile`` on a method: bound to ``obj``, a call
         passes it as the first argument (an object keyed by identity, its

@@ -595,17 +595,16 @@ def _call(f: Any, /, *args: Any, **kwargs: Any) -> Any:
 
 def _inlined(f: Any) -> Any:
     """The function a compiled function (``chainrule.compile`` without an
-    optimizer) runs, bound as ``f`` is: called while another one traces,
-    it is part of that trace, as its own ``__call__`` makes it (its copy
-    followed as any helper's); None for anything else."""
-    from . import Compiled
-
+    optimizer: its class's ``_chainrule_inlined``) runs, bound as ``f`` is:
+    called while another one traces, it is part of that trace, as its own
+    ``__call__`` makes it (its copy followed as any helper's); None for
+    anything else."""
     bound = None
     if type(f) is MethodType:
         bound, f = f.__self__, f.__func__
-    if type(f) is not Compiled or f.optimizer is not None:
-        return None
-    return f.fn if bound is None else MethodType(f.fn, bound)
+    inlined = getattr(type(f), "_chainrule_inlined", None)
+    fn = None if inlined is None else inlined(f)
+    return fn if fn is None or bound is None else MethodType(fn, bound)
 
 
 #: C functions that tell objects apart by identity: called from a copy
