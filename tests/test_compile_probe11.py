@@ -8,7 +8,10 @@ and later calls run eagerly; never a silent other answer."""
 from __future__ import annotations
 
 import math
+import os
+import sys
 import warnings
+from pathlib import Path
 
 import pytest
 
@@ -190,3 +193,198 @@ def test_a_compiled_function_called_while_another_traces_is_followed_as_a_helper
         got = [outer_is(x, y).data for x, y in [(a, a), (a, b), (a, a), (b, a)]]
     assert got == [4.0, 12.0, 4.0, 12.0]
     assert outer_is.stats()["eager"] is None
+
+
+STEP_TIMED = """
+import sys
+import chainrule
+from chainrule import Value, optim
+
+loaded = []
+
+
+class Watched(optim.SGD):
+    def zero_grad(self):  # the first thing the budget times of a step
+        loaded.append(set(sys.modules))
+        super().zero_grad()
+
+    def step(self):  # the last
+        super().step()
+        loaded.append(set(sys.modules))
+
+
+ws = [Value(0.25) for _ in range(6)]  # (enough for the flat path)
+step = chainrule.compile(
+    lambda x: (sum(w * x for w in ws) - 1.0) ** 2, optimizer=Watched(ws, lr=0.1)
+)
+step(2.0)
+print(sorted(loaded[1] - loaded[0]), ws[0].data)
+"""
+
+
+def test_the_first_step_is_timed_without_the_imports_of_the_flat_path(tmp_path: Path) -> None:
+    """The budget times an eager step's backward and update (what a replay
+    saves); the first step on arrays imports ``chainrule.tensor`` (0.05-0.1
+    s), which timed as a step made every trace look paid for (probe T1: 59
+    traces in 60 calls, 14-50x eager's time, no warning)."""
+    import subprocess
+    import sys
+
+    script = tmp_path / "step_timed.py"
+    script.write_text(STEP_TIMED, encoding="utf-8")
+    src = str(Path(__file__).resolve().parent.parent / "src")
+    done = subprocess.run(
+        [sys.executable, str(script)],
+        capture_output=True,
+        text=True,
+        check=False,
+        env={**os.environ, "PYTHONPATH": src},
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == ["[]", repr(0.25 - 0.1 * (2 * (6 * 0.25 * 2.0 - 1.0) * 2.0))]
+
+
+# -- round eighteen (probe S) --------------------------------------------------
+
+ZERO = 0.0
+EPS = 1e-8
+MADE = float("0.5")
+HELD = MADE  # one object
+
+
+def test_a_literal_is_the_module_s_own_constant_object() -> None:
+    """Eagerly, equal literals of one module are one object (``1e-8 is
+    EPS``); the copy compile runs takes its constants from the function's
+    code, so identity with them is eager's."""
+    p = Value(-1.0)
+
+    def leaf(x: float) -> Value:
+        return W * x * (1.0 if Value(1e-8).data is EPS else 3.0)
+
+    def local(x: float) -> Value:
+        z = 0.0
+        return W * x * (1.0 if z is ZERO else 3.0)
+
+    def picked(x: float) -> Value:  # (p < 0: max hands back its 0.0 operand's object)
+        return W * x * (1.0 if p.max(0.0).data is ZERO else 3.0)
+
+    for f in (leaf, local, picked):
+        eager, got, _ = _both(f, [(1.5,), (2.5,), (1.5,)])
+        assert eager == [3.0, 5.0, 3.0]
+        assert got == eager
+
+
+def test_two_constants_are_asked_once_then_eagerly() -> None:
+    """A leaf made from one global float against another: globals are
+    guarded by value, so one rebound to an equal float (another object)
+    would not trace again; identity between them runs eagerly."""
+    global HELD
+    first = HELD
+
+    def f(x: float) -> Value:
+        return W * x * (1.0 if Value(MADE).data is HELD else 3.0)
+
+    fast = chainrule.compile(f, budget=False)
+    got, eager = [], []
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", CompileWarning)
+        for held in (first, float("0.5"), first):
+            HELD = held
+            eager.append(f(2.0).data)
+            got.append(fast(2.0).data)
+    HELD = first
+    assert eager == [4.0, 12.0, 4.0]
+    assert got == eager
+
+
+def test_a_float_argument_as_an_operand_is_that_float() -> None:
+    p = Value(1.5)
+    cases = [
+        lambda x: W * (1.0 if chainrule.relu(x).data is x else 3.0),
+        lambda x: W * (1.0 if chainrule.maximum(x, -1e300).data is x else 3.0),
+        lambda x: W * (1.0 if p.max(x).data is x else 3.0),
+        lambda x: W * (1.0 if x in [chainrule.relu(x).data] else 3.0),
+    ]
+    for k, f in enumerate(cases):
+        x = math.nan if k == 3 else 2.5
+        eager, got, _ = _both(f, [(x,), (x,)])
+        assert eager == [2.0, 2.0]
+        assert got == eager
+
+
+def test_a_module_found_by_a_computed_name(monkeypatch: pytest.MonkeyPatch) -> None:
+    import sys
+    import types
+
+    real, fake = types.ModuleType("probe11_named"), types.ModuleType("probe11_named")
+    real.scale, fake.scale = 2.0, 5.0  # type: ignore[attr-defined]
+    name = "probe11_" + "named"
+
+    def f(x: float) -> Value:
+        return W * x * sys.modules[name].scale
+
+    fast = chainrule.compile(f, budget=False)
+    got = []
+    for module in (real, fake, real):
+        monkeypatch.setitem(sys.modules, name, module)
+        got.append((fast(1.5).data, f(1.5).data))
+    assert got == [(6.0, 6.0), (15.0, 15.0), (6.0, 6.0)]
+
+
+PACKAGE = {
+    "p11pkg/__init__.py": "",
+    "p11pkg/cfg.py": "scale = 2.0\n",
+    "p11pkg/user.py": (
+        "from chainrule import Value\n"
+        "w = Value(2.0)\n"
+        "def relative(x):\n"
+        "    from . import cfg\n"
+        "    return w * x * cfg.scale\n"
+        "def import_as(x):\n"
+        "    import p11pkg.cfg as c\n"
+        "    return w * x * c.scale\n"
+    ),
+}
+
+
+def test_a_package_s_module_replaced_on_the_package(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``monkeypatch.setattr(pkg, "cfg", fake)``: ``from . import cfg`` and
+    ``import pkg.cfg as c`` read the package's attribute, as eagerly."""
+    import importlib
+    import types
+
+    for name, text in PACKAGE.items():
+        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / name).write_text(text, encoding="utf-8")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    package = importlib.import_module("p11pkg")
+    importlib.import_module("p11pkg.cfg")
+    user = importlib.import_module("p11pkg.user")
+    real = package.cfg
+    fake = types.ModuleType("p11pkg.cfg")
+    fake.scale = 5.0  # type: ignore[attr-defined]
+    for f in (user.relative, user.import_as):
+        fast = chainrule.compile(f, budget=False)
+        got = []
+        for module in (real, fake, real):
+            monkeypatch.setattr(package, "cfg", module)
+            got.append((fast(1.5).data, f(1.5).data))
+        assert got == [(6.0, 6.0), (15.0, 15.0), (6.0, 6.0)]
+    for name in ("p11pkg.user", "p11pkg.cfg", "p11pkg"):
+        monkeypatch.delitem(sys.modules, name)
+
+
+def test_a_partial_of_a_compiled_function_is_its_function() -> None:
+    """Called while another traces, through ``functools.partial``: its own
+    counters (changed by calls of its own) are not what the outer reads."""
+    import functools
+
+    inner = chainrule.compile(lambda x, y: W * x + y, budget=False)
+    part = functools.partial(inner, y=2.0)
+    outer = chainrule.compile(lambda x: part(x) * 3.0, budget=False)
+    for k in range(5):
+        inner(float(k), 1.0)
+        assert outer(float(k)).data == ((W * float(k) + 2.0) * 3.0).data
+    assert outer.stats()["traces"] == 1 and outer.stats()["eager"] is None

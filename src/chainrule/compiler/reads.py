@@ -320,11 +320,12 @@ def identical(a: Any, b: Any, computed_apart: bool = False) -> bool:
     if ka[1] is None or kb[1] is None:
         identity_unseen("one is an operation's .data or a pick's")
     elif ka[1][0] == "const" or kb[1][0] == "const":
-        if ka[1][0] != kb[1][0]:
-            identity_unseen(
-                "one is a float the trace holds as a constant (of the function's globals, "
-                "attributes or code, or handed back by a function it cannot see into)"
-            )
+        # (two constants too: globals are guarded by value, and one may be
+        # rebound to an equal float, another object)
+        identity_unseen(
+            "one is a float the trace holds as a constant (of the function's globals, "
+            "attributes or code, or handed back by a function it cannot see into)"
+        )
     else:
         record = current()
         if record is not None:

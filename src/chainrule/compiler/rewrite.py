@@ -443,7 +443,38 @@ def _compile(
     flags = code.co_flags & _FUTURE_FLAGS
     top = compile(module, code.co_filename, "exec", flags=flags, dont_inherit=True)
     made = _const_code(top, _MAKER)
-    return None if made is None else _const_code(made, code.co_name)
+    made = None if made is None else _const_code(made, code.co_name)
+    if made is None or not rewrite:
+        return made
+    shared: dict[tuple[type, str], Any] = {}
+    for c in _nested(code):
+        shared.update({_constant_key(x): x for x in c.co_consts if type(x) in _LITERALS})
+    return _with_constants(made, shared)
+
+
+#: The types of constants whose objects the copy takes from the code it
+#: copies: eagerly, equal literals of one module are one object
+#: (``1e-8 is EPS`` for a global ``EPS = 1e-8``), where the copy, compiled
+#: alone, would make its own.
+_LITERALS = frozenset((float, int, complex, str, bytes, tuple, frozenset))
+
+
+def _constant_key(x: Any) -> tuple[type, str]:
+    return (type(x), repr(x))  # (repr: -0.0 is not 0.0, (1,) is not (True,))
+
+
+def _with_constants(code: CodeType, shared: dict[tuple[type, str], Any]) -> CodeType:
+    """``code`` (and the code it nests) with each constant that ``shared``
+    holds an equal of (by :func:`_constant_key`) replaced by that object."""
+    consts = tuple(
+        _with_constants(x, shared)
+        if isinstance(x, CodeType)
+        else shared.get(_constant_key(x), x)
+        if type(x) in _LITERALS
+        else x
+        for x in code.co_consts
+    )
+    return code.replace(co_consts=consts)
 
 
 _FUTURE_FLAGS = 0

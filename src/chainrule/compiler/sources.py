@@ -149,6 +149,11 @@ class Sources:
                     x = where.cell_contents
                 except ValueError:
                     x = _MISSING
+            elif name is ALL_MODULES:
+                out.lengths.append(len(where))
+                out.extend(where.keys())
+                out.extend(where.values())
+                continue
             elif type(where) is dict or type(where) is MappingProxyType:
                 x = where.get(name, _MISSING)
             else:
@@ -593,17 +598,21 @@ def _collect(fn: Any, roots: list[tuple[Any, Any]], seen: set[Identity], level: 
     elif isinstance(fn, FunctionType):
         _function(fn, roots, helpers)
     else:  # a callable object: as its __call__ bound to it
-        call = call_method(fn)
-        if isinstance(call, FunctionType):
-            _collect(MethodType(call, fn), roots, seen, level)
-            return
         d = getattr(fn, "__dict__", None)
-        if type(d) is not dict:
-            return
-        roots.extend((d, name) for name in d)
-        if "__wrapped__" not in d:
-            return
-        helpers.append(d["__wrapped__"])  # (functools.lru_cache: the function it calls)
+        if type(d) is dict and "__wrapped__" in d:
+            # a wrapper (functools.lru_cache, a compiled function): the function
+            # it calls, and what was set on it, not its own counters and cache
+            helpers.append(d["__wrapped__"])
+            own = getattr(type(fn), "_bookkeeping", ())
+            roots.extend((d, name) for name in d if name not in own)
+        else:
+            call = call_method(fn)
+            if isinstance(call, FunctionType):
+                _collect(MethodType(call, fn), roots, seen, level)
+                return
+            if type(d) is not dict:
+                return
+            roots.extend((d, name) for name in d)
     if level > 0:
         for h in helpers:
             _collect(h, roots, seen, level - 1)
@@ -649,32 +658,42 @@ def _looked_up(
     is loaded, rooted as an entry of ``sys.modules``, so a module replaced
     there is a change; where the code reads ``sys.modules`` itself, its
     strings absent from it too (``"plugin" in sys.modules``); ``code_names``:
-    the names the code loads."""
+    the names the code loads. A dotted name's packages too (``import
+    pkg.cfg as c`` reads the attribute ``cfg`` of ``pkg``), and the
+    function's own package (``from . import cfg``). Where the code reads
+    ``sys.modules`` itself, or imports by a name it computes
+    (``importlib.import_module(name)``, ``__import__``), every entry
+    (:data:`ALL_MODULES`)."""
     modules = sys.modules
-    names, strings = _module_names(code)
+    names = _module_names(code)
     if package:
-        names += [f"{package}.{name}" for name in names]
-    for name in names:
+        names += [package, *(f"{package}.{name}" for name in names)]
+    names += [name[:k] for name in names for k, c in enumerate(name) if c == "."]
+    for name in dict.fromkeys(names):
         module = modules.get(name)
         if module is not None:
             roots.append((modules, name))
             _named(module, code_names, roots, helpers)
-    if "modules" in code_names:
-        roots.extend((modules, name) for name in strings if name not in modules)
+    if {"modules", "import_module", "__import__"} & set(code_names):
+        roots.append((modules, ALL_MODULES))
 
 
-def _module_names(code: Any) -> tuple[list[str], list[str]]:
-    """The names ``code`` (and the code nested in it) loads and the module
-    names among its strings, together; and those strings alone."""
-    names, strings = list(code.co_names), []
+#: A root's name that stands for every entry of ``sys.modules``: its keys
+#: and values (by identity), for a function that finds modules by names it
+#: computes (``sys.modules[__name__]``, ``"plugin" in sys.modules``).
+ALL_MODULES = object()
+
+
+def _module_names(code: Any) -> list[str]:
+    """The names ``code`` (and the code nested in it) loads, and the module
+    names among its strings."""
+    names = list(code.co_names)
     for c in code.co_consts:
         if hasattr(c, "co_names"):
-            inner, inner_strings = _module_names(c)
-            names += inner
-            strings += inner_strings
+            names += _module_names(c)
         elif type(c) is str and _MODULE_NAME.match(c):
-            strings.append(c)
-    return list(dict.fromkeys(names + strings)), strings
+            names.append(c)
+    return list(dict.fromkeys(names))
 
 
 def _named(

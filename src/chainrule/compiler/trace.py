@@ -816,7 +816,7 @@ def watching(record: Record, created: list[Value]) -> Iterator[None]:
                 return
             # a number operand's leaf: a constant of the trace, or one
             # recomputed at each replay when it is a read float
-            init(self, float.__float__(data), *args)
+            init(self, _held(data, record) if type(data) is TracedFloat else data, *args)
         else:
             init(self, data, *args, **kwargs)
             if threading.get_ident() != me:
