@@ -10,6 +10,7 @@ from __future__ import annotations
 import math
 import os
 import sys
+import types
 import warnings
 from pathlib import Path
 
@@ -197,6 +198,7 @@ def test_a_compiled_function_called_while_another_traces_is_followed_as_a_helper
 
 STEP_TIMED = """
 import sys
+import types
 import chainrule
 from chainrule import Value, optim
 
@@ -388,3 +390,122 @@ def test_a_partial_of_a_compiled_function_is_its_function() -> None:
         inner(float(k), 1.0)
         assert outer(float(k)).data == ((W * float(k) + 2.0) * 3.0).data
     assert outer.stats()["traces"] == 1 and outer.stats()["eager"] is None
+
+
+# -- round nineteen (probes U and V) -------------------------------------------
+
+
+def test_two_nan_constants_stay_two_objects() -> None:
+    """CPython never merges two nan constants (``1e999 - 1e999`` and
+    ``-(1e999 - 1e999)`` alike in repr): the copy keeps its own."""
+
+    def sign(x: float) -> Value:
+        a = 1e999 - 1e999
+        b = -(1e999 - 1e999)
+        return W * x * math.copysign(1.0, a) + W * math.copysign(1.0, b)
+
+    def found(x: float) -> Value:
+        a = 1e999 - 1e999
+        b = 1e999 * 0.0
+        return W * x * (1.0 if a in [b] else 2.0)
+
+    def counted(x: float) -> Value:
+        return W * x * float(len({1e999 - 1e999, 1e999 * 0.0}))
+
+    for f in (sign, found, counted):
+        eager, got, _ = _both(f, [(1.5,), (2.5,)])
+        assert got == eager
+    assert _both(found, [(1.5,)])[0] == [6.0]
+
+
+CFG = types.ModuleType("probe11_cfg_names")
+CFG.scale, CFG.shift = 2.0, 1.0  # type: ignore[attr-defined]
+
+
+def test_a_module_s_attributes_named_in_a_tuple_or_a_default_are_guarded() -> None:
+    def in_tuple(x: float) -> Value:
+        return W * x * sum(getattr(CFG, n) for n in ("scale", "shift"))
+
+    def by_default(x: float, name: str = "scale") -> Value:
+        return W * x * getattr(CFG, name)
+
+    for f in (in_tuple, by_default):
+        fast = chainrule.compile(f, budget=False)
+        got = []
+        for scale in (2.0, 3.0, 2.0):
+            CFG.scale = scale  # type: ignore[attr-defined]
+            got.append((fast(1.5).data, f(1.5).data))
+        assert all(a == b for a, b in got)
+        assert got[1][0] != got[0][0]
+
+
+def test_one_list_for_two_arguments_warns_of_that_call() -> None:
+    """The call runs eagerly, not traced; the warning says so (not the
+    budget's "while its replays have not paid"), and later calls trace."""
+
+    def f(rows: list[list[float]]) -> Value:
+        return W * sum(sum(r) for r in rows)
+
+    row = [0.5, -1.0]
+    fast = chainrule.compile(f, budget=False)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        assert fast([row, row]).data == f([row, row]).data == -2.0
+        assert fast([[1.0], [2.0]]).data == 6.0
+    words = " ".join(str(w.message) for w in caught)
+    assert "runs a call eagerly, not traced" in words and "paid" not in words
+    assert fast.stats()["traces"] == 1
+
+
+def test_a_compiled_function_s_fn_cannot_be_rebound() -> None:
+    fast = chainrule.compile(lambda x: W * x, budget=False)
+    with pytest.raises(AttributeError, match=r"compile the new function"):
+        fast.fn = lambda x: W * x * 3.0
+    assert fast(2.0).data == 4.0
+
+
+def test_a_backward_pass_by_hand_inside_runs_eagerly() -> None:
+    """The lecture's manual backward: ``o.grad = 1.0; n.grad = 1 - o.data**2``
+    on nodes the function made; the returned nodes keep them, as eagerly."""
+    w, b = Value(0.5), Value(-0.25)
+
+    def neuron(x: float) -> tuple[Value, Value]:
+        n = x * w + b
+        o = n.tanh()
+        o.grad = 1.0
+        n.grad = 1 - o.data**2
+        return o, n
+
+    fast = chainrule.compile(neuron, budget=False)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        for x in (2.0, 2.5, 3.0):
+            eo, en = neuron(x)
+            co, cn = fast(x)
+            assert (co.data, co.grad, cn.grad) == (eo.data, eo.grad, en.grad)
+    assert "writes .grad of a Value" in str(caught[0].message)
+    assert __file__ in str(caught[0].message)
+
+
+def test_labels_read_or_written_inside_run_eagerly() -> None:
+    """A parameter's label (weight decay skipped for "bias") named between
+    calls; a label written on a returned node or a parameter."""
+    w, b = Value(0.5), Value(0.25)
+
+    def decayed(x: float) -> Value:
+        return (w * x + b) ** 2 + sum(p * p for p in (w, b) if p.label != "bias") * 0.1
+
+    def named(x: float) -> Value:
+        o = w * x
+        o.label = "o"
+        return o
+
+    fast, fast_named = (chainrule.compile(f, budget=False) for f in (decayed, named))
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        first = fast(2.0).data
+        b.label = "bias"
+        assert fast(2.0).data == decayed(2.0).data != first
+        assert fast_named(2.0).label == "o"
+    words = " ".join(str(w.message) for w in caught)
+    assert "reads .label" in words and "writes .label" in words

@@ -425,7 +425,7 @@ class Compiled:
         if not isinstance(budget, bool):
             raise TypeError(f"compile: budget must be True or False, got {budget!r}")
         functools.update_wrapper(self, fn)
-        self.fn = fn
+        self._fn = fn
         self.max_traces = max_traces
         self.optimizer = optimizer
         self.gc_while_tracing = gc_while_tracing
@@ -449,7 +449,20 @@ class Compiled:
         self.pinned: str | None = None
         self._why: list[str] = []  # how the last trace's arguments were used (keys.describe)
         self._warned = False  # the budget's warning, once
+        self._warned_shared = False  # the warning of one list for several arguments, once
         self._sources: Any = None  # the globals, closures and self it reads (sources.Sources)
+
+    @property
+    def fn(self) -> Callable[..., Any]:
+        """The function compiled (its traces and guards are this one's)."""
+        return self._fn
+
+    @fn.setter
+    def fn(self, fn: Any) -> None:
+        raise AttributeError(
+            "a compiled function's fn cannot be changed (its traces and guards are the "
+            "old one's): compile the new function, chainrule.compile(fn)"
+        )
 
     def keys(self) -> list[Any]:
         """The keys of the traces kept, least recently used first."""
@@ -747,14 +760,14 @@ class Compiled:
         from .symbolic import SymInt, int_checker
         from .trace import Unsupported, run_traced
 
+        # (first: it imports numpy.random, which a function that reads sys.modules
+        # must not see as its own change, and which is not the trace's cost)
+        generators = generators_state()
         start = time.perf_counter()
         if self._sources is None:
             from .sources import Sources
 
             self._sources = Sources(self.fn)
-        # (first: it imports numpy.random, which a function that reads sys.modules
-        # must not see as its own change)
-        generators = generators_state()
         before = self._sources.take()
         objects = _object_sources(call, self._sources.names)
         objects_before = None if objects is None else objects.take()
@@ -783,11 +796,16 @@ class Compiled:
             # objects, so this call runs eagerly (and is not traced)
             with self._lock:
                 self.traces -= 1
-            self._warn_eager(
-                "the same list or dict is passed for several arguments (a trace runs on "
-                "copies of them, which would be two objects)",
-                5,
-            )
+                first, self._warned_shared = not self._warned_shared, True
+            if first:
+                name = getattr(self.fn, "__qualname__", repr(self.fn))
+                warnings.warn(
+                    f"chainrule.compile: {name} runs a call eagerly, not traced, where the "
+                    "same list or dict is passed for several arguments (a trace runs on "
+                    "copies of them, which would be two objects); pass it once",
+                    CompileWarning,
+                    stacklevel=5,
+                )
             return self._timed_eager(args, kwargs, call.key)
         # fn's own exception, if it raises, once (its side effects happened once)
         # the trace runs the copy of fn that hands back gathers' stand-ins

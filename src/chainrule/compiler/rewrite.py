@@ -448,7 +448,7 @@ def _compile(
         return made
     shared: dict[tuple[type, str], Any] = {}
     for c in _nested(code):
-        shared.update({_constant_key(x): x for x in c.co_consts if type(x) in _LITERALS})
+        shared.update({_constant_key(x): x for x in c.co_consts if _shared(x)})
     return _with_constants(made, shared)
 
 
@@ -463,6 +463,13 @@ def _constant_key(x: Any) -> tuple[type, str]:
     return (type(x), repr(x))  # (repr: -0.0 is not 0.0, (1,) is not (True,))
 
 
+def _shared(x: Any) -> bool:
+    """Whether the constant ``x`` is taken from the code copied: a literal
+    without a nan in it (two nans are never one constant, and their reprs
+    are alike: ``1e999 - 1e999`` and ``-(1e999 - 1e999)``)."""
+    return type(x) in _LITERALS and (type(x) in (str, bytes) or "nan" not in repr(x))
+
+
 def _with_constants(code: CodeType, shared: dict[tuple[type, str], Any]) -> CodeType:
     """``code`` (and the code it nests) with each constant that ``shared``
     holds an equal of (by :func:`_constant_key`) replaced by that object."""
@@ -470,7 +477,7 @@ def _with_constants(code: CodeType, shared: dict[tuple[type, str], Any]) -> Code
         _with_constants(x, shared)
         if isinstance(x, CodeType)
         else shared.get(_constant_key(x), x)
-        if type(x) in _LITERALS
+        if _shared(x)
         else x
         for x in code.co_consts
     )

@@ -787,9 +787,30 @@ def _module(
 
 def _read_names(functions: set[Identity]) -> tuple[str, ...]:
     """The names the code of ``functions`` (and of bound methods' functions)
-    loads, and the identifiers among its strings (``getattr(config, "scale")``)."""
-    codes = (getattr(getattr(f.obj, "__func__", f.obj), "__code__", None) for f in functions)
-    return tuple(dict.fromkeys(n for code in codes if code is not None for n in _names(code, True)))
+    loads, and the identifiers among its strings (``getattr(config,
+    "scale")``, ``for n in ("scale", "shift")``) and its defaults'
+    (``name="scale"``)."""
+    names: list[str] = []
+    for f in functions:
+        fn = getattr(f.obj, "__func__", f.obj)
+        code = getattr(fn, "__code__", None)
+        if code is not None:
+            names += _names(code, True)
+            defaults = (getattr(fn, "__defaults__", None), getattr(fn, "__kwdefaults__", None))
+            names += _identifiers(defaults)
+    return tuple(dict.fromkeys(names))
+
+
+def _identifiers(x: Any) -> list[str]:
+    """The identifiers among the strings of ``x`` and of the tuples,
+    frozensets, lists and dicts in it."""
+    if type(x) is str:
+        return [x] if x.isidentifier() else []
+    if type(x) is dict:
+        x = [*x.keys(), *x.values()]
+    if type(x) in (tuple, frozenset, list):
+        return [n for y in x for n in _identifiers(y)]
+    return []
 
 
 def _users(klass: type) -> bool:
@@ -1013,6 +1034,6 @@ def _names(code: Any, strings: bool = False) -> list[str]:
     for c in code.co_consts:
         if hasattr(c, "co_names"):
             names.extend(_names(c, strings))
-        elif strings and type(c) is str and c.isidentifier():
-            names.append(c)
+        elif strings:
+            names.extend(_identifiers(c))
     return list(dict.fromkeys(names))

@@ -286,6 +286,12 @@ def _missing(self: StandIn, name: str) -> Any:
 StandIn.__getattr__ = _missing  # type: ignore[attr-defined]
 
 
+#: Why a function that writes ``.grad`` runs eagerly.
+WRITES_GRAD = (
+    "writes .grad of a Value (zero_grad inside the function? a backward pass by "
+    "hand?); a replay would not repeat the write: do it outside"
+)
+
 #: Why a function that compares a stand-in by identity runs eagerly.
 IDENTITY_OF_PICK = (
     "compares an entry picked by an int argument (table[i]) by identity (==, in, "
@@ -597,7 +603,26 @@ def followed(d: Any, v: Value, record: Record) -> Any:
 as_value(TraceValue)
 as_value(StandIn)
 TraceValue.data = property(_read_new, _data_slot.__set__)  # type: ignore[misc,assignment]
-TraceValue.grad = _grad_slot  # type: ignore[misc]
+
+
+def _write_new_grad(
+    v: Any,
+    g: Any,
+    put: Any = _grad_slot.__set__,
+    getframe: Any = sys._getframe,
+    internal: frozenset[Any] = _INTERNAL,
+) -> None:
+    """A write to ``.grad`` of a node made while tracing: user code's
+    (``o.grad = 1.0``, a backward pass written by hand) is not repeated by a
+    replay, whose outputs are new nodes: the function runs eagerly."""
+    if getframe(1).f_code.co_filename not in internal:
+        record = reads.current()
+        if record is not None:
+            record.problems.append(f"{reads.user_site(package=True)}: {WRITES_GRAD}")
+    put(v, g)
+
+
+TraceValue.grad = property(_grad_slot.__get__, _write_new_grad)  # type: ignore[misc]
 
 
 def type_of(x: Any) -> type:
@@ -676,9 +701,10 @@ def watching(record: Record, created: list[Value]) -> Iterator[None]:
     saved = {  # None: inherited (from BeyondMicrograd)
         name: Value.__dict__.get(name)
         for name in ("__lt__", "__le__", "__gt__", "__ge__", "__format__", "backward")
-        + ("item", "detach", "__repr__", "_local_grads", "__reduce_ex__")
+        + ("item", "detach", "__repr__", "_local_grads", "__reduce_ex__", "label")
     }
     me = threading.get_ident()
+    label = _inherited("label")
     internal = _INTERNAL
     getframe = sys._getframe
 
@@ -700,7 +726,8 @@ def watching(record: Record, created: list[Value]) -> Iterator[None]:
             x = _held(x, record)
         if getframe(1).f_code.co_filename not in internal and threading.get_ident() == me:
             record.problems.append(
-                f"{reads.where()}: writes .data of a Value; a replay would not repeat the write"
+                f"{reads.user_site(package=True)}: writes .data of a Value; a replay would not "
+                "repeat the write"
             )
             for target in written(v):
                 put(target, x)
@@ -711,7 +738,8 @@ def watching(record: Record, created: list[Value]) -> Iterator[None]:
         def delete_attribute(v: Value) -> None:
             if getframe(1).f_code.co_filename not in internal and threading.get_ident() == me:
                 record.problems.append(
-                    f"{reads.where()}: deletes {what} of a Value; a replay would not repeat it"
+                    f"{reads.user_site(package=True)}: deletes {what} of a Value; a replay would "
+                    "not repeat it"
                 )
                 for target in written(v):
                     slot_of.__delete__(target)
@@ -739,10 +767,7 @@ def watching(record: Record, created: list[Value]) -> Iterator[None]:
         code = getframe(1).f_code
         if threading.get_ident() == me:
             if code.co_filename not in internal:
-                record.problems.append(
-                    f"{reads.where()}: writes .grad of a Value (zero_grad inside the "
-                    "function?); a replay would not repeat the write: call it outside"
-                )
+                record.problems.append(f"{reads.user_site(package=True)}: {WRITES_GRAD}")
                 for target in written(v):
                     put_grad(target, g)
                 return
@@ -915,6 +940,29 @@ def watching(record: Record, created: list[Value]) -> Iterator[None]:
 
     Value.__truediv__ = guarded_truediv  # type: ignore[method-assign]
     Value.__rtruediv__ = guarded_rtruediv  # type: ignore[method-assign]
+
+    def read_label(v: Value) -> str:
+        if (
+            getframe(1).f_code.co_filename not in internal
+            and threading.get_ident() == me
+            and type(v) is Value
+            and Identity(v) not in record.made_leaves
+        ):
+            record.problems.append(
+                f"{reads.user_site(package=True)}: reads .label of a Value made before the "
+                "call; a replay would not read it again"
+            )
+        return label.fget(v)
+
+    def write_label(v: Value, name: str) -> None:
+        if getframe(1).f_code.co_filename not in internal and threading.get_ident() == me:
+            record.problems.append(
+                f"{reads.user_site(package=True)}: writes .label of a Value; a replay would "
+                "not repeat the write (and hands back new Values)"
+            )
+        label.fset(v, name)
+
+    Value.label = property(read_label, write_label)  # type: ignore[method-assign,assignment]
     Value.data = property(read, write, delete(slot, ".data"))  # type: ignore[misc,assignment]
     Value.grad = property(read_grad, write_grad, delete(grad_slot, ".grad"))  # type: ignore[misc]
     Value.__init__ = new_init  # type: ignore[method-assign]
