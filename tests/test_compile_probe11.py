@@ -13,6 +13,7 @@ import sys
 import types
 import warnings
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -509,3 +510,142 @@ def test_labels_read_or_written_inside_run_eagerly() -> None:
         assert fast_named(2.0).label == "o"
     words = " ".join(str(w.message) for w in caught)
     assert "reads .label" in words and "writes .label" in words
+
+
+# -- round twenty (probes W and X) ---------------------------------------------
+
+
+def test_inputs_made_inside_and_returned_get_their_gradients() -> None:
+    """A saliency map: ``xs = [Value(v) for v in x]; return xs, loss``; a
+    backward pass from the loss fills each input's ``.grad``, as eagerly."""
+    ws, b = [Value(0.7), Value(-0.4)], Value(0.1)
+
+    def loss_and_inputs(x: list[float], y: float) -> tuple[list[Value], Value]:
+        xs = [Value(v, label="x") for v in x]
+        pred = (sum(wi * xi for wi, xi in zip(ws, xs)) + b).tanh()
+        return xs, (pred - y) ** 2
+
+    def saliency(f: Any, x: list[float], y: float) -> tuple[list[float], list[str]]:
+        xs, loss = f(x, y)
+        loss.backward()
+        return [xi.grad for xi in xs], [xi.label for xi in xs]
+
+    fast = chainrule.compile(loss_and_inputs, budget=False)
+    with warnings.catch_warnings(record=True):
+        warnings.simplefilter("always")
+        for x, y in (([1.0, 2.0], 0.5), ([0.5, -1.0], -0.2), ([3.0, 0.25], 1.0)):
+            eager = saliency(loss_and_inputs, x, y)
+            assert saliency(fast, x, y) == eager
+            assert all(g != 0.0 for g in eager[0])
+
+
+def test_a_detached_leaf_kept_past_the_call_is_a_plain_leaf() -> None:
+    """``history.append(h.detach())``: the leaf kept is a leaf (no inputs),
+    with its label, as eagerly, however the call ran."""
+    w = Value(0.5)
+    history: list[Value] = []
+
+    def f(x: float) -> Value:
+        h = w * x
+        history.append(Value(h.data, label="kept"))
+        history.append(h.detach())
+        return h * 2.0
+
+    fast = chainrule.compile(f, budget=False)
+    with warnings.catch_warnings(record=True):
+        warnings.simplefilter("always")
+        fast(2.0)
+    assert [(kept._prev, kept._op) for kept in history] == [((), "")] * 2
+    assert history[1]._local == ()
+    assert history[0].label == "kept"
+    (history[1] * math.inf).backward()
+    assert w.grad == 0.0
+
+
+def test_a_node_rewired_by_hand_runs_eagerly() -> None:
+    """A graph cut (``n._prev = ()``), a derivative set by hand (``n._local``)
+    or another primitive (``n._fn``): a replay would run the operations as
+    recorded."""
+    from chainrule.value.primitives import BY_NAME
+
+    w = Value(0.5)
+
+    def cut(x: float) -> Value:
+        n = w * x + 1.0
+        n._prev = ()
+        return n * n
+
+    def straight_through(x: float) -> Value:
+        n = (w * x).relu()
+        n._local = (1.0, n._local[-1])
+        return n * 3.0
+
+    def swapped(x: float) -> Value:
+        n = w + x
+        n._fn = BY_NAME["*"]
+        return n * 2.0
+
+    for f in (cut, straight_through, swapped):
+        fast = chainrule.compile(f, budget=False)
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            for x in (-1.0, 2.0, 3.0):
+                w.grad = 0.0
+                out = f(x)
+                out.backward()
+                eager = (out.data, w.grad)
+                w.grad = 0.0
+                out = fast(x)
+                out.backward()
+                assert (out.data, w.grad) == eager
+        assert "writes a node's _prev, _local or _fn" in str(caught[0].message)
+
+
+def test_deleting_grad_or_data_of_a_node_made_inside_is_eager_s() -> None:
+    w = Value(0.5)
+
+    def f(x: float) -> Value:
+        n = w * x
+        del n.grad
+        return n * 2.0
+
+    fast = chainrule.compile(f, budget=False)
+    assert [fast(x).data for x in (1.0, 2.0)] == [f(x).data for x in (1.0, 2.0)]
+
+
+def test_a_parameter_listed_twice_and_passed_as_an_argument() -> None:
+    """``SGD([w, s, s], momentum=0.9)`` with ``step(x, s)``: both places of
+    ``s`` get its gradient, as the eager step gives them."""
+    from chainrule import optim
+
+    def run(compiled: bool) -> list[float]:
+        w, s = Value(0.5), Value(-0.25)
+        opt = optim.SGD([w, s, s], lr=0.1, momentum=0.9)
+
+        def loss(x: float, s: Value) -> Value:
+            return (w * x + s) ** 2
+
+        if compiled:
+            step = chainrule.compile(loss, optimizer=opt, budget=False)
+        else:
+
+            def step(x: float, s: Value) -> Value:
+                out = loss(x, s)
+                opt.zero_grad()
+                out.backward()
+                opt.step()
+                return out
+
+        for x in (1.0, 2.0, 3.0):
+            step(x, s)
+        return [*opt.buffers, w.data, s.data]
+
+    assert run(True) == run(False)
+
+
+def test_gradcheck_of_second_order_on_a_compiled_function() -> None:
+    from chainrule import gradcheck
+
+    w = Value(0.5)
+    f = chainrule.compile(lambda x, y: (w * x * y).tanh() * x, budget=False)
+    assert gradcheck(f, [0.3, -0.7], order=2).ok

@@ -106,8 +106,10 @@ def gradcheck(
             compare(1, (i,), first[i], _central(lambda p: _evaluate(f, p), point, i, eps))
         checked = n
         if order == 2:
+            from ..functional import _differentiable  # (a compiled function: its own)
+
             xs = [Value(p) for p in point]
-            graph = gradients(_output(f, xs), xs, create_graph=True)
+            graph = gradients(_output(_differentiable(f), xs), xs, create_graph=True)
             rows = [gradients(g, xs) for g in graph]
             columns = [_central(lambda p: _gradient(f, p), point, j, eps) for j in range(n)]
             for i in range(n):

@@ -758,7 +758,7 @@ class Compiled:
         from . import step as _step  # noqa: F401  (its replays': loaded before the snapshot)
         from .reads import standing_for, traced
         from .symbolic import SymInt, int_checker
-        from .trace import Unsupported, run_traced
+        from .trace import Unsupported, rewired, run_traced
 
         # (first: it imports numpy.random, which a function that reads sys.modules
         # must not see as its own change, and which is not the trace's cost)
@@ -829,6 +829,9 @@ class Compiled:
             raise
         rows = _write_rows(record)
         written = _write_back(containers)
+        cut = rewired(record)
+        if cut is not None:
+            record.problems.append(cut)
         if drew(generators, generators_state()):
             record.problems.append(
                 "it draws random numbers from code compile does not copy (a @dataclass's "
@@ -902,6 +905,17 @@ class Compiled:
                             f"it returns {words} (eagerly that very {type(x).__name__}, which "
                             "the caller may change; a replay would hand back a new one)"
                         )
+                elif (
+                    isinstance(x, Value)
+                    and Identity(x) in record.made_leaves
+                    and (not x._prev or x in record.leaf_recipes)  # (a leaf eagerly)
+                ):
+                    raise Unsupported(
+                        "it returns a Value it made as a leaf (Value(x), v.detach()): eagerly "
+                        "that leaf, whose .grad a backward pass through the others fills and "
+                        "whose label is its own; a replay would hand back a new node: pass it "
+                        "as an argument"
+                    )
                 elif not (isinstance(x, Value) or hasattr(x, "recipe") or _as_is(x)):
                     raise Unsupported(
                         f"it returns a {type(x).__name__} (not a Value, a number or a "

@@ -178,6 +178,8 @@ class Record:
         # the nodes the operations made while tracing (trace.TraceValue until
         # the trace is done: trace.release)
         self.nodes: list[Any] = []
+        # each node's _prev and _local as its operation made them (trace.rewired)
+        self.node_parts: list[tuple[Any, Any]] = []
         # the leaves made while tracing (Value(c) in fn: its c, from wherever it came)
         self.made_leaves: set[Identity] = set()
         # the copies of the arguments' lists, tuples and dicts the trace runs on
@@ -189,6 +191,8 @@ class Record:
         # the floats the Values made from traced floats hold (by Identity) ->
         # the object each stands for and its recipe (trace._held)
         self.leaf_floats: dict[Identity, tuple[Any, Recipe | None]] = {}
+        # the leaves made from read floats, each with its own _local (trace.read_leaf)
+        self.recipe_leaves: list[tuple[Any, tuple[Any, ...]]] = []
 
 
 _tracing = threading.local()

@@ -34,7 +34,10 @@ class Layout:
     def __init__(self, program: Program, optimizer: Any) -> None:
         self.optimizer = optimizer
         self.params = list(optimizer.params)  # what it was made for
-        self.position = {p: i for i, p in enumerate(self.params)}  # Values hash by identity
+        # each parameter's positions (one listed twice has two); Values hash by identity
+        self.positions: dict[Any, list[int]] = {}
+        for i, p in enumerate(self.params):
+            self.positions.setdefault(p, []).append(i)
         slot_of = {leaf: slot for slot, leaf in enumerate(program.live)}
         live = [(i, slot_of[p]) for i, p in enumerate(self.params) if p in slot_of]
         self.where = np.array([i for i, _ in live], dtype=np.intp)  # their positions...
@@ -42,7 +45,7 @@ class Layout:
         # parameters the program does not read: their data read at each step
         self.outside = sorted(set(range(len(self.params))) - set(self.where.tolist()))
         # leaves that are not parameters: gradients added, as backward() does
-        self.others = [(leaf, slot) for leaf, slot in slot_of.items() if leaf not in self.position]
+        self.others = [(leaf, slot) for leaf, slot in slot_of.items() if leaf not in self.positions]
 
     def holds(self, optimizer: Any) -> bool:
         return self.optimizer is optimizer and self.params == optimizer.params
@@ -69,13 +72,14 @@ def train(program: Program, val: np.ndarray, root: int, call: Any, optimizer: An
     arg_values = call.values
     for slot, pos in program.arg_leaves:
         v = arg_values[pos]
-        i = layout.position.get(v)
-        if i is None:
+        at = layout.positions.get(v)
+        if at is None:
             held = v.grad
             v.grad = held + grad.item(slot) if held != 0.0 else grad.item(slot)
         else:  # a parameter passed as an argument: its data read above (outside);
-            # added, as backward() adds (one slot per Value: its sum in eager's order)
-            g[i] += grad.item(slot)
+            # added, as backward() adds (one slot per Value: its sum in eager's order),
+            # at each place the optimizer lists it
+            g[at] += grad.item(slot)
     new = optimizer.step_arrays(data, g)
     for p, x, d in zip(params, new.tolist(), g.tolist()):  # one loop: faster than two
         p.data = x

@@ -105,6 +105,14 @@ GATHER = Primitive("pick", float, None)
 
 
 def _depends(v: Value, on: tuple[Value, ...], marker: Primitive) -> None:
+    local = getattr(v, "_local", ())  # (a stand-in: none yet)
+    last = local[-1] if local else None
+    if type(last) is protocols.Tag:  # (its label kept: a new tag, the leaf's own is put back)
+        tag = protocols.Tag(marker)
+        for name in ("_label", "_id"):
+            if hasattr(last, name):
+                setattr(tag, name, getattr(last, name))
+        marker = tag  # type: ignore[assignment]
     v._prev = on
     v._local = (*(0.0,) * len(on), marker)
 
@@ -495,6 +503,25 @@ def untrace(roots: list[Any], record: Record) -> dict[Any, Any]:
     return picks
 
 
+def rewired(record: Record) -> str | None:
+    """Why the trace cannot be replayed when user code wrote a node's graph
+    slots (``n._prev = ()``, ``n._local = ...``, ``n._fn = ...``: a cut or a
+    derivative set by hand, which the engine's operations would not make
+    again), else None."""
+    reads_of = {Identity(v) for v, _ in record.recipe_leaves}  # (compile's own: read_leaf)
+    for v, (prev, local) in zip(record.nodes, record.node_parts):
+        # (a node whose operation raised has neither)
+        if getattr(v, "_prev", prev) is not prev or getattr(v, "_local", local) is not local:
+            if Identity(v) in reads_of:
+                continue
+            return (
+                "it writes a node's _prev, _local or _fn (a graph cut or a derivative set "
+                "by hand); a replay would run the operations as recorded: use detach(), "
+                "or a Primitive with its own derivative"
+            )
+    return None
+
+
 def release(record: Record) -> None:
     """After a trace (captured or not, or raised): the nodes its operations
     made become plain Values. One kept where it outlives the call (a list,
@@ -505,6 +532,11 @@ def release(record: Record) -> None:
         if type(v) is TraceValue:
             v.__class__ = Value
     record.nodes = []
+    record.node_parts = []
+    for v, local in record.recipe_leaves:  # a leaf again, as eagerly (one kept too)
+        v._prev = ()
+        v._local = local
+    record.recipe_leaves = []
 
 
 def _plain(x: Any) -> Any:
@@ -602,7 +634,9 @@ def followed(d: Any, v: Value, record: Record) -> Any:
 
 as_value(TraceValue)
 as_value(StandIn)
-TraceValue.data = property(_read_new, _data_slot.__set__)  # type: ignore[misc,assignment]
+TraceValue.data = property(  # type: ignore[misc,assignment]
+    _read_new, _data_slot.__set__, _data_slot.__delete__
+)
 
 
 def _write_new_grad(
@@ -622,7 +656,9 @@ def _write_new_grad(
     put(v, g)
 
 
-TraceValue.grad = property(_grad_slot.__get__, _write_new_grad)  # type: ignore[misc]
+TraceValue.grad = property(  # type: ignore[misc]
+    _grad_slot.__get__, _write_new_grad, _grad_slot.__delete__
+)
 
 
 def type_of(x: Any) -> type:
@@ -821,10 +857,12 @@ def watching(record: Record, created: list[Value]) -> Iterator[None]:
         record.leaf_recipes[v] = x.recipe
         on = tuple(dict.fromkeys(reads.recipe_nodes(x.recipe, [])))
         if on:
+            record.recipe_leaves.append((v, v._local))  # (put back: release)
             _depends(v, on, RECIPE)
 
     state_now = mode.state.get
     made = record.nodes.append
+    parts = record.node_parts.append
 
     def new_init(self: Value, data: Any, *args: Any, **kwargs: Any) -> None:
         if len(args) == 3 and args[2] is engine._OPERATOR:  # an operator's node
@@ -833,6 +871,7 @@ def watching(record: Record, created: list[Value]) -> Iterator[None]:
                 return
             self.__class__ = TraceValue
             made(self)
+            parts(args[:2])  # (its _prev and _local, as the engine sets them: changed())
             recording = state_now()  # (None: a graph is recorded, the common case)
             if recording is not None:
                 _unusual_recording(recording, args[0], record)
