@@ -649,3 +649,69 @@ def test_gradcheck_of_second_order_on_a_compiled_function() -> None:
     w = Value(0.5)
     f = chainrule.compile(lambda x, y: (w * x * y).tanh() * x, budget=False)
     assert gradcheck(f, [0.3, -0.7], order=2).ok
+
+
+# -- round twenty-one (probe Y) ------------------------------------------------
+
+
+def test_a_pick_of_a_node_made_inside_returned_beside_the_loss_runs_eagerly() -> None:
+    """``return loss, h[k]`` (``k`` an int argument, ``h`` nodes made in
+    ``fn``): eagerly that very node, whose ``.grad`` gathers every use."""
+    ws = [Value(0.5), Value(-0.25), Value(1.5)]
+
+    def f(x: float, k: int) -> tuple[Value, Value]:
+        h = [(w * x).tanh() for w in ws]
+        loss = sum(hi * hi for hi in h) + h[k] * 3.0
+        return loss, h[k]  # type: ignore[return-value]
+
+    fast = chainrule.compile(f, budget=False)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        for x, k in ((1.0, 0), (2.0, 2), (0.5, 1)):
+            loss, hk = f(x, k)
+            loss.backward()
+            closs, chk = fast(x, k)
+            closs.backward()
+            assert (closs.data, chk.data, chk.grad) == (loss.data, hk.data, hk.grad)
+            assert hk.grad != 0.0
+    assert "picked by an int argument from a list of nodes it made" in str(caught[0].message)
+
+
+def test_an_interrupt_while_the_trace_sets_up_leaves_value_as_it_was(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Ctrl-C between compile's swaps of Value's attributes and its trace:
+    every swap is undone (Value stayed patched for the rest of the process)."""
+    from chainrule.compiler import reads
+
+    before = dict(vars(Value))
+    start = reads.set_current
+
+    def interrupted(record: Any) -> None:
+        if record is not None:
+            raise KeyboardInterrupt
+        start(record)
+
+    monkeypatch.setattr(reads, "set_current", interrupted)
+    w = Value(0.5)
+    fast = chainrule.compile(lambda x: w * x, budget=False)
+    with pytest.raises(KeyboardInterrupt):
+        fast(2.0)
+    monkeypatch.undo()
+    assert dict(vars(Value)) == before
+    assert type(Value(1.5).data) is float and reads.current() is None
+
+
+def test_a_tensor_module_still_importing_is_no_tensor(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Another thread's first compiled call imports chainrule.tensor: while
+    its module body runs, eager ``gradients`` here sees no Tensor class
+    (it raised AttributeError on the half-made module)."""
+    import types
+
+    from chainrule import functional
+
+    half = types.ModuleType("chainrule.tensor.tensor")
+    monkeypatch.setitem(sys.modules, "chainrule.tensor.tensor", half)
+    w = Value(0.5)
+    assert functional._loaded_tensor_class() is None
+    assert chainrule.gradients(w * 3.0, [w]) == [3.0]

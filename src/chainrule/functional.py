@@ -84,7 +84,8 @@ def _loaded_tensor_class() -> Any:
     """``Tensor`` if its module is loaded, else None: no argument can be a
     Tensor before that, and the scalar engine never imports NumPy."""
     module = sys.modules.get("chainrule.tensor.tensor")
-    return None if module is None else module.Tensor
+    # (None while another thread still runs its import: no Tensor exists yet)
+    return getattr(module, "Tensor", None)
 
 
 def _kind(x: object) -> str | None:

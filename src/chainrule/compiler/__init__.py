@@ -923,6 +923,12 @@ class Compiled:
                         "this trace made"
                     )
             values = [x for x in out_items if isinstance(x, Value)]
+            if len(values) > 1 and any(_picks_a_made_node(v, record, created) for v in values):
+                raise Unsupported(
+                    "it returns an entry picked by an int argument from a list of nodes it "
+                    "made (h[k]) beside other Values: eagerly that very node, whose .grad "
+                    "gathers every use of it; a replay hands back the pick: return it alone"
+                )
             recipes = [x.recipe for x in out_items if hasattr(x, "recipe")]
             positions = {v: i for i, v in enumerate(arg_values)}
             program = P.build(values, recipes, created, positions, record)
@@ -1366,6 +1372,23 @@ def _before_call(
             known[Identity(found.rows[found.picked])] = (known[Identity(origin)][0], None, words)
         # (a row of a list made inside fn: a new list at each call, eagerly too)
     return known
+
+
+def _picks_a_made_node(v: Any, record: Any, created: list[Any]) -> bool:
+    """Whether the output ``v`` is a gather's pick (``h[k]``) among nodes
+    made inside ``fn`` (through picks of picks too)."""
+    from .trace import TraceValue
+
+    if v not in record.aliases:
+        return False
+    g, j = record.aliases[v]
+    gather = record.gathers[g]
+    column = [row[j] for row in gather.candidates] if gather.row else gather.candidates
+    made = {Identity(c) for c in created}
+    return any(
+        type(c) is TraceValue or Identity(c) in made or _picks_a_made_node(c, record, created)
+        for c in column
+    )
 
 
 def _picked(

@@ -977,50 +977,50 @@ def watching(record: Record, created: list[Value]) -> Iterator[None]:
             )
         return rtruediv(self, other)
 
-    Value.__truediv__ = guarded_truediv  # type: ignore[method-assign]
-    Value.__rtruediv__ = guarded_rtruediv  # type: ignore[method-assign]
+    try:  # (the swaps inside: an interrupt among them is undone too)
+        Value.__truediv__ = guarded_truediv  # type: ignore[method-assign]
+        Value.__rtruediv__ = guarded_rtruediv  # type: ignore[method-assign]
 
-    def read_label(v: Value) -> str:
-        if (
-            getframe(1).f_code.co_filename not in internal
-            and threading.get_ident() == me
-            and type(v) is Value
-            and Identity(v) not in record.made_leaves
-        ):
-            record.problems.append(
-                f"{reads.user_site(package=True)}: reads .label of a Value made before the "
-                "call; a replay would not read it again"
-            )
-        return label.fget(v)
+        def read_label(v: Value) -> str:
+            if (
+                getframe(1).f_code.co_filename not in internal
+                and threading.get_ident() == me
+                and type(v) is Value
+                and Identity(v) not in record.made_leaves
+            ):
+                record.problems.append(
+                    f"{reads.user_site(package=True)}: reads .label of a Value made before the "
+                    "call; a replay would not read it again"
+                )
+            return label.fget(v)
 
-    def write_label(v: Value, name: str) -> None:
-        if getframe(1).f_code.co_filename not in internal and threading.get_ident() == me:
-            record.problems.append(
-                f"{reads.user_site(package=True)}: writes .label of a Value; a replay would "
-                "not repeat the write (and hands back new Values)"
-            )
-        label.fset(v, name)
+        def write_label(v: Value, name: str) -> None:
+            if getframe(1).f_code.co_filename not in internal and threading.get_ident() == me:
+                record.problems.append(
+                    f"{reads.user_site(package=True)}: writes .label of a Value; a replay would "
+                    "not repeat the write (and hands back new Values)"
+                )
+            label.fset(v, name)
 
-    Value.label = property(read_label, write_label)  # type: ignore[method-assign,assignment]
-    Value.data = property(read, write, delete(slot, ".data"))  # type: ignore[misc,assignment]
-    Value.grad = property(read_grad, write_grad, delete(grad_slot, ".grad"))  # type: ignore[misc]
-    Value.__init__ = new_init  # type: ignore[method-assign]
-    Value.backward = backward  # type: ignore[method-assign]
-    Value.__lt__ = compare(operator.lt, "<")  # type: ignore[method-assign,assignment]
-    Value.__le__ = compare(operator.le, "<=")  # type: ignore[method-assign,assignment]
-    Value.__gt__ = compare(operator.gt, ">")  # type: ignore[method-assign,assignment]
-    Value.__ge__ = compare(operator.ge, ">=")  # type: ignore[method-assign,assignment]
-    Value.__format__ = lambda self, spec: format(user_read(self), spec)  # type: ignore[method-assign]
-    Value.item = item  # type: ignore[method-assign,assignment]
-    Value.detach = detach  # type: ignore[method-assign,assignment]
-    Value.__repr__ = show  # type: ignore[method-assign]
-    Value._local_grads = property(local_grads)  # type: ignore[method-assign,assignment]
-    Value.__reduce_ex__ = _reduce_ex  # type: ignore[method-assign,assignment]
-    engine._as_float = beyond_micrograd.as_float = protocols.as_float = keep_read
-    walk.before_walk = before_walk
-    random_state.before_draw = before_draw
-    reads.set_current(record)
-    try:
+        Value.label = property(read_label, write_label)  # type: ignore[method-assign,assignment]
+        Value.data = property(read, write, delete(slot, ".data"))  # type: ignore[misc,assignment]
+        Value.grad = property(read_grad, write_grad, delete(grad_slot, ".grad"))  # type: ignore[misc]
+        Value.__init__ = new_init  # type: ignore[method-assign]
+        Value.backward = backward  # type: ignore[method-assign]
+        Value.__lt__ = compare(operator.lt, "<")  # type: ignore[method-assign,assignment]
+        Value.__le__ = compare(operator.le, "<=")  # type: ignore[method-assign,assignment]
+        Value.__gt__ = compare(operator.gt, ">")  # type: ignore[method-assign,assignment]
+        Value.__ge__ = compare(operator.ge, ">=")  # type: ignore[method-assign,assignment]
+        Value.__format__ = lambda self, spec: format(user_read(self), spec)  # type: ignore[method-assign]
+        Value.item = item  # type: ignore[method-assign,assignment]
+        Value.detach = detach  # type: ignore[method-assign,assignment]
+        Value.__repr__ = show  # type: ignore[method-assign]
+        Value._local_grads = property(local_grads)  # type: ignore[method-assign,assignment]
+        Value.__reduce_ex__ = _reduce_ex  # type: ignore[method-assign,assignment]
+        engine._as_float = beyond_micrograd.as_float = protocols.as_float = keep_read
+        walk.before_walk = before_walk
+        random_state.before_draw = before_draw
+        reads.set_current(record)
         yield
     finally:
         reads.set_current(None)
@@ -1033,7 +1033,8 @@ def watching(record: Record, created: list[Value]) -> Iterator[None]:
         random_state.before_draw = None
         for name, attr in saved.items():
             if attr is None:
-                delattr(Value, name)
+                if name in Value.__dict__:  # (not set where an interrupt came first)
+                    delattr(Value, name)
             else:
                 setattr(Value, name, attr)
         Value.__init__ = init  # type: ignore[method-assign]
