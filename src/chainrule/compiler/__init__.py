@@ -923,7 +923,9 @@ class Compiled:
                         "this trace made"
                     )
             values = [x for x in out_items if isinstance(x, Value)]
-            if len(values) > 1 and any(_picks_a_made_node(v, record, created) for v in values):
+            picks = [v for v in values if v in record.aliases] if len(values) > 1 else []
+            used = _used_directly(record, values) if picks else set()
+            if any(_picks_a_used_node(v, record, used) for v in picks):
                 raise Unsupported(
                     "it returns an entry picked by an int argument from a list of nodes it "
                     "made (h[k]) beside other Values: eagerly that very node, whose .grad "
@@ -1374,21 +1376,28 @@ def _before_call(
     return known
 
 
-def _picks_a_made_node(v: Any, record: Any, created: list[Any]) -> bool:
-    """Whether the output ``v`` is a gather's pick (``h[k]``) among nodes
-    made inside ``fn`` (through picks of picks too)."""
-    from .trace import TraceValue
+def _used_directly(record: Any, values: list[Any]) -> set[Identity]:
+    """The nodes made inside ``fn`` that an operation took as an input, or
+    that ``fn`` returns itself (not through a pick)."""
+    from .trace import StandIn
 
+    used = {Identity(v) for v in values if type(v) is not StandIn}
+    for n in record.nodes:
+        used.update(Identity(p) for p in getattr(n, "_prev", ()))
+    return used
+
+
+def _picks_a_used_node(v: Any, record: Any, used: set[Identity]) -> bool:
+    """Whether the output ``v`` is a gather's pick (``h[k]``, through picks
+    of picks too) that may be a node made inside ``fn`` also used other than
+    through the pick (``sum(h) + h[k]``): eagerly its ``.grad`` gathers
+    every use, a replayed pick's only those through it."""
     if v not in record.aliases:
         return False
     g, j = record.aliases[v]
     gather = record.gathers[g]
     column = [row[j] for row in gather.candidates] if gather.row else gather.candidates
-    made = {Identity(c) for c in created}
-    return any(
-        type(c) is TraceValue or Identity(c) in made or _picks_a_made_node(c, record, created)
-        for c in column
-    )
+    return any(Identity(c) in used or _picks_a_used_node(c, record, used) for c in column)
 
 
 def _picked(
