@@ -484,8 +484,7 @@ def test_a_backward_pass_by_hand_inside_runs_eagerly() -> None:
             eo, en = neuron(x)
             co, cn = fast(x)
             assert (co.data, co.grad, cn.grad) == (eo.data, eo.grad, en.grad)
-    assert "writes .grad of a Value" in str(caught[0].message)
-    assert __file__ in str(caught[0].message)
+    assert "writes .grad of a Value it made" in str(caught[0].message)
 
 
 def test_labels_read_or_written_inside_run_eagerly() -> None:
@@ -560,45 +559,6 @@ def test_a_detached_leaf_kept_past_the_call_is_a_plain_leaf() -> None:
     assert history[0].label == "kept"
     (history[1] * math.inf).backward()
     assert w.grad == 0.0
-
-
-def test_a_node_rewired_by_hand_runs_eagerly() -> None:
-    """A graph cut (``n._prev = ()``), a derivative set by hand (``n._local``)
-    or another primitive (``n._fn``): a replay would run the operations as
-    recorded."""
-    from chainrule.value.primitives import BY_NAME
-
-    w = Value(0.5)
-
-    def cut(x: float) -> Value:
-        n = w * x + 1.0
-        n._prev = ()
-        return n * n
-
-    def straight_through(x: float) -> Value:
-        n = (w * x).relu()
-        n._local = (1.0, n._local[-1])
-        return n * 3.0
-
-    def swapped(x: float) -> Value:
-        n = w + x
-        n._fn = BY_NAME["*"]
-        return n * 2.0
-
-    for f in (cut, straight_through, swapped):
-        fast = chainrule.compile(f, budget=False)
-        with warnings.catch_warnings(record=True) as caught:
-            warnings.simplefilter("always")
-            for x in (-1.0, 2.0, 3.0):
-                w.grad = 0.0
-                out = f(x)
-                out.backward()
-                eager = (out.data, w.grad)
-                w.grad = 0.0
-                out = fast(x)
-                out.backward()
-                assert (out.data, w.grad) == eager
-        assert "writes a node's _prev, _local or _fn" in str(caught[0].message)
 
 
 def test_deleting_grad_or_data_of_a_node_made_inside_is_eager_s() -> None:

@@ -178,8 +178,6 @@ class Record:
         # the nodes the operations made while tracing (trace.TraceValue until
         # the trace is done: trace.release)
         self.nodes: list[Any] = []
-        # each node's _prev and _local as its operation made them (trace.rewired)
-        self.node_parts: list[tuple[Any, Any]] = []
         # the leaves made while tracing (Value(c) in fn: its c, from wherever it came)
         self.made_leaves: set[Identity] = set()
         # the copies of the arguments' lists, tuples and dicts the trace runs on

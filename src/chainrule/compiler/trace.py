@@ -504,21 +504,21 @@ def untrace(roots: list[Any], record: Record) -> dict[Any, Any]:
 
 
 def rewired(record: Record) -> str | None:
-    """Why the trace cannot be replayed when user code wrote a node's graph
-    slots (``n._prev = ()``, ``n._local = ...``, ``n._fn = ...``: a cut or a
-    derivative set by hand, which the engine's operations would not make
-    again), else None."""
-    reads_of = {Identity(v) for v, _ in record.recipe_leaves}  # (compile's own: read_leaf)
-    for v, (prev, local) in zip(record.nodes, record.node_parts):
-        # (a node whose operation raised has neither)
-        if getattr(v, "_prev", prev) is not prev or getattr(v, "_local", local) is not local:
-            if Identity(v) in reads_of:
-                continue
-            return (
-                "it writes a node's _prev, _local or _fn (a graph cut or a derivative set "
-                "by hand); a replay would run the operations as recorded: use detach(), "
-                "or a Primitive with its own derivative"
-            )
+    """Why the trace cannot be replayed when user code wrote ``.grad`` of a
+    node it made (``o.grad = 1.0``, a backward pass by hand: the engine's
+    operations leave it 0.0, and a replay hands back new nodes), else None.
+    (A node's ``_prev``, ``_local`` or ``_fn`` written by hand is not seen:
+    the compile page's sharp bits.)"""
+    try:  # (at C speed, making nothing)
+        if not any(map(operator.attrgetter("grad"), record.nodes)):
+            return None
+    except AttributeError:  # (an operation raised before its node had one)
+        pass
+    if any(getattr(v, "grad", 0.0) != 0.0 for v in record.nodes):
+        return (
+            "writes .grad of a Value it made (a backward pass by hand?); a replay would "
+            "not repeat the write, and hands back new Values: do it outside"
+        )
     return None
 
 
@@ -532,7 +532,6 @@ def release(record: Record) -> None:
         if type(v) is TraceValue:
             v.__class__ = Value
     record.nodes = []
-    record.node_parts = []
     for v, local in record.recipe_leaves:  # a leaf again, as eagerly (one kept too)
         v._prev = ()
         v._local = local
@@ -639,26 +638,7 @@ TraceValue.data = property(  # type: ignore[misc,assignment]
 )
 
 
-def _write_new_grad(
-    v: Any,
-    g: Any,
-    put: Any = _grad_slot.__set__,
-    getframe: Any = sys._getframe,
-    internal: frozenset[Any] = _INTERNAL,
-) -> None:
-    """A write to ``.grad`` of a node made while tracing: user code's
-    (``o.grad = 1.0``, a backward pass written by hand) is not repeated by a
-    replay, whose outputs are new nodes: the function runs eagerly."""
-    if getframe(1).f_code.co_filename not in internal:
-        record = reads.current()
-        if record is not None:
-            record.problems.append(f"{reads.user_site(package=True)}: {WRITES_GRAD}")
-    put(v, g)
-
-
-TraceValue.grad = property(  # type: ignore[misc]
-    _grad_slot.__get__, _write_new_grad, _grad_slot.__delete__
-)
+TraceValue.grad = _grad_slot  # type: ignore[misc]
 
 
 def type_of(x: Any) -> type:
@@ -862,7 +842,6 @@ def watching(record: Record, created: list[Value]) -> Iterator[None]:
 
     state_now = mode.state.get
     made = record.nodes.append
-    parts = record.node_parts.append
 
     def new_init(self: Value, data: Any, *args: Any, **kwargs: Any) -> None:
         if len(args) == 3 and args[2] is engine._OPERATOR:  # an operator's node
@@ -871,7 +850,6 @@ def watching(record: Record, created: list[Value]) -> Iterator[None]:
                 return
             self.__class__ = TraceValue
             made(self)
-            parts(args[:2])  # (its _prev and _local, as the engine sets them: changed())
             recording = state_now()  # (None: a graph is recorded, the common case)
             if recording is not None:
                 _unusual_recording(recording, args[0], record)
