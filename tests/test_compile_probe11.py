@@ -675,3 +675,29 @@ def test_a_tensor_module_still_importing_is_no_tensor(monkeypatch: pytest.Monkey
     w = Value(0.5)
     assert functional._loaded_tensor_class() is None
     assert chainrule.gradients(w * 3.0, [w]) == [3.0]
+
+
+def test_a_label_of_a_user_s_value_subclass_is_watched_too() -> None:
+    """A parameter of the user's own ``Value`` subclass (with or without
+    slots of its own) named between calls: its label is read eagerly."""
+
+    class Param(Value):
+        pass
+
+    class Slotted(Value):
+        __slots__ = ("kind",)
+
+    w, b = Param(0.5), Slotted(0.25)
+
+    def decayed(x: float) -> Value:
+        return (w * x + b) ** 2 + sum(p * p for p in (w, b) if p.label != "bias") * 0.1
+
+    fast = chainrule.compile(decayed, budget=False)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        first = fast(2.0).data
+        b.label = "bias"
+        assert fast(2.0).data == decayed(2.0).data != first
+        w.label = "bias"
+        assert fast(2.0).data == decayed(2.0).data == (0.5 * 2.0 + 0.25) ** 2
+    assert "reads .label" in " ".join(str(w.message) for w in caught)

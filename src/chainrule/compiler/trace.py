@@ -503,7 +503,7 @@ def untrace(roots: list[Any], record: Record) -> dict[Any, Any]:
     return picks
 
 
-def rewired(record: Record) -> str | None:
+def grad_written(record: Record) -> str | None:
     """Why the trace cannot be replayed when user code wrote ``.grad`` of a
     node it made (``o.grad = 1.0``, a backward pass by hand: the engine's
     operations leave it 0.0, and a replay hands back new nodes), else None.
@@ -963,7 +963,7 @@ def watching(record: Record, created: list[Value]) -> Iterator[None]:
             if (
                 getframe(1).f_code.co_filename not in internal
                 and threading.get_ident() == me
-                and type(v) is Value
+                and type(v) is not TraceValue
                 and Identity(v) not in record.made_leaves
             ):
                 record.problems.append(
