@@ -701,3 +701,23 @@ def test_a_label_of_a_user_s_value_subclass_is_watched_too() -> None:
         w.label = "bias"
         assert fast(2.0).data == decayed(2.0).data == (0.5 * 2.0 + 0.25) ** 2
     assert "reads .label" in " ".join(str(w.message) for w in caught)
+
+
+@pytest.mark.parametrize("statement", ["del o.label", "o._local_grads = ()", "del w.label"])
+def test_errors_of_the_watched_properties_name_the_property(statement: str) -> None:
+    """``del n.label`` inside the function raises eager's error, whose
+    message names the property (it said "property of 'Value' object")."""
+    w = Value(2.0)
+
+    def f(x: float) -> Value:
+        o = w * x
+        exec(statement, {}, {"o": o, "w": w})
+        return o
+
+    messages = []
+    for g in (f, chainrule.compile(f, budget=False)):
+        with pytest.raises(AttributeError) as raised:
+            g(1.0)
+        messages.append(str(raised.value))
+    assert messages[0] == messages[1]
+    assert "property '" in messages[0]

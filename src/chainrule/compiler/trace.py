@@ -633,8 +633,18 @@ def followed(d: Any, v: Value, record: Record) -> Any:
 
 as_value(TraceValue)
 as_value(StandIn)
-TraceValue.data = property(  # type: ignore[misc,assignment]
-    _read_new, _data_slot.__set__, _data_slot.__delete__
+
+
+def _named(name: str, *accessors: Any) -> property:
+    """A property put on Value while tracing, named as eagerly in its
+    errors ("property 'label' of 'Value' object has no deleter")."""
+    made = property(*accessors)
+    made.__set_name__(Value, name)
+    return made
+
+
+TraceValue.data = _named(  # type: ignore[misc,assignment]
+    "data", _read_new, _data_slot.__set__, _data_slot.__delete__
 )
 
 
@@ -980,9 +990,9 @@ def watching(record: Record, created: list[Value]) -> Iterator[None]:
                 )
             label.fset(v, name)
 
-        Value.label = property(read_label, write_label)  # type: ignore[method-assign,assignment]
-        Value.data = property(read, write, delete(slot, ".data"))  # type: ignore[misc,assignment]
-        Value.grad = property(read_grad, write_grad, delete(grad_slot, ".grad"))  # type: ignore[misc]
+        Value.label = _named("label", read_label, write_label)  # type: ignore[method-assign,assignment]
+        Value.data = _named("data", read, write, delete(slot, ".data"))  # type: ignore[misc,assignment]
+        Value.grad = _named("grad", read_grad, write_grad, delete(grad_slot, ".grad"))  # type: ignore[misc]
         Value.__init__ = new_init  # type: ignore[method-assign]
         Value.backward = backward  # type: ignore[method-assign]
         Value.__lt__ = compare(operator.lt, "<")  # type: ignore[method-assign,assignment]
@@ -993,7 +1003,7 @@ def watching(record: Record, created: list[Value]) -> Iterator[None]:
         Value.item = item  # type: ignore[method-assign,assignment]
         Value.detach = detach  # type: ignore[method-assign,assignment]
         Value.__repr__ = show  # type: ignore[method-assign]
-        Value._local_grads = property(local_grads)  # type: ignore[method-assign,assignment]
+        Value._local_grads = _named("_local_grads", local_grads)  # type: ignore[method-assign,assignment]
         Value.__reduce_ex__ = _reduce_ex  # type: ignore[method-assign,assignment]
         engine._as_float = beyond_micrograd.as_float = protocols.as_float = keep_read
         walk.before_walk = before_walk
