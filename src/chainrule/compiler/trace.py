@@ -639,7 +639,7 @@ def _named(name: str, *accessors: Any) -> property:
     """A property put on Value while tracing, named as eagerly in its
     errors ("property 'label' of 'Value' object has no deleter")."""
     made = property(*accessors)
-    made.__set_name__(Value, name)
+    made.__set_name__(Value, name)  # type: ignore[attr-defined]
     return made
 
 
