@@ -721,3 +721,33 @@ def test_errors_of_the_watched_properties_name_the_property(statement: str) -> N
         messages.append(str(raised.value))
     assert messages[0] == messages[1]
     assert "property '" in messages[0]
+
+
+@pytest.mark.parametrize("how", ["copy.copy", "copy.deepcopy", "pickle"])
+def test_a_value_copied_inside_warns_of_the_copy_at_the_user_s_line(how: str) -> None:
+    """The warning names the copy and the user's line (it named a line of
+    ``copy.py`` writing ``.data``, or a read of ``.grad``)."""
+    import copy
+    import pickle
+
+    copier = {
+        "copy.copy": copy.copy,
+        "copy.deepcopy": copy.deepcopy,
+        "pickle": lambda v: pickle.loads(pickle.dumps(v)),
+    }[how]
+    w = Value(2.0)
+
+    def f(x: float) -> Value:
+        o = w * x
+        c = copier(o)  # the copy
+        return o + c.data
+
+    fast = chainrule.compile(f, budget=False)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        assert [fast(x).data for x in (1.0, 3.0)] == [f(x).data for x in (1.0, 3.0)]
+    words = " ".join(str(w.message) for w in caught if w.category is CompileWarning)
+    line = f.__code__.co_firstlineno + 2  # (pickle's: the lambda's line, which pickles)
+    if how == "pickle":
+        line = copier.__code__.co_firstlineno  # type: ignore[attr-defined]
+    assert f"{__file__}:{line}: copies or pickles a Value" in words

@@ -226,11 +226,12 @@ _COMPILER_DIR = __file__.rsplit("/", 1)[0].rsplit("\\", 1)[0]
 _ENGINE_DIR = _COMPILER_DIR[: -len("compiler")] + "value"
 
 
-def user_site(package: bool = False) -> str:
+def user_site(package: bool = False, beside: tuple[str, ...] = ()) -> str:
     """``file:line`` of the innermost frame outside compile's own code and
-    the Value engine's (with ``package``: outside chainrule's)."""
+    the Value engine's (with ``package``: outside chainrule's; and outside
+    the files ``beside``)."""
     f: FrameType | None = sys._getframe(1)
-    mine = (PACKAGE_DIR,) if package else (_COMPILER_DIR, _ENGINE_DIR)
+    mine = ((PACKAGE_DIR,) if package else (_COMPILER_DIR, _ENGINE_DIR)) + beside
     while f is not None and f.f_code.co_filename.startswith(mine):
         f = f.f_back
     return "?" if f is None else f"{f.f_code.co_filename}:{f.f_lineno}"

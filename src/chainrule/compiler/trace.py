@@ -32,10 +32,12 @@ plain floats meanwhile, but run slower while the trace lasts.
 from __future__ import annotations
 
 import copy
+import copyreg
 import enum
 import itertools
 import operator
 import os
+import pickle
 import sys
 import threading
 import time
@@ -666,11 +668,22 @@ def type_of(x: Any) -> type:
     return t
 
 
+_COPIERS = tuple(m.__file__ for m in (copy, copyreg, pickle) if m.__file__)
+
+
 def _reduce_ex(self: Value, protocol: Any) -> Any:
     """``pickle``, ``copy.copy`` of a Value while tracing (of a node made
     while tracing at any time): a Value with the plain numbers, as eagerly;
     of a stand-in: the entry it picks (the copy writes ``.data`` of a new
     Value, so the function then runs eagerly)."""
+    record = reads.current()
+    if record is not None:  # (named before the reads and writes the copy makes)
+        site = reads.user_site(package=True, beside=_COPIERS)
+        if not site.startswith(reads.PACKAGE_DIR):
+            record.problems.append(
+                f"{site}: copies or pickles a Value (copy.copy, copy.deepcopy, pickle); a "
+                "replay would not make the copy"
+            )
     if type(self) is StandIn:
         return _entry(self).__reduce_ex__(protocol)
     reduced: Any = object.__reduce_ex__(self, protocol)
