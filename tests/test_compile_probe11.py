@@ -751,3 +751,28 @@ def test_a_value_copied_inside_warns_of_the_copy_at_the_user_s_line(how: str) ->
     if how == "pickle":
         line = copier.__code__.co_firstlineno  # type: ignore[attr-defined]
     assert f"{__file__}:{line}: copies or pickles a Value" in words
+
+
+def test_a_module_found_by_a_computed_name_changed_in_place(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Its attributes the code names, rebound or changed in place, and a
+    module loaded after the trace holding them, are seen (they were stale)."""
+    module = types.ModuleType("probe11_place")
+    module.scale, module.cfg = 2.0, {"k": 1.0}  # type: ignore[attr-defined]
+    monkeypatch.setitem(sys.modules, "probe11_place", module)
+    name = "probe11_" + "place"
+
+    def f(x: float) -> Value:
+        m = sys.modules[name]
+        return W * x * m.scale + m.cfg["k"] + getattr(m, "shift", 0.0)
+
+    fast = chainrule.compile(f, budget=False)
+    got = [(fast(1.5).data, f(1.5).data)]
+    module.scale = 3.0  # type: ignore[attr-defined]
+    got.append((fast(1.5).data, f(1.5).data))
+    module.cfg["k"] = 5.0  # type: ignore[attr-defined]
+    got.append((fast(1.5).data, f(1.5).data))
+    module.shift = 0.5  # type: ignore[attr-defined]
+    got.append((fast(1.5).data, f(1.5).data))
+    assert got == [(7.0, 7.0), (10.0, 10.0), (14.0, 14.0), (14.5, 14.5)]

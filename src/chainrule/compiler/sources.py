@@ -57,6 +57,7 @@ from __future__ import annotations
 import array
 import collections
 import contextlib
+import dis
 import functools
 import operator
 import re
@@ -149,10 +150,24 @@ class Sources:
                     x = where.cell_contents
                 except ValueError:
                     x = _MISSING
-            elif name is ALL_MODULES:
+            elif type(name) is AllModules:
                 out.lengths.append(len(where))
                 out.extend(where.keys())
                 out.extend(where.values())
+                # and what the code may read of any of them: the attributes it
+                # names (a module itself by identity, other objects walked)
+                below = []
+                wanted = name.names
+                for module in list(where.values()):
+                    d = getattr(module, "__dict__", None)
+                    if type(d) is dict and not d.keys().isdisjoint(wanted):  # (C speed)
+                        for attribute in sorted(d.keys() & wanted):
+                            x = d[attribute]  # (whose attribute, which one, what)
+                            out += (module, attribute, x)
+                            if type(x) not in _LEAVES and not isinstance(x, ModuleType):
+                                below.append(x)
+                if below:
+                    _enter(below, out, entered, budget, assumed, self.array_bytes, self.names)
                 continue
             elif type(where) is dict or type(where) is MappingProxyType:
                 x = where.get(name, _MISSING)
@@ -663,7 +678,7 @@ def _looked_up(
     function's own package (``from . import cfg``). Where the code reads
     ``sys.modules`` itself, or imports by a name it computes
     (``importlib.import_module(name)``, ``__import__``), every entry
-    (:data:`ALL_MODULES`)."""
+    (:class:`AllModules`)."""
     modules = sys.modules
     names = _module_names(code)
     if package:
@@ -675,13 +690,38 @@ def _looked_up(
             roots.append((modules, name))
             _named(module, code_names, roots, helpers)
     if {"modules", "import_module", "__import__"} & set(code_names):
-        roots.append((modules, ALL_MODULES))
+        roots.append((modules, AllModules(_attribute_names(code))))
 
 
-#: A root's name that stands for every entry of ``sys.modules``: its keys
-#: and values (by identity), for a function that finds modules by names it
-#: computes (``sys.modules[__name__]``, ``"plugin" in sys.modules``).
-ALL_MODULES = object()
+#: The instructions that name an attribute (of a module: ``mod.scale``, ``from m import x``).
+_ATTRIBUTE_OPS = frozenset(
+    ("LOAD_ATTR", "LOAD_METHOD", "STORE_ATTR", "DELETE_ATTR", "IMPORT_FROM", "LOAD_SUPER_ATTR")
+)
+
+
+def _attribute_names(code: Any) -> list[str]:
+    """The attribute names ``code`` (and the code nested in it) reads or
+    writes, and the identifiers among its strings (``getattr(m, "scale")``),
+    not the globals it loads."""
+    names = [i.argval for i in dis.get_instructions(code) if i.opname in _ATTRIBUTE_OPS]
+    for c in code.co_consts:
+        if hasattr(c, "co_names"):
+            names += _attribute_names(c)
+        else:
+            names += _identifiers(c)
+    return [n for n in dict.fromkeys(names) if type(n) is str]
+
+
+class AllModules:
+    """A root's name that stands for every entry of ``sys.modules``: its
+    keys and values (by identity), and the attributes among ``names`` of
+    each, for a function that finds modules by names it computes
+    (``sys.modules[name].scale``, ``"plugin" in sys.modules``)."""
+
+    __slots__ = ("names",)
+
+    def __init__(self, names: list[str]) -> None:
+        self.names = frozenset(names)  # (read whole by take(), in sorted order)
 
 
 def _module_names(code: Any) -> list[str]:
