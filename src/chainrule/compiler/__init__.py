@@ -905,10 +905,10 @@ class Compiled:
                             f"it returns {words} (eagerly that very {type(x).__name__}, which "
                             "the caller may change; a replay would hand back a new one)"
                         )
-                elif (
-                    isinstance(x, Value)
-                    and Identity(x) in record.made_leaves
-                    and (not x._prev or x in record.leaf_recipes)  # (a leaf eagerly)
+                elif isinstance(x, Value) and any(
+                    Identity(c) in record.made_leaves
+                    and (not c._prev or c in record.leaf_recipes)  # (a leaf eagerly)
+                    for c in (_may_pick(x, record) if x in record.aliases else (x,))
                 ):
                     raise Unsupported(
                         "it returns a Value it made as a leaf (Value(x), v.detach()): eagerly "
@@ -924,7 +924,7 @@ class Compiled:
                     )
             values = [x for x in out_items if isinstance(x, Value)]
             picks = [v for v in values if v in record.aliases] if len(values) > 1 else []
-            used = _used_directly(record, values) if picks else set()
+            used = _used_directly(record, values) if picks else (set(), set())
             if any(_picks_a_used_node(v, record, used) for v in picks):
                 raise Unsupported(
                     "it returns an entry picked by an int argument from a list of nodes it "
@@ -1376,28 +1376,54 @@ def _before_call(
     return known
 
 
-def _used_directly(record: Any, values: list[Any]) -> set[Identity]:
+def _used_directly(record: Any, values: list[Any]) -> tuple[set[Identity], set[Any]]:
     """The nodes made inside ``fn`` that an operation took as an input, or
-    that ``fn`` returns itself (not through a pick)."""
+    that ``fn`` returns itself (not through a pick); and the picks
+    (stand-ins) that an operation took or ``fn`` returns."""
     from .trace import StandIn
 
     used = {Identity(v) for v in values if type(v) is not StandIn}
     for n in record.nodes:
         used.update(Identity(p) for p in getattr(n, "_prev", ()))
-    return used
+    aliases = {v for v in values if v in record.aliases}
+    aliases.update(p for n in record.nodes for p in getattr(n, "_prev", ()) if p in record.aliases)
+    return used, aliases
 
 
-def _picks_a_used_node(v: Any, record: Any, used: set[Identity]) -> bool:
+def _may_pick(v: Any, record: Any) -> Iterator[Any]:
+    """What the pick ``v`` (``h[k]``) may be: the entries of its gather's
+    column, and through a pick of picks what those may be, each once."""
+    seen: set[Identity] = set()
+    todo = [v]
+    while todo:
+        g, j = record.aliases[todo.pop()]
+        gather = record.gathers[g]
+        for c in [row[j] for row in gather.candidates] if gather.row else gather.candidates:
+            if Identity(c) not in seen:
+                seen.add(Identity(c))
+                yield c
+                if c in record.aliases:
+                    todo.append(c)
+
+
+def _picks_a_used_node(v: Any, record: Any, used: tuple[set[Identity], set[Any]]) -> bool:
     """Whether the output ``v`` is a gather's pick (``h[k]``, through picks
     of picks too) that may be a node made inside ``fn`` also used other than
-    through the pick (``sum(h) + h[k]``): eagerly its ``.grad`` gathers
-    every use, a replayed pick's only those through it."""
+    through the pick (``sum(h) + h[k]``, ``-probs[t].log()`` beside
+    ``probs[p]``, ``h[k], h[j]``): eagerly its ``.grad`` gathers every use,
+    a replayed pick's only those through it."""
+    from .trace import TraceValue
+
     if v not in record.aliases:
         return False
-    g, j = record.aliases[v]
-    gather = record.gathers[g]
-    column = [row[j] for row in gather.candidates] if gather.row else gather.candidates
-    return any(Identity(c) in used or _picks_a_used_node(c, record, used) for c in column)
+    nodes, aliases = used
+    elsewhere = set(nodes)
+    for a in aliases:
+        if a is not v:
+            elsewhere.update(map(Identity, _may_pick(a, record)))
+    return any(
+        type(c) is TraceValue and Identity(c) in elsewhere for c in _may_pick(v, record)
+    )  # (an entry that existed before the call is handed back itself: its .grad is eager's)
 
 
 def _picked(

@@ -483,6 +483,10 @@ def untrace(roots: list[Any], record: Record) -> dict[Any, Any]:
         gather = record.gathers[g]
         entry = gather.candidates[gather.picked]
         picks[alias] = entry[j] if gather.row else entry
+    for alias, entry in picks.items():  # a pick of a pick (R[i][j]): the entry itself
+        while entry in picks and entry is not alias:
+            entry = picks[entry]
+        picks[alias] = entry
     roots = [r for r in roots if isinstance(r, Value)]
     if not roots:
         return picks

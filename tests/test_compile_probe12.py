@@ -1,0 +1,184 @@
+"""chainrule.compile and the twelfth probe (round twenty-two): picks of
+picks on a call that runs eagerly, picks returned beside a loss that uses
+their node through another pick, leaves made inside and returned through
+a pick, and what code compile follows (class-based decorators, modules by
+a relative name, functools caches cleared). Eager's numbers, or a warned
+eager call, never another number."""
+
+from __future__ import annotations
+
+import random
+import warnings
+from typing import Any
+
+import pytest
+
+import chainrule
+from chainrule import Value, optim
+from chainrule.compiler import CompileWarning
+
+pytestmark = pytest.mark.usefixtures("trace_every_graph")
+
+
+def _runs(f: Any, calls: list[tuple[Any, ...]], after: Any) -> list[Any]:
+    """``after(f(*args))`` for each call, eagerly and compiled (a fresh
+    compile), warnings of compile's only."""
+    results = []
+    for g in (f, chainrule.compile(f, budget=False)):
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            results.append([after(g(*args)) for args in calls])
+        assert all(issubclass(w.category, CompileWarning) for w in caught)
+    return results
+
+
+def test_a_pick_of_a_pick_on_a_call_that_runs_eagerly_has_its_gradient() -> None:
+    """``R[i][j]`` in a function that runs eagerly from the call that
+    traces (``random.random()`` inside): that call's result reaches the
+    picked entry (its backward pass stopped at a stand-in: every .grad 0)."""
+    R = [[Value(0.5), Value(-1.0)], [Value(2.0), Value(3.0)]]
+    flat = [v for row in R for v in row]
+
+    def f(x: float, i: int, j: int) -> Value:
+        return R[i][j] * x + random.random() * 0.0
+
+    def grads(out: Value) -> list[float]:
+        for p in flat:
+            p.grad = 0.0
+        out.backward()
+        return [p.grad for p in flat]
+
+    eager, got = _runs(f, [(3.0, 1, 0), (3.0, 0, 1)], grads)
+    assert eager == [[0.0, 0.0, 3.0, 0.0], [0.0, 3.0, 0.0, 0.0]]
+    assert got == eager
+
+
+def test_a_step_with_backward_inside_and_a_pick_of_a_pick() -> None:
+    R = [[Value(0.5), Value(-1.0)], [Value(2.0), Value(3.0)]]
+    flat = [v for row in R for v in row]
+
+    def step(x: float, i: int, j: int) -> Value:
+        loss = (R[i][j] * x - 1.0) ** 2
+        loss.backward()
+        for p in flat:
+            p.data -= 0.1 * p.grad
+            p.grad = 0.0
+        return loss
+
+    rows = []
+    for g in (step, chainrule.compile(step, budget=False)):
+        for p, v in zip(flat, (0.5, -1.0, 2.0, 3.0)):
+            p.data = v
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", CompileWarning)
+            rows.append([(g(3.0, 1, 0).data, [p.data for p in flat]) for _ in range(2)])
+    assert rows[0][0][1][2] == 2.0 - 0.1 * 2 * 5.0 * 3.0
+    assert rows[1] == rows[0]
+
+
+def test_an_optimizer_step_that_reads_a_label_through_a_pick_of_a_pick() -> None:
+    rows = []
+    for compiled in (False, True):
+        E = [[Value(0.5), Value(-1.0)], [Value(2.0), Value(3.0)]]
+        opt = optim.SGD([v for r in E for v in r], lr=0.1)
+
+        def loss(tok: int, d: int, y: float) -> Value:
+            if E[tok][d].label == "frozen":  # noqa: B023
+                return Value(0.0)
+            return (E[tok][d] * 2.0 - y) ** 2  # noqa: B023
+
+        step = chainrule.compile(loss, optimizer=opt, budget=False)
+        got = []
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", CompileWarning)
+            for _ in range(3):
+                if compiled:
+                    out = step(1, 0, 1.0)
+                else:
+                    out = loss(1, 0, 1.0)
+                    opt.zero_grad()
+                    out.backward()
+                    opt.step()
+                got.append((out.data, E[1][0].data))
+        rows.append(got)
+    assert rows[0][0] == (9.0, 2.0 - 0.1 * 2 * 3.0 * 2.0)
+    assert rows[1] == rows[0]
+
+
+def test_a_pick_returned_beside_a_loss_that_uses_its_node_through_another_pick() -> None:
+    """microgpt's ``-probs[t].log()`` returned with ``probs[p]``, and
+    ``h[k], h[j]``: eagerly one node (its .grad gathers both uses)."""
+    W = [Value(0.5), Value(-1.0), Value(2.0)]
+
+    def f(x: float, t: int, p: int) -> tuple[Value, Value]:
+        e = [(w * x).tanh().exp() for w in W]
+        s = sum(e)
+        probs = [ei / s for ei in e]
+        return -probs[t].log(), probs[p]
+
+    def g(x: float, k: int, j: int) -> tuple[Value, Value]:
+        h = [(w * x).tanh() for w in W]
+        return h[k], h[j]
+
+    def after_f(out: tuple[Value, Value]) -> tuple[float, float]:
+        out[0].backward()
+        return out[1].data, out[1].grad
+
+    def after_g(out: tuple[Value, Value]) -> tuple[float, bool]:
+        (out[0] + out[1]).backward()
+        return out[0].grad, out[0] is out[1]
+
+    calls = [(x, 1, p) for x in (0.5, 0.7) for p in (1, 2)]
+    eager, got = _runs(f, calls, after_f)
+    assert eager[0][1] != 0.0 and eager[1][1] == 0.0
+    assert got == eager
+    eager, got = _runs(g, calls, after_g)
+    assert eager[0] == (2.0, True) and eager[1] == (1.0, False)
+    assert got == eager
+
+
+def test_a_parameter_picked_and_returned_beside_the_loss_replays() -> None:
+    """A pick of a parameter is the parameter itself, with eager's .grad:
+    it replays (it ran eagerly, warning of "a list of nodes it made")."""
+    W = [Value(0.5), Value(-1.0), Value(2.0)]
+
+    def f(x: float, k: int) -> tuple[Value, Value]:
+        return sum((w * x).tanh() for w in W) + W[k] * 2.0, W[k]
+
+    def after(out: tuple[Value, Value]) -> tuple[float, float, bool]:
+        for w in W:
+            w.grad = 0.0
+        out[0].backward()
+        return out[0].data, out[1].grad, out[1] is W[1]
+
+    fast = chainrule.compile(f, budget=False)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", CompileWarning)
+        got = [after(fast(x, 1)) for x in (0.5, 0.7, 0.9)]
+    assert got == [after(f(x, 1)) for x in (0.5, 0.7, 0.9)]
+    assert fast.stats()["hits"] == 2
+
+
+def test_a_leaf_made_inside_and_returned_through_a_pick() -> None:
+    w = Value(0.5)
+
+    def named(x: list[float], k: int) -> Value:
+        xs = [Value(v, label=f"x{n}") for n, v in enumerate(x)]
+        return xs[k]
+
+    def saliency(x: list[float], k: int, j: int) -> tuple[Value, Value]:
+        xs = [Value(v) for v in x]
+        return (w * xs[k]) ** 2, xs[j]
+
+    def after(out: tuple[Value, Value]) -> float:
+        out[0].backward()
+        return out[1].grad
+
+    calls: list[tuple[Any, ...]] = [([1.0, 2.0], 1), ([3.0, 4.0], 0)]
+    eager, got = _runs(named, calls, lambda leaf: (leaf.data, leaf.label))
+    assert eager == [(2.0, "x1"), (3.0, "x0")]
+    assert got == eager
+    calls = [([1.0, 2.0], 1, 1), ([3.0, 4.0], 0, 0), ([3.0, 4.0], 0, 1)]
+    eager, got = _runs(saliency, calls, after)
+    assert eager == [1.0, 1.5, 0.0]  # (2 w**2 x)
+    assert got == eager
