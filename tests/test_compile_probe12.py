@@ -7,6 +7,7 @@ eager call, never another number."""
 
 from __future__ import annotations
 
+import math
 import random
 import warnings
 from typing import Any
@@ -182,3 +183,47 @@ def test_a_leaf_made_inside_and_returned_through_a_pick() -> None:
     eager, got = _runs(saliency, calls, after)
     assert eager == [1.0, 1.5, 0.0]  # (2 w**2 x)
     assert got == eager
+
+
+FLAG = True
+
+
+def test_a_flag_toggled_between_calls_keeps_a_trace_per_value() -> None:
+    """A global flag (train/eval) and a branch on a float argument toggled
+    at every call: one trace per side, replayed (each call traced again)."""
+    global FLAG
+    w = Value(0.5)
+
+    def f(x: float) -> Value:
+        h = w * x * (0.5 if FLAG else 1.0)
+        return h.relu() if x > 0 else h.tanh()
+
+    fast = chainrule.compile(f, budget=False)
+    got, eager = [], []
+    try:
+        for k in range(12):
+            FLAG = k % 2 == 0
+            x = 2.0 if k % 4 < 2 else -2.0
+            got.append(fast(x).data)
+            eager.append(f(x).data)
+    finally:
+        FLAG = True
+    assert eager[:4] == [0.5, 1.0, math.tanh(-0.5), math.tanh(-1.0)]
+    assert got == eager
+    assert fast.stats()["traces"] == 4 and fast.stats()["hits"] == 8
+
+
+def test_a_global_that_changes_at_every_call_keeps_few_traces() -> None:
+    from chainrule import compiler
+
+    w = Value(0.5)
+    box = [0.0]
+
+    def f(x: float) -> Value:
+        return w * x + box[0]
+
+    fast = chainrule.compile(f, budget=False)
+    for k in range(3 * compiler.PER_GRAPH):
+        box[0] = float(k)
+        assert fast(2.0).data == 1.0 + k
+    assert len(fast.keys()) == compiler.PER_GRAPH

@@ -298,6 +298,11 @@ def _beside_on_path(v: CompiledValue) -> bool:
     return any(slot in on_path for slot in others)
 
 
+#: Traces kept per graph (the same arguments' shapes): one per outcome of its
+#: guards (a flag toggled between calls, a branch on an int), the latest used
+#: tried first; a global that changes at every call does not pile up more.
+PER_GRAPH = 8
+
 #: The paths :func:`_beside_on_path` keeps per program.
 _BESIDE_PATHS = 256
 
@@ -634,9 +639,10 @@ class Compiled:
             with self._lock:
                 self.budget.first_sight(call.key)
             return self._first_call(args, kwargs, call.key)
+        tried: list[_Entry] = []  # (kept: a flag toggled back finds its trace again)
         while True:
             with self._lock:
-                entry = self._lookup(call)
+                entry = self._lookup(call, tried)
             if entry is None:
                 break
             start = time.perf_counter()
@@ -655,8 +661,8 @@ class Compiled:
                 if slower is not None:
                     self._eager(slower, None)
                 return out
-            with self._lock:  # a guard went the other way, or a global changed: retrace
-                self.retraces += 1
+            with self._lock:  # a guard went the other way, or a global changed: another
+                tried.append(entry)  # trace of this graph, or a new one
                 if not fresh:
                     self._why = [
                         "a global, a closure's or self's value that it reads changes between "
@@ -670,8 +676,9 @@ class Compiled:
                         "self or an argument object in one call and not another (each change "
                         "is a new trace)"
                     ]
-                self._drop(call.key, entry)
         with self._lock:
+            if tried:  # (no kept trace of this graph holds)
+                self.retraces += 1
             sight = self.budget.first_sight(call.key)
             warn = sight in ("eager", "rare") and not self._warned and self.budget.mostly_met_once()
             last, self._last_key = self._last_key, call.key
@@ -712,27 +719,26 @@ class Compiled:
         finally:
             release(record)  # (the nodes the trace made that outlive it are plain Values)
 
-    def _lookup(self, call: Call) -> _Entry | None:
-        """The kept trace for this call (under the lock)."""
+    def _lookup(self, call: Call, tried: list[_Entry]) -> _Entry | None:
+        """The kept trace for this call not ``tried`` yet, the latest used
+        first (under the lock)."""
         entries = self._cache.get(call.key)
         if not entries:
             return None
         ints = call.ints
-        for entry in entries:
-            if entry.holds(ints):
+        for entry in reversed(entries):
+            if entry.holds(ints) and not any(entry is t for t in tried):
                 self._cache.move_to_end(call.key)
+                entries.remove(entry)  # (the latest used: last)
+                entries.append(entry)
                 return entry
         return None
 
-    def _drop(self, key: Any, entry: _Entry) -> None:
-        entries = self._cache.get(key)
-        if entries is not None and entry in entries:
-            entries.remove(entry)
-            if not entries:
-                del self._cache[key]
-
     def _keep(self, key: Any, entry: _Entry) -> None:
-        self._cache.setdefault(key, []).append(entry)
+        entries = self._cache.setdefault(key, [])
+        entries.append(entry)
+        if len(entries) > PER_GRAPH:  # (a global that changes at every call: no pile)
+            entries.pop(0)
         self._cache.move_to_end(key)
         kept = sum(len(e) for e in self._cache.values())
         while kept > self.max_traces:
