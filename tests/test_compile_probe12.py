@@ -227,3 +227,82 @@ def test_a_global_that_changes_at_every_call_keeps_few_traces() -> None:
         box[0] = float(k)
         assert fast(2.0).data == 1.0 + k
     assert len(fast.keys()) == compiler.PER_GRAPH
+
+
+K1, K2 = 2.0, 3.0
+
+
+def _h1(x: Value) -> Value:
+    return x * K1
+
+
+def _h2(x: Value) -> Value:
+    return x * K2
+
+
+HELPER = _h1
+
+
+def test_a_helper_rebound_is_followed_by_the_next_trace() -> None:
+    """``HELPER = _h2`` traces again, and that trace guards what ``_h2``
+    reads (``K2`` changed later was stale: the guards were made once, at
+    the first trace). Also a method patched on the class."""
+    global HELPER, K2
+
+    class Layer:
+        def act(self, x: Value) -> Value:
+            return x * K1
+
+    layer = Layer()
+
+    def f(x: Value) -> Value:
+        return HELPER(x) + 1.0
+
+    def m(x: Value) -> Value:
+        return layer.act(x) + 1.0
+
+    def act2(self: Any, x: Value) -> Value:
+        return x * K2
+
+    def run(fn: Any) -> tuple[float, float]:
+        x = Value(1.5)
+        out = fn(x)
+        out.backward()
+        return out.data, x.grad
+
+    fast = [chainrule.compile(fn, budget=False) for fn in (f, m)]
+    try:
+        rows = []
+        for step in range(3):
+            if step == 1:
+                HELPER, Layer.act = _h2, act2  # type: ignore[method-assign]
+            if step == 2:
+                K2 = 5.0
+            rows.append([(run(fn), run(c)) for fn, c in zip((f, m), fast)])
+    finally:
+        HELPER, K2 = _h1, 3.0
+    assert [e for row in rows for e, _ in row] == [(4.0, 2.0)] * 2 + [(5.5, 3.0)] * 2 + [
+        (8.5, 5.0)
+    ] * 2
+    assert all(e == c for row in rows for e, c in row)
+
+
+def test_a_pick_among_a_node_and_parameters_returned_beside_the_loss() -> None:
+    """``L = [W[0] * x, W[1]]; p = L[i]; return p * 3.0, p``: where ``i``
+    picks the node, its .grad is filled by the loss's backward (it was 0.0)."""
+    W = [Value(1.0), Value(1.5)]
+
+    def f(x: float, i: int) -> tuple[Value, Value]:
+        p = [W[0] * x, W[1]][i]
+        return p * 3.0, p
+
+    def after(out: tuple[Value, Value]) -> tuple[float, float, float, float]:
+        for w in W:
+            w.grad = 0.0
+        out[0].backward()
+        return out[0].data, out[1].grad, W[0].grad, W[1].grad
+
+    calls = [(2.0, 0), (2.0, 1), (4.0, 0)]
+    eager, got = _runs(f, calls, after)
+    assert eager == [(6.0, 3.0, 6.0, 0.0), (4.5, 3.0, 0.0, 3.0), (12.0, 3.0, 12.0, 0.0)]
+    assert got == eager

@@ -358,6 +358,7 @@ class _Entry:
         "outputs",
         "holds",
         "eager_seconds",
+        "sources",
         "snapshot",
         "objects",
         "objects_snapshot",
@@ -379,7 +380,10 @@ class _Entry:
         self.outputs = outputs
         self.holds = holds  # whether a call's int arguments are ones this trace holds for
         self.eager_seconds = eager_seconds  # an eager call of this graph (budget.eager_of)
-        self.snapshot: Any = None  # the globals, closures and self it read (sources)
+        # the globals, closures and self it read: what (a sources.Sources, made
+        # for this trace: a helper rebound since is followed) and their state
+        self.sources: Any = None
+        self.snapshot: Any = None
         # the state of the objects among its arguments (keyed by identity): None, or
         # a sources.Sources over them and its take() after the trace
         self.objects: Any = None
@@ -646,7 +650,7 @@ class Compiled:
             if entry is None:
                 break
             start = time.perf_counter()
-            sources = self._sources
+            sources = entry.sources
             fresh = sources is None or sources.hold(entry.snapshot)
             held = (entry.objects is None or entry.objects.hold(entry.objects_snapshot)) and (
                 entry.reached is None or _shared_alike(entry, call.values)
@@ -770,12 +774,13 @@ class Compiled:
         # must not see as its own change, and which is not the trace's cost)
         generators = generators_state()
         start = time.perf_counter()
-        if self._sources is None:
-            from .sources import Sources
+        from .sources import Sources
 
-            self._sources = Sources(self.fn)
-        before = self._sources.take()
-        objects = _object_sources(call, self._sources.names)
+        # (made at each trace: what the function reaches now, a helper rebound
+        # since the last trace included)
+        sources = self._sources = Sources(self.fn)
+        before = sources.take()
+        objects = _object_sources(call, sources.names)
         objects_before = None if objects is None else objects.take()
         caches = rewrite.caches_in(itertools.chain(before, objects_before or ()))
         fed: list[Any] = []
@@ -866,10 +871,10 @@ class Compiled:
                 record.guards.append((reads.same, ("arg", k), x, True))
             if len(call.floats) > 1:  # (and which of them are one object)
                 record.guards.append((identities, None, identities(call.floats), True))
-        snapshot = self._sources.take()
-        if not self._sources.complete:
-            record.problems.append(self._sources.why)  # (too much, or a container it cannot walk)
-        if not self._sources.hold(before):
+        snapshot = sources.take()
+        if not sources.complete:
+            record.problems.append(sources.why)  # (too much, or a container it cannot walk)
+        if not sources.hold(before):
             record.problems.append(
                 "it changes a global, a closure's or self's value while it runs (a counter, a "
                 "list it appends to): a replay would not"
@@ -942,7 +947,7 @@ class Compiled:
             program = P.build(values, recipes, created, positions, record)
         except Unsupported as e:
             if isinstance(e, P.MadeOutside):  # named, where fn reads it by a name
-                e = P.MadeOutside(e.node, self._sources.name_of(e.node, self.fn))
+                e = P.MadeOutside(e.node, sources.name_of(e.node, self.fn))
             self._eager(str(e), None, stacklevel=5)
             # the trace ran fn: its result (and what it put in the arguments) is this call's
             # (and the nodes it put in a functools cache)
@@ -966,16 +971,22 @@ class Compiled:
                 outputs.append(("recipe", P.recipe_function(program, x.recipe)))
             else:
                 outputs.append(("as is", x))
-        slots = [x for kind, x in outputs if kind == "slot"]
-        if len(slots) > 1:  # nodes returned together: each one's backward fills the others'
-            outputs = [("node", x) if kind == "slot" else (kind, x) for kind, x in outputs]
+        # nodes returned together (a pick that may land on one: "node pick"):
+        # each one's backward fills the others' .grad
+        nodes = [kind for kind, x in outputs if kind == "slot" or _may_be_node(kind, x)]
+        if len(nodes) > 1:
+            together = {"slot": "node", "pick": "node pick"}
+            outputs = [
+                (together[kind], x) if kind == "slot" or _may_be_node(kind, x) else (kind, x)
+                for kind, x in outputs
+            ]
         program.node_slot = {}  # the traced graph can be freed
         program.budget = self.budget
         with self._lock:
             eager = self.budget.eager_of(call.key, run_seconds)
         program.eager_seconds = eager  # an eager call of this graph (budget.eager_of)
         entry = _Entry(program, rebuild, outputs, int_checker(record.int_guards), eager)
-        entry.snapshot = snapshot
+        entry.sources, entry.snapshot = sources, snapshot
         entry.objects, entry.objects_snapshot = objects, objects_snapshot
         if arg_values:
             # by identity (keys.Identity holds its Value: no stale match)
@@ -1482,7 +1493,11 @@ def _outputs(entry: _Entry, buffer: Any, call: Call) -> Any:
                 v = nodes[x] = _output(buffer.item(x), program, x, buffer, call)
             new.append(v)
         elif kind == "pick":
-            new.append(_pick(x, program, buffer, call))
+            new.append(_pick(x, program, buffer, call, None))
+        elif kind == "node pick":  # a pick among several nodes returned: as "node"
+            if nodes is None:
+                nodes = {}
+            new.append(_pick(x, program, buffer, call, nodes))
         elif kind == "row":
             new.append(_row(x, call))
         else:
@@ -1503,18 +1518,36 @@ def _row(row: tuple[Any, list[Any]], call: Call) -> Any:
     return rows[recipe_value(index, call.ints) % len(rows)]
 
 
-def _pick(pick: tuple[int, Any, list[Any]], program: Any, buffer: Any, call: Call) -> Any:
-    """A returned gather's pick for this call's ints (see :func:`_picked`)."""
+def _pick(
+    pick: tuple[int, Any, list[Any]],
+    program: Any,
+    buffer: Any,
+    call: Call,
+    nodes: dict[int, CompiledValue] | None,
+) -> Any:
+    """A returned gather's pick for this call's ints (see :func:`_picked`);
+    a node among ``nodes`` (by slot, see :func:`_outputs`) where given."""
     from .symbolic import recipe_value
 
     slot, index, choices = pick
     choice = choices[recipe_value(index, call.ints) % len(choices)]
     if choice is None:
-        return _output(buffer.item(slot), program, slot, buffer, call)
+        if nodes is None:
+            return _output(buffer.item(slot), program, slot, buffer, call)
+        v = nodes.get(slot)
+        if v is None:
+            v = nodes[slot] = _output(buffer.item(slot), program, slot, buffer, call)
+        return v
     kind, x = choice
     if kind == "pick":  # a pick of picks: the entry the inner one picks
-        return _pick(x, program, buffer, call)
+        return _pick(x, program, buffer, call, nodes)
     return call.values[x] if kind == "arg" else x
+
+
+def _may_be_node(kind: str, x: Any) -> bool:
+    """Whether the output ``(kind, x)`` is a pick that may land on a node
+    of the graph (not a parameter or an argument)."""
+    return kind == "pick" and any(choice is None or _may_be_node(*choice) for choice in x[2])
 
 
 def compile(  # noqa: A001
