@@ -24,7 +24,9 @@ classes, the attributes it names of a class of the user's it reads
 (``Config.lr``), and of such a class, which it may call (``Layer()``,
 ``Layer()(x)``), every entry and every method (:func:`_made_class`), a
 ``functools.partial``'s function, arguments and keywords, a wrapper's
-function (a compiled function's, a ``functools.lru_cache``'s);
+function (a compiled function's, a ``functools.lru_cache``'s; a decorator
+of the user's written as a class: its function and its ``__call__`` bound
+to it);
 :data:`LEVELS` deep. The attributes it names of a function's own
 ``__dict__`` where the walk does not enter it (a wrapper's, a library's
 function's: :func:`_own_attributes`).
@@ -614,14 +616,18 @@ def _collect(fn: Any, roots: list[tuple[Any, Any]], seen: set[Identity], level: 
         _function(fn, roots, helpers)
     else:  # a callable object: as its __call__ bound to it
         d = getattr(fn, "__dict__", None)
+        call = call_method(fn)
         if type(d) is dict and "__wrapped__" in d:
             # a wrapper (functools.lru_cache, a compiled function): the function
             # it calls, and what was set on it, not its own counters and cache
             helpers.append(d["__wrapped__"])
             own = getattr(type(fn), "_bookkeeping", ())
             roots.extend((d, name) for name in d if name not in own)
+            if isinstance(call, FunctionType) and _users(type(fn)):
+                # a decorator written as a class (functools.update_wrapper(self, f)):
+                # its __call__ runs too, and reads globals and the object's attributes
+                helpers.append(MethodType(call, fn))
         else:
-            call = call_method(fn)
             if isinstance(call, FunctionType):
                 _collect(MethodType(call, fn), roots, seen, level)
                 return
@@ -745,9 +751,11 @@ def _named(
 ) -> None:
     """A global, closure cell or module attribute that is code: a function,
     a bound method, a partial or a callable object is a helper (what it
-    reads is read too), a class of the user's: its attributes that
-    ``names`` names (``Config.lr``, ``Net.helper``); with ``objects``, an
-    object of a class of the user's: those of its class (``cfg.lr``)."""
+    reads is read too; a decorator of the user's written as a class, its
+    ``__call__`` as well as the function it wraps), a class of the user's:
+    its attributes that ``names`` names (``Config.lr``, ``Net.helper``);
+    with ``objects``, an object of a class of the user's: those of its
+    class (``cfg.lr``)."""
     if isinstance(value, (FunctionType, MethodType, functools.partial)):
         helpers.append(value)
         _own_attributes(value, names, roots)
@@ -759,10 +767,12 @@ def _named(
             _made_class(value, roots, helpers)
     else:
         d = getattr(value, "__dict__", None)
-        if type(d) is dict and "__wrapped__" in d:  # a compiled function: the function
+        users = _users(type(value))
+        if type(d) is dict and "__wrapped__" in d and not users:
+            # a compiled function, a library's wrapper: the function
             helpers.append(d["__wrapped__"])
             _own_attributes(value, names, roots)
-        elif _users(type(value)):
+        elif users:  # (a decorator of the user's written as a class too: its __call__)
             if isinstance(call_method(value), FunctionType):
                 helpers.append(value)
             if objects:

