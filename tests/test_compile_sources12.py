@@ -74,3 +74,40 @@ def test_a_decorator_class_is_followed_through_its_call(monkeypatch: pytest.Monk
     eager, got = _runs(f, fast, change, 4, 1.0)
     assert eager == got == [4.0, 12.0, 32.0, 32.0]
     assert fast.traces == 3
+
+
+class _Model:
+    def __init__(self) -> None:
+        self.fast = chainrule.compile(self.loss, budget=False)
+        self.act = lambda x: x * SC
+
+    def loss(self, x: Any) -> Any:
+        return W * x * SC
+
+
+_M = _Model()
+
+
+@pytest.mark.parametrize("attribute", ["fast", "act"])
+def test_a_function_stored_on_an_object_is_followed(
+    attribute: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    module = sys.modules[__name__]
+    if attribute == "fast":
+
+        def f(x: float) -> Value:
+            return _M.fast(x) + W
+
+    else:
+
+        def f(x: float) -> Value:
+            return W * _M.act(x)
+
+    fast = chainrule.compile(f, budget=False)
+
+    def change(step: int) -> None:
+        monkeypatch.setattr(module, "SC", (1.0, 3.0, 3.0)[step])  # the global it reads
+
+    eager, got = _runs(f, fast, change, 3, 1.0)
+    assert eager == got == ([4.0, 8.0, 8.0] if attribute == "fast" else [2.0, 6.0, 6.0])
+    assert fast.traces == 2 and fast.hits == 1

@@ -26,7 +26,8 @@ classes, the attributes it names of a class of the user's it reads
 ``functools.partial``'s function, arguments and keywords, a wrapper's
 function (a compiled function's, a ``functools.lru_cache``'s; a decorator
 of the user's written as a class: its function and its ``__call__`` bound
-to it);
+to it), the code stored on an object of the user's that it names
+(``m.fast = chainrule.compile(self.loss)``, ``m.act = lambda h: ...``);
 :data:`LEVELS` deep. The attributes it names of a function's own
 ``__dict__`` where the walk does not enter it (a wrapper's, a library's
 function's: :func:`_own_attributes`).
@@ -755,7 +756,9 @@ def _named(
     ``__call__`` as well as the function it wraps), a class of the user's:
     its attributes that ``names`` names (``Config.lr``, ``Net.helper``);
     with ``objects``, an object of a class of the user's: those of its
-    class (``cfg.lr``)."""
+    class (``cfg.lr``), and the code among its own attributes that
+    ``names`` names (``m.fast``, ``m.act``: a compiled function, a lambda,
+    a bound method stored on it), one object deep."""
     if isinstance(value, (FunctionType, MethodType, functools.partial)):
         helpers.append(value)
         _own_attributes(value, names, roots)
@@ -778,6 +781,13 @@ def _named(
             if objects:
                 d = d if type(d) is dict else None
                 _class_attributes(type(value), names, value, d, roots, helpers)
+                attributes = d or {}
+                for name in names:
+                    # code stored on the object (m.fast = chainrule.compile(self.loss),
+                    # m.act = lambda h: ...) and called by name: what it reads too
+                    attr = attributes.get(name)
+                    if callable(attr) and not isinstance(attr, type):
+                        _named(attr, names, roots, helpers, objects=False)
 
 
 def _own_attributes(value: Any, names: list[str], roots: list[tuple[Any, Any]]) -> None:
