@@ -13,6 +13,7 @@ from __future__ import annotations
 import functools
 import sys
 import warnings
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -39,6 +40,65 @@ def _runs(
             eager.append(fn(*args).data)
             got.append(fast(*args).data)
     return eager, got
+
+
+def _package(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, user: str) -> Any:
+    """A package ``srcpkg12`` on disk: ``cfg`` (``scale = 1.0``) and ``user`` (the code)."""
+    pkg = tmp_path / "srcpkg12"
+    pkg.mkdir()
+    (pkg / "__init__.py").write_text("")
+    (pkg / "cfg.py").write_text("scale = 1.0\n")
+    (pkg / "user.py").write_text(user)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    for name in ("srcpkg12", "srcpkg12.cfg", "srcpkg12.user"):
+        monkeypatch.delitem(sys.modules, name, raising=False)
+    import srcpkg12.cfg
+    import srcpkg12.user
+
+    return srcpkg12.cfg, srcpkg12.user
+
+
+_USER = """\
+import importlib
+import pkgutil
+from chainrule import Value
+
+load = importlib.import_module  # (by another name: no module found by a computed name)
+find = pkgutil.resolve_name
+w = Value(2.0)
+
+
+def relative(x):
+    return w * x * load(".cfg", __package__).scale
+
+
+def colon(x):
+    return w * x * find("srcpkg12.cfg:scale")
+
+
+def dots(x):
+    return w * x * find("srcpkg12.cfg.scale")
+
+
+def resolved(x):
+    return w * x * pkgutil.resolve_name("srcpkg12.cfg:scale")
+"""
+
+
+@pytest.mark.parametrize("name", ["relative", "colon", "dots", "resolved"])
+def test_a_module_named_relative_or_with_its_attribute_is_guarded(
+    name: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    cfg, user = _package(tmp_path, monkeypatch, _USER)
+    fn = getattr(user, name)
+    fast = chainrule.compile(fn, budget=False)
+
+    def change(step: int) -> None:
+        cfg.scale = (1.0, 3.0, 5.0)[step]  # changed in place
+
+    eager, got = _runs(fn, fast, change, 3, 1.0)
+    assert eager == got == [2.0, 6.0, 10.0]
+    assert fast.traces == 3
 
 
 class _Scaled:

@@ -662,8 +662,14 @@ def _function(fn: FunctionType, roots: list[tuple[Any, Any]], helpers: list[Any]
         _looked_up(fn.__code__, g.get("__package__"), names, roots, helpers)
 
 
-#: A module's name, as ``import`` and ``sys.modules`` take it (``cfg``, ``pkg.cfg``).
-_MODULE_NAME = re.compile(r"[A-Za-z_]\w*(?:\.[A-Za-z_]\w*)*\Z")
+#: A module's name, as ``import`` and ``sys.modules`` take it (``cfg``, ``pkg.cfg``),
+#: or relative to a package (``.cfg``, ``..x``: ``importlib.import_module(".cfg",
+#: __package__)``), then perhaps an attribute after a colon (``pkg.cfg:scale``, as
+#: ``pkgutil.resolve_name`` takes; ``pkg.cfg.scale`` is a module's name to the pattern).
+_MODULE_NAME = re.compile(
+    r"(?P<dots>\.*)(?P<module>[A-Za-z_]\w*(?:\.[A-Za-z_]\w*)*)?"
+    r"(?::(?P<attribute>[A-Za-z_]\w*(?:\.[A-Za-z_]\w*)*))?\Z"
+)
 
 
 def _looked_up(
@@ -676,28 +682,55 @@ def _looked_up(
     """The modules ``code`` may find in ``sys.modules`` by name (an
     ``import`` inside the function, ``importlib.import_module("cfg")``,
     ``sys.modules["cfg"]``): each name it loads and each module name among
-    its strings (and the same in its package: ``from . import cfg``) that
-    is loaded, rooted as an entry of ``sys.modules``, so a module replaced
-    there is a change; where the code reads ``sys.modules`` itself, its
+    its strings (and the same in its package: ``from . import cfg``; a
+    relative one, ``".cfg"``, in the function's package; ``"pkg.cfg:scale"``,
+    as ``pkgutil.resolve_name`` takes it, the module ``pkg.cfg``, and the
+    parts of such a string as attributes the code names) that is loaded,
+    rooted as an entry of ``sys.modules``, so a module replaced there is a
+    change; where the code reads ``sys.modules`` itself, its
     strings absent from it too (``"plugin" in sys.modules``); ``code_names``:
     the names the code loads. A dotted name's packages too (``import
     pkg.cfg as c`` reads the attribute ``cfg`` of ``pkg``), and the
     function's own package (``from . import cfg``). Where the code reads
     ``sys.modules`` itself, or imports by a name it computes
-    (``importlib.import_module(name)``, ``__import__``), every entry
-    (:class:`AllModules`)."""
+    (``importlib.import_module(name)``, ``__import__``,
+    ``pkgutil.resolve_name``), every entry (:class:`AllModules`)."""
     modules = sys.modules
-    names = _module_names(code)
+    loaded, strings = _module_names(code)
+    # (a relative name, ".cfg", in the function's package; "pkg.cfg:scale": pkg.cfg)
+    found = [_module_of(s, package) for s in strings]
+    names = [*loaded, *found]
     if package:
-        names += [package, *(f"{package}.{name}" for name in names)]
+        absolute = [*loaded, *(m for s, m in zip(strings, found) if s[0] != ".")]
+        names += [package, *(f"{package}.{name}" for name in absolute if name)]
     names += [name[:k] for name in names for k, c in enumerate(name) if c == "."]
+    # the attributes such a string names (pkg.cfg:scale, pkg.cfg.scale): read too
+    code_names = [*code_names, *(n for s in strings for n in _identifiers(s))]
     for name in dict.fromkeys(names):
-        module = modules.get(name)
+        module = modules.get(name) if name else None
         if module is not None:
             roots.append((modules, name))
             _named(module, code_names, roots, helpers)
-    if {"modules", "import_module", "__import__"} & set(code_names):
+    if {"modules", "import_module", "__import__", "resolve_name"} & set(code_names):
         roots.append((modules, AllModules(_attribute_names(code))))
+
+
+def _module_of(name: str, package: Any) -> str:
+    """The module a string of :data:`_MODULE_NAME` names (a relative one in
+    ``package``, as ``importlib.import_module(name, package)`` finds it;
+    "" where it names none)."""
+    match = _MODULE_NAME.match(name)
+    if match is None:
+        return ""
+    dots, module = match["dots"], match["module"] or ""
+    if not dots:
+        return module
+    if type(package) is not str or not package:
+        return ""
+    base = package.rsplit(".", len(dots) - 1)
+    if len(base) < len(dots):
+        return ""  # (beyond the top-level package: import_module raises)
+    return f"{base[0]}.{module}" if module else base[0]
 
 
 #: The instructions that name an attribute (of a module: ``mod.scale``, ``from m import x``).
@@ -731,16 +764,19 @@ class AllModules:
         self.names = frozenset(names)  # (read whole by take(), in sorted order)
 
 
-def _module_names(code: Any) -> list[str]:
-    """The names ``code`` (and the code nested in it) loads, and the module
-    names among its strings."""
+def _module_names(code: Any) -> tuple[list[str], list[str]]:
+    """The names ``code`` (and the code nested in it) loads, and the strings
+    among its constants that may name a module (:data:`_MODULE_NAME`)."""
     names = list(code.co_names)
+    strings = []
     for c in code.co_consts:
         if hasattr(c, "co_names"):
-            names += _module_names(c)
-        elif type(c) is str and _MODULE_NAME.match(c):
-            names.append(c)
-    return list(dict.fromkeys(names))
+            more, found = _module_names(c)
+            names += more
+            strings += found
+        elif type(c) is str and c and _MODULE_NAME.match(c):
+            strings.append(c)
+    return list(dict.fromkeys(names)), list(dict.fromkeys(strings))
 
 
 def _named(
@@ -863,9 +899,13 @@ def _read_names(functions: set[Identity]) -> tuple[str, ...]:
 
 def _identifiers(x: Any) -> list[str]:
     """The identifiers among the strings of ``x`` and of the tuples,
-    frozensets, lists and dicts in it."""
+    frozensets, lists and dicts in it (of a module's name and attribute,
+    ``"pkg.cfg:scale"``, each part)."""
     if type(x) is str:
-        return [x] if x.isidentifier() else []
+        if x.isidentifier():
+            return [x]
+        # a module's name and its attribute (pkg.cfg:scale, ..cfg.scale): each part
+        return [n for n in re.split(r"[.:]", x) if n] if _MODULE_NAME.match(x) else []
     if type(x) is dict:
         x = [*x.keys(), *x.values()]
     if type(x) in (tuple, frozenset, list):
