@@ -136,6 +136,29 @@ def test_a_decorator_class_is_followed_through_its_call(monkeypatch: pytest.Monk
     assert fast.traces == 3
 
 
+def test_a_cache_cleared_between_calls_is_called_again(monkeypatch: pytest.MonkeyPatch) -> None:
+    module = sys.modules[__name__]
+
+    @functools.cache
+    def table(n: int) -> float:
+        return n * SC
+
+    def f(x: float, n: int) -> Value:
+        return W * x * table(n)
+
+    table(2)  # filled at SC = 1.0
+    monkeypatch.setattr(module, "SC", 2.0)  # the entry is stale, eagerly too
+    fast = chainrule.compile(f, budget=False)
+
+    def change(step: int) -> None:
+        if step == 1:
+            table.cache_clear()  # refreshed: eagerly the next call recomputes
+
+    eager, got = _runs(f, fast, change, 3, 1.0, 2)
+    assert eager == got == [4.0, 8.0, 8.0]
+    assert fast.traces == 2 and fast.hits == 1
+
+
 class _Model:
     def __init__(self) -> None:
         self.fast = chainrule.compile(self.loss, budget=False)

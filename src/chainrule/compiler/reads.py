@@ -43,6 +43,7 @@ from typing import Any, TypeGuard
 
 from .escapes import PACKAGE_DIR, describe
 from .keys import Identity, identities
+from .sources import _same
 
 #: A recipe: ("node", Value) | ("arg", i) | ("int", i) | ("op", f, a, b)
 #: | ("reduce", f, [recipes]); "arg" is a float argument, "int" an int one.
@@ -142,7 +143,8 @@ class Record:
 
     def __init__(self) -> None:
         self.serial = next(_serials)
-        self.guards: list[tuple[Callable[..., Any], Recipe, Any, Any]] = []
+        # (a: a recipe, or a cached_again guard's CachedCall)
+        self.guards: list[tuple[Callable[..., Any], Recipe | CachedCall, Any, Any]] = []
         # (keys.Identity of the read: the object itself, not its id) -> (it, file:line)
         self.consumed: dict[Any, tuple[TracedFloat, str]] = {}
         # the max()/min() calls under way, by site (one inside another's
@@ -175,6 +177,8 @@ class Record:
         # made the eager graph too when the trace is not kept
         self.cached: list[Any] = []
         self.cache_misses: dict[int, int] = {}  # by the cache's id: entries it added
+        # the calls of functools caches, each once: a guard calls it again (cached_again)
+        self.cache_calls: dict[Any, None] = {}
         # the nodes the operations made while tracing (trace.TraceValue until
         # the trace is done: trace.release)
         self.nodes: list[Any] = []
@@ -278,6 +282,27 @@ def is_same(a: Any, b: Any) -> bool:
     """The guard of an identity asked while tracing: ``a is b`` of the
     objects two recipes find at replay (:func:`identical`)."""
     return a is b
+
+
+class CachedCall:
+    """A call of a ``functools`` cache while tracing, whose result a replay
+    reuses: the cache (or a method of it), the plain arguments, and what
+    it returned (:func:`cached_again`)."""
+
+    __slots__ = ("f", "args", "kwargs", "out")
+
+    def __init__(self, f: Any, args: tuple[Any, ...], kwargs: dict[str, Any], out: Any) -> None:
+        self.f, self.args, self.kwargs, self.out = f, args, kwargs, out
+
+
+def cached_again(call: CachedCall, _: Any) -> bool:
+    """The guard of a call of a ``functools`` cache (before every replay):
+    the cache called again as eagerly, which gives what it gave the trace
+    (the same object, or an equal number, string or bytes: a float bit for
+    bit) while it holds the entry, and recomputes it once the entry is gone
+    (``cache_clear()``, a bounded cache's eviction): another result traces
+    again. A hit is one C call."""
+    return _same(call.f(*call.args, **call.kwargs), call.out)
 
 
 #: ``_identity_key``'s answer for an object that is no float: never the

@@ -80,9 +80,12 @@ from .reads import (
     AST_LOCK,
     COPY_CODES,
     PACKAGE_DIR,
+    CachedCall,
     Record,
     TracedFloat,
+    Whole,
     begin_reduction,
+    cached_again,
     contains,
     current,
     flat_items,
@@ -713,11 +716,26 @@ def _cached_call(f: Any, args: Any, kwargs: Any, record: Record) -> Any:
     hashes are guards). An entry it adds that holds nodes made by the trace
     (its result, or its arguments as the key) outlives the call: eagerly a
     later call gets those nodes back as they were made (their ``.data``, and
-    ``backward()`` through them), where a replay would recompute them."""
+    ``backward()`` through them), where a replay would recompute them. A
+    replay reuses what it returned while the cache gives it again: the
+    guard calls the cache before every replay, as eagerly (each call once,
+    by its arguments: :func:`~chainrule.compiler.reads.cached_again`), so a
+    cache cleared or an entry evicted and recomputed to another number
+    traces again."""
     cache = _cache_of(f)
     misses = cache.cache_info().misses
     out = read_whole_by(f, args, kwargs)
     missed = cache.cache_info().misses - misses
+    if _keeps(cache):
+        # a replay reuses `out` while the cache gives it (cached_again): a cache
+        # cleared between calls (cache_clear()) recomputes eagerly, and traces again
+        whole = Whole()
+        plain = tuple(map(whole.numbers, args))
+        named = {k: whole.numbers(x) for k, x in kwargs.items()}
+        key = (f, plain, tuple(map(type, plain)), tuple(named.items()))
+        if key not in record.cache_calls:
+            record.cache_calls[key] = None
+            record.guards.append((cached_again, CachedCall(f, plain, named, out), None, True))
     if missed and _keeps(cache):
         record.cache_misses[id(cache)] = record.cache_misses.get(id(cache), 0) + missed
         made = [
