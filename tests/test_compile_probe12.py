@@ -306,3 +306,44 @@ def test_a_pick_among_a_node_and_parameters_returned_beside_the_loss() -> None:
     eager, got = _runs(f, calls, after)
     assert eager == [(6.0, 3.0, 6.0, 0.0), (4.5, 3.0, 0.0, 3.0), (12.0, 3.0, 12.0, 0.0)]
     assert got == eager
+
+
+@pytest.mark.parametrize("zero", [0, -0.0, None])
+def test_a_replay_leaves_the_grad_of_leaves_the_walk_does_not_reach(zero: Any) -> None:
+    """A table's entries this call does not pick, and a Value read only
+    through ``.data`` (a target network): eagerly untouched (micrograd's
+    ``p.grad = 0`` stays an int, -0.0 stays, None stays); a replay wrote
+    ``0.0`` there, or raised TypeError for None."""
+    E = [[Value(0.1 * i + 0.01 * j) for j in range(3)] for i in range(4)]
+    w, target = Value(0.5), Value(2.0)
+
+    def f(i: int, x: float) -> Value:
+        return sum((e * e for e in E[i]), w * x - target.data * 0.9)
+
+    def after(out: Value) -> str:
+        for row in E:
+            for e in row:
+                e.grad = zero
+        for e in (*E[1], *E[2]):  # (the rows the calls pick)
+            e.grad = 0.0
+        target.grad, w.grad = zero, 0.0
+        out.backward()
+        return repr([e.grad for e in E[0]] + [e.grad for e in E[2]] + [target.grad, w.grad])
+
+    eager, got = _runs(f, [(2, 1.5), (2, 2.5), (1, 1.5)], after)
+    assert eager[0] == repr([zero] * 3 + [0.4, 0.42000000000000004, 0.44, zero, 1.5])
+    assert got == eager
+
+
+def test_an_optimizer_step_leaves_the_grad_of_leaves_it_does_not_reach() -> None:
+    w, target = Value(0.5), Value(2.0)
+    opt = optim.SGD([w], lr=0.1)
+
+    def loss(x: float) -> Value:
+        return (w * x - target.data) ** 2
+
+    step = chainrule.compile(loss, optimizer=opt, budget=False)
+    target.grad = 0
+    for x in (1.0, 2.0, 3.0):
+        step(x)
+        assert repr(target.grad) == "0"

@@ -608,6 +608,29 @@ def test_replays_slower_than_eager_calls_send_the_function_to_eager() -> None:
 
 
 @pytest.mark.budget
+def test_replays_whose_backward_is_slower_send_the_function_to_eager() -> None:
+    """A replay's forward faster than eager's, its backward much slower (a
+    large table picked by an int: probe AD4): the whole replay counts."""
+    from chainrule.compiler.budget import Budget
+
+    b = Budget()
+    b.traced(0.01, 0.004, 0.001)
+    b.ran_eagerly(0.001)
+    b.ran_backward_eagerly(0.002)
+    for _ in range(3):
+        b.replayed(0.0005, 0.001)  # half an eager forward...
+        b.replayed(0.0005, 0.001)
+        assert b.replays_lose() is None  # (forward only: faster)
+        b.backward(0.01, 0.001)  # ...then five times an eager backward (0.002)
+    b.replays.clear()
+    for _ in range(3):
+        b.replayed(0.0005, 0.001)
+        b.backward(0.01, 0.001)
+    assert b.replays == type(b.replays)([0.0105 / 0.003] * 3)
+    assert "a large table" in str(b.replays_lose())
+
+
+@pytest.mark.budget
 def test_most_calls_meeting_a_new_graph_is_said_once() -> None:
     """Graphs met once are not traced while tracing has not paid; when most
     calls meet one, compiling does not help: the budget says so."""

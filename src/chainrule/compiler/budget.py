@@ -107,9 +107,11 @@ class Budget:
         self.trace_extra: collections.deque[float] = collections.deque(maxlen=WINDOW)
         self.recent: collections.deque[bool] = collections.deque(maxlen=WINDOW)  # traced?
         self.streak = 0.0  # eager seconds since tracing was refused
-        # a replay's forward against an eager call's (not a traced run's, which
-        # the watching slows): a function too small to gain runs eagerly
+        # a replay against an eager call (not a traced run, which the watching
+        # slows), its backward pass against eager's once it runs: a function
+        # that does not gain runs eagerly
         self.replays: collections.deque[float] = collections.deque(maxlen=WINDOW)  # per eager
+        self._last: list[float] | None = None  # the latest replay's seconds and eager's
         self.traced_runs: collections.deque[float] = collections.deque(maxlen=WINDOW)
         self.eager_backwards: collections.deque[float] = collections.deque(maxlen=WINDOW)
         self.eager_runs: collections.deque[float] = collections.deque(maxlen=WINDOW)
@@ -252,25 +254,36 @@ class Budget:
         self.recent.append(False)
         self.met_once.append(False)
         self.replays.append(seconds / eager_seconds if eager_seconds > 0.0 else math.inf)
+        self._last = [seconds, eager_seconds]
 
     def replays_lose(self) -> str | None:
-        """Why replays should stop (they take longer than eager calls), or None."""
+        """Why replays should stop (they take longer than eager calls, their
+        backward passes included), or None."""
         if len(self.replays) < 3 or max(self.replays) < 1.0 or not self.active():
             return None  # (every replay faster: so is the median)
         ratio = statistics.median(self.replays)
         if ratio < 1.0:
             return None
         return (
-            f"a replay takes {ratio:.2g} times as long as an eager call of the same graph: "
-            "the function is too small to gain from compiling"
+            f"a replay, with its backward pass, takes {ratio:.2g} times as long as an eager "
+            "call of the same graph: the graph is too small to gain from compiling, or the "
+            "replay reads and writes many Values the call does not use (a large table picked "
+            "by an int argument)"
         )
 
     def backward(self, seconds: float, eager_seconds: float) -> None:
         """A replay's backward took ``seconds``; the eager backward it
         replaces is estimated as :data:`BACKWARD` times the eager forward
-        (``eager_seconds``: :meth:`eager_of`)."""
+        (``eager_seconds``: :meth:`eager_of`). The latest replay's ratio
+        then counts its backward pass too."""
         self.replay_seconds += seconds
-        self.extra -= eager_seconds * self.backward_ratio() - seconds
+        eager_backward = eager_seconds * self.backward_ratio()
+        self.extra -= eager_backward - seconds
+        last = self._last
+        if last is not None and self.replays:
+            last[0] += seconds
+            last[1] += eager_backward
+            self.replays[-1] = last[0] / last[1] if last[1] > 0.0 else math.inf
 
     def ran_backward_eagerly(self, seconds: float) -> None:
         """An eager call's backward (and update) took ``seconds``."""

@@ -40,6 +40,7 @@ import copy
 import operator
 from collections.abc import Callable
 from dataclasses import dataclass
+from itertools import compress
 from typing import Any
 
 import numpy as np
@@ -647,6 +648,7 @@ class Program:
         self._sums_in_one = False  # no leaf adds more than one term (see _backward_plan)
         self._direct: dict[int, Direct] = {}  # producer's plan position -> see Direct
         self._spare_terms: list[tuple[np.ndarray, list[Any]]] = []  # see _gradients
+        self._reached: dict[int, list[bool] | None] = {}  # see reached_leaves
         self._inputs: tuple[np.ndarray, list[Any]] | None = None  # see forward
         self.layouts: dict[Any, Any] = {}  # optimizer -> compiler.step.Layout (which holds it)
         # said once: a backward pass through an output leaves its siblings' .grad
@@ -753,24 +755,40 @@ class Program:
             # that is also a leaf it reads, or is passed twice, apart). A
             # pass's running sum is never -0.0 (it starts at 0.0, and 0.0 + t
             # is not), so the sign of a zero term (see _times_grid) is moot.
+            reached = self.reached_leaves(root, call)
             grads = list(map(_get_grad, live))
             if self.arg_leaves:
                 grads += [arg_values[pos].grad for _, pos in self.arg_leaves]
+            if reached is not None:  # (what the walk does not reach: its own business)
+                grads = [g if r else 0.0 for g, r in zip(grads, reached)]
             grad = self.leaf_gradients(val, root, seed, call, kept, to_array(grads))
-            for leaf, d in zip(live, grad[: len(live)].tolist()):
-                leaf.grad = d
-            for slot, pos in self.arg_leaves:
-                arg_values[pos].grad = grad.item(slot)
+            ds = grad[: len(live)].tolist()
+            if reached is None:
+                for leaf, d in zip(live, ds):
+                    leaf.grad = d
+            else:
+                for leaf, d in zip(compress(live, reached), compress(ds, reached)):
+                    leaf.grad = d
+            for k, (slot, pos) in enumerate(self.arg_leaves):
+                if reached is None or reached[len(live) + k]:
+                    arg_values[pos].grad = grad.item(slot)
         else:
             grad = self.leaf_gradients(val, root, seed, call, kept)
-            # as Value.backward: what a leaf held is added to only where it is
-            # not zero (np.float32(0.0) included: the sum stays a float)
-            for leaf, d in zip(live, grad[: len(live)].tolist()):  # a plain loop: faster than map
-                held = leaf.grad
+            reached = self.reached_leaves(root, call)
+            ds = grad[: len(live)].tolist()
+            leaves = live if reached is None else compress(live, reached)
+            # as Value.backward: what a leaf the walk reaches held is added to
+            # only where it is not zero (np.float32(0.0) included: the sum
+            # stays a float); one it does not reach is left as it is (an int
+            # 0, a -0.0, a None: eager's)
+            for leaf, d in zip(leaves, ds if reached is None else compress(ds, reached)):
+                held = leaf.grad  # (a plain loop: faster than map)
                 leaf.grad = held + d if held != 0.0 else d
-            for slot, pos in self.arg_leaves:
-                held = arg_values[pos].grad
-                arg_values[pos].grad = held + grad.item(slot) if held != 0.0 else grad.item(slot)
+            for k, (slot, pos) in enumerate(self.arg_leaves):
+                if reached is None or reached[len(live) + k]:
+                    held = arg_values[pos].grad
+                    d = grad.item(slot)
+                    arg_values[pos].grad = held + d if held != 0.0 else d
         if not kept:
             return {}
         seen = self._reach(root, call)
@@ -780,6 +798,22 @@ class Program:
                 if first <= slot < stop and seen[slot]:
                     got[slot] = g.item(slot - first)
         return got
+
+    def reached_leaves(self, root: int, call: Any) -> list[bool] | None:
+        """Which leaves (the live ones, then the arguments' Values) the
+        eager walk from ``root`` reaches this call, or None for all of them:
+        a table's entries this call does not pick, a Value read only through
+        ``.data``, are not (eagerly their ``.grad`` is left as it is). Per
+        root where no gather picks (the same every call)."""
+        if root in self._reached:
+            return self._reached[root]
+        seen = self._reach(root, call)
+        slots = [*range(len(self.live)), *(slot for slot, _ in self.arg_leaves)]
+        mask = seen[slots].tolist()
+        found = None if all(mask) else mask
+        if not self.picks_by_int:  # (the same every call)
+            self._reached[root] = found
+        return found
 
     def leaf_gradients(
         self,

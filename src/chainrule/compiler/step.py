@@ -66,14 +66,21 @@ def train(program: Program, val: np.ndarray, root: int, call: Any, optimizer: An
     g[layout.where] = 0.0 + grad.take(layout.slots)  # backward(): 0.0 + d, as it adds
     if layout.outside:
         data[layout.outside] = to_array([params[i].data for i in layout.outside])
-    for leaf, slot in layout.others:  # (as Value.backward adds: to a held gradient not zero)
-        held = leaf.grad
-        leaf.grad = held + grad.item(slot) if held != 0.0 else grad.item(slot)
+    # (as Value.backward adds: to a held gradient not zero; a leaf the walk
+    # does not reach is left as it is)
+    reached = program.reached_leaves(root, call)
+    for leaf, slot in layout.others:
+        if reached is None or reached[slot]:
+            held = leaf.grad
+            leaf.grad = held + grad.item(slot) if held != 0.0 else grad.item(slot)
     arg_values = call.values
-    for slot, pos in program.arg_leaves:
+    n_live = len(program.live)
+    for k, (slot, pos) in enumerate(program.arg_leaves):
         v = arg_values[pos]
         at = layout.positions.get(v)
         if at is None:
+            if reached is not None and not reached[n_live + k]:
+                continue
             held = v.grad
             v.grad = held + grad.item(slot) if held != 0.0 else grad.item(slot)
         else:  # a parameter passed as an argument: its data read above (outside);
