@@ -153,7 +153,7 @@ def test_the_same_list_for_two_arguments_runs_eagerly() -> None:
         return w * len(a)
 
     fast, mine, theirs = quiet(f), [0.5], [0.5]
-    with pytest.warns(CompileWarning, match="same list"):
+    with pytest.warns(CompileWarning, match="one list or dict is passed twice"):
         assert fast(mine, mine).data == f(theirs, theirs).data == 6.0
     assert mine == theirs == [0.5, 1.0, 2.0]
 

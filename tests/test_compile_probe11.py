@@ -455,6 +455,7 @@ def test_one_list_for_two_arguments_warns_of_that_call() -> None:
         assert fast([[1.0], [2.0]]).data == 6.0
     words = " ".join(str(w.message) for w in caught)
     assert "runs a call eagerly, not traced" in words and "paid" not in words
+    assert "twice inside one" in words  # (one argument here: probe AD1)
     assert fast.stats()["traces"] == 1
 
 

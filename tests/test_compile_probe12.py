@@ -347,3 +347,122 @@ def test_an_optimizer_step_leaves_the_grad_of_leaves_it_does_not_reach() -> None
     for x in (1.0, 2.0, 3.0):
         step(x)
         assert repr(target.grad) == "0"
+
+
+def _module_with_code(name: str) -> Any:
+    """A module of the user's with data, a function reading its global and
+    a ``__getattr__`` serving an attribute from its state."""
+    import types
+
+    module = types.ModuleType(name)
+    exec(
+        "K = 1.0\nscale = 2.0\n_state = {'dyn': 5.0}\n"
+        "def helper(v):\n    return v * K\n"
+        "def __getattr__(name):\n"
+        "    if name == 'dyn':\n        return _state['dyn']\n"
+        "    raise AttributeError(name)\n",
+        module.__dict__,
+    )
+    return module
+
+
+def test_a_module_found_by_a_computed_name_is_followed_into_its_code(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """``sys.modules[name].helper(x)`` (the helper's global changed),
+    ``.dyn`` served by the module's ``__getattr__``, a module found by a
+    helper and read by the caller, and ``getattr(sys, "modules")``: every
+    change is eager's (each replayed the first number)."""
+    import sys
+
+    module = _module_with_code("probe12_cfg")
+    monkeypatch.setitem(sys.modules, "probe12_cfg", module)
+    name = "probe12_" + "cfg"
+
+    def found(n: str) -> Any:
+        return sys.modules[n]
+
+    fns = [
+        lambda x: sys.modules[name].helper(x),
+        lambda x: x * sys.modules[name].dyn,
+        lambda x: x * found(name).scale,
+        lambda x: x * getattr(sys, "modules")[name].scale,  # noqa: B009 (probe AC1)
+    ]
+
+    def run(fn: Any) -> tuple[float, float]:
+        x = Value(1.5)
+        out = fn(x)
+        out.backward()
+        return out.data, x.grad
+
+    fast = [chainrule.compile(fn, budget=False) for fn in fns]
+    rows = []
+    for step in range(3):
+        if step == 1:
+            module.K, module.scale = 4.0, 3.0
+            module._state["dyn"] = 7.0
+        rows.append([(run(fn), run(c)) for fn, c in zip(fns, fast)])
+    assert [e for e, _ in rows[2]] == [(6.0, 4.0), (10.5, 7.0), (4.5, 3.0), (4.5, 3.0)]
+    assert all(e == c for row in rows for e, c in row)
+
+
+def test_a_function_kept_in_a_dict_is_followed() -> None:
+    """``TABLE["act"](x)``: the globals the stored function reads are
+    guarded (it was compared by identity only), also once rebound."""
+    global K2
+    table = {"act": _h1}
+
+    def f(x: Value) -> Value:
+        return table["act"](x) + 1.0
+
+    fast = chainrule.compile(f, budget=False)
+    rows = []
+    try:
+        for step in range(4):
+            if step == 1:
+                table["act"] = _h2
+            if step == 2:
+                K2 = 5.0
+            x, y = Value(1.5), Value(1.5)
+            e, c = f(x), fast(y)
+            e.backward()
+            c.backward()
+            rows.append(((e.data, x.grad), (c.data, y.grad)))
+    finally:
+        K2 = 3.0
+    assert [e for e, _ in rows] == [(4.0, 2.0), (5.5, 3.0), (8.5, 5.0), (8.5, 5.0)]
+    assert all(e == c for e, c in rows)
+
+
+def test_an_optimizer_kept_on_the_model_does_not_retrace_the_step() -> None:
+    """``self.opt = Adam(...)`` and ``compile(self.loss, optimizer=self.opt)``:
+    the step's own optimizer state (moments, step count) is not a guard
+    (every step traced again: probe AD2); the losses are eager's."""
+
+    class Model:
+        def __init__(self) -> None:
+            self.w, self.b = Value(0.5), Value(-0.25)
+            self.opt = optim.Adam([self.w, self.b], lr=0.05)
+
+        def loss(self, x: float, y: float) -> Value:
+            return (self.w * x + self.b - y) ** 2
+
+    losses = []
+    for compiled in (False, True):
+        m = Model()
+        step = chainrule.compile(m.loss, optimizer=m.opt, budget=False)
+        got = []
+        for k in range(6):
+            x, y = 0.5 * k, 1.0 - 0.25 * k
+            if compiled:
+                got.append(step(x, y).data)
+            else:
+                out = m.loss(x, y)
+                m.opt.zero_grad()
+                out.backward()
+                m.opt.step()
+                got.append(out.data)
+        losses.append((got, m.w.data, m.b.data))
+    assert losses[0][0][0] == (0.5 * 0.0 - 0.25 - 1.0) ** 2
+    assert losses[1] == losses[0]
+    assert step.stats()["traces"] == 1 and step.stats()["hits"] == 5

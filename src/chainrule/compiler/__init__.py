@@ -778,7 +778,7 @@ class Compiled:
 
         # (made at each trace: what the function reaches now, a helper rebound
         # since the last trace included)
-        sources = self._sources = Sources(self.fn)
+        sources = self._sources = Sources(self.fn, self.optimizer)
         before = sources.take()
         objects = _object_sources(call, sources.names)
         objects_before = None if objects is None else objects.take()
@@ -811,9 +811,11 @@ class Compiled:
             if first:
                 name = getattr(self.fn, "__qualname__", repr(self.fn))
                 warnings.warn(
-                    f"chainrule.compile: {name} runs a call eagerly, not traced, where the "
-                    "same list or dict is passed for several arguments (a trace runs on "
-                    "copies of them, which would be two objects); pass it once",
+                    f"chainrule.compile: {name} runs a call eagerly, not traced, where one "
+                    "list or dict is passed twice among its arguments, for several of them or "
+                    "twice inside one (a batch holding one row twice: batch + [row] * 4, "
+                    "[[0.0] * d] * n); a trace runs on copies of them, which would be two "
+                    "objects: pass it once, or pass copies ([list(r) for r in batch])",
                     CompileWarning,
                     stacklevel=5,
                 )
@@ -1210,6 +1212,7 @@ def _object_sources(call: Call, names: tuple[str, ...]) -> Any:
     held = dict(enumerate(objects))
     classes = (r for x in objects if isinstance(x, type) for r in class_roots(x))
     sources = Sources.__new__(Sources)  # (no function to collect: the roots given)
+    sources.shallow = frozenset()
     sources.roots = [*((held, k) for k in held), *dict.fromkeys(classes)]
     sources.complete = True
     sources.why = ""

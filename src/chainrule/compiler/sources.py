@@ -73,6 +73,7 @@ from types import BuiltinFunctionType, FunctionType, MappingProxyType, MethodTyp
 from typing import Any
 
 from ..value.engine import Value
+from ..value.primitives import Primitive
 from .escapes import call_method
 from .keys import ARRAY_KEY_BYTES, Identity, declared_slots, own_slots
 
@@ -117,11 +118,15 @@ def _same(a: Any, b: Any) -> bool:
 class Sources:
     """The bindings a function reads and their state at a trace."""
 
-    __slots__ = ("roots", "complete", "why", "array_bytes", "names")
+    __slots__ = ("roots", "complete", "why", "array_bytes", "names", "shallow")
 
-    def __init__(self, fn: Any) -> None:
+    def __init__(self, fn: Any, own: Any = None) -> None:
         # (namespace dict, class namespace, cell or object; name or None)
         roots: list[tuple[Any, Any]] = []
+        # roots compared by identity only, not walked: ``own`` (a compiled
+        # step's optimizer, whose state the step itself updates) where the
+        # code does not name the attribute that holds it (self.opt)
+        self.shallow: frozenset[tuple[int, str]] = frozenset()
         self.complete = True  # the last take() saw everything it could check
         self.why = ""  # when not: why (too many entries, a container it cannot walk)
         # arrays up to this size compared by their bytes, larger ones by identity
@@ -129,8 +134,63 @@ class Sources:
         self.array_bytes: int | None = ARRAY_KEY_BYTES
         seen: set[Identity] = set()
         _collect(fn, roots, seen, LEVELS)
+        self._settle(roots, seen)
+        # functions reached as data (TABLE["act"](x), a list of activations):
+        # followed too, as the helpers they may be, while new ones turn up
+        # (not a Primitive's forward and derivative: a replay runs them again)
+        for _ in range(LEVELS):
+            taken = self.take()
+            rules = {
+                Identity(getattr(x, part))
+                for x in taken
+                if isinstance(x, Primitive)
+                for part in ("forward", "derivative")
+            }
+            found = [
+                x
+                for x in dict.fromkeys(map(Identity, taken))
+                if isinstance(x.obj, (FunctionType, MethodType)) and x not in seen
+            ]
+            found = [
+                x
+                for x in found
+                if x not in rules and _users_function(getattr(x.obj, "__func__", x.obj))
+            ]
+            if not found:
+                break
+            for x in found:
+                _collect(x.obj, roots, seen, LEVELS - 1)
+            self._settle(roots, seen)
+
+        if own is not None:
+            self.shallow = frozenset(
+                (id(where), name)
+                for where, name in self.roots
+                if type(name) is str
+                and name not in self.names
+                and type(where) is dict
+                and where.get(name) is own
+            )
+
+    def _settle(self, roots: list[tuple[Any, Any]], seen: set[Identity]) -> None:
+        """The names and roots from what was collected: where the code finds
+        modules by a name it computes (:class:`AllModules`), the code of
+        every module of the user's that it may call (``m.helper(x)``, a
+        module's ``__getattr__``) is followed too, and every attribute that
+        any of the code names is guarded on every module."""
         # the attribute names the code reads: those of every module reached (_MODULE)
         self.names = _read_names(seen)
+        every = [name for _, name in roots if type(name) is AllModules]
+        if every:
+            helpers: list[Any] = []
+            for module in list(sys.modules.values()):
+                if isinstance(module, ModuleType) and _users_module(module):
+                    _module(module, list(self.names), roots, helpers)
+            for h in helpers:
+                _collect(h, roots, seen, LEVELS - 1)
+            self.names = _read_names(seen)
+            for name in every:
+                name.names = frozenset(self.names)
         # each once, by id (a bound method's helper methods name its object's
         # attributes again; the roots keep their namespaces alive)
         self.roots = list({(id(where), name): (where, name) for where, name in roots}.values())
@@ -147,6 +207,7 @@ class Sources:
         # (its parent's entries, or a root), so no id is reused while the walk runs
         entered: set[int] = set()
         assumed = None if known is None else known.kinds
+        shallow = self.shallow
         for where, name in self.roots:
             if name is None:  # a closure cell
                 try:
@@ -164,10 +225,12 @@ class Sources:
                 for module in list(where.values()):
                     d = getattr(module, "__dict__", None)
                     if type(d) is dict and not d.keys().isdisjoint(wanted):  # (C speed)
+                        # (a library's objects by identity: a user's walked)
+                        walk = name.users(module)
                         for attribute in sorted(d.keys() & wanted):
                             x = d[attribute]  # (whose attribute, which one, what)
                             out += (module, attribute, x)
-                            if type(x) not in _LEAVES and not isinstance(x, ModuleType):
+                            if walk and type(x) not in _LEAVES and not isinstance(x, ModuleType):
                                 below.append(x)
                 if below:
                     _enter(below, out, entered, budget, assumed, self.array_bytes, self.names)
@@ -177,7 +240,7 @@ class Sources:
             else:
                 x = getattr(where, name, _MISSING)
             out.append(x)
-            if type(x) not in _LEAVES:
+            if type(x) not in _LEAVES and not (shallow and (id(where), name) in shallow):
                 # (one walk per root: a data set's rows of numbers stay apart
                 # from a model's objects, compared whole without a copy)
                 _enter([x], out, entered, budget, assumed, self.array_bytes, self.names)
@@ -758,10 +821,23 @@ class AllModules:
     each, for a function that finds modules by names it computes
     (``sys.modules[name].scale``, ``"plugin" in sys.modules``)."""
 
-    __slots__ = ("names",)
+    __slots__ = ("names", "_users")
 
     def __init__(self, names: list[str]) -> None:
         self.names = frozenset(names)  # (read whole by take(), in sorted order)
+        self._users: weakref.WeakKeyDictionary[Any, bool] = weakref.WeakKeyDictionary()
+
+    def users(self, module: Any) -> bool:
+        """Whether ``module`` is the user's (:func:`_users_module`), once per
+        module object."""
+        try:
+            return self._users[module]
+        except KeyError:
+            pass
+        except TypeError:  # (not weakly referable: not a module)
+            return False
+        mine = self._users[module] = isinstance(module, ModuleType) and _users_module(module)
+        return mine
 
 
 def _module_names(code: Any) -> tuple[list[str], list[str]]:
