@@ -466,3 +466,111 @@ def test_an_optimizer_kept_on_the_model_does_not_retrace_the_step() -> None:
     assert losses[0][0][0] == (0.5 * 0.0 - 0.25 - 1.0) ** 2
     assert losses[1] == losses[0]
     assert step.stats()["traces"] == 1 and step.stats()["hits"] == 5
+
+
+def test_a_cached_list_changed_in_place_and_the_cache_s_counters() -> None:
+    """``lru_cache`` handing back a list the user changes in place between
+    calls (the same object: its contents were not guarded), and
+    ``cache_info()`` read inside the function: eager's numbers."""
+    import functools
+
+    @functools.cache
+    def table(k: int) -> list[float]:
+        return [float(k), 2.0]
+
+    def f(x: Value) -> Value:
+        t = table(3)
+        return x * t[0] + t[1]
+
+    def g(x: Value) -> Value:
+        return x * table(3)[1] + table.cache_info().hits
+
+    def run(fn: Any) -> tuple[float, float]:
+        x = Value(1.5)
+        out = fn(x)
+        out.backward()
+        return out.data, x.grad
+
+    fast_f, fast_g = (chainrule.compile(h, budget=False) for h in (f, g))
+    rows = []
+    for k in range(3):
+        table(3)[0] = 10.0 + k
+        rows.append((run(f), run(fast_f)))
+    assert [e for e, _ in rows] == [(17.0, 10.0), (18.5, 11.0), (20.0, 12.0)]
+    assert all(e == c for e, c in rows)
+    counted = []
+    for h in (g, fast_g):
+        table.cache_clear()
+        counted.append([run(h)[0] for _ in range(3)])
+    assert counted[0] == [3.0, 4.0, 5.0]  # (hits: 0, 1, 2)
+    assert counted[1] == counted[0]
+
+
+def test_a_cache_is_called_again_only_where_eager_code_calls_it() -> None:
+    """A kept trace whose other guard fails does not call the cache (it
+    recomputed a cleared entry eager code never asked for)."""
+    import functools
+
+    calls = []
+
+    @functools.cache
+    def table(k: int) -> float:
+        calls.append(k)
+        return 2.0 * k
+
+    def f(x: Value, use: float) -> Value:
+        return x * table(3) if use > 0 else x * use
+
+    fast = chainrule.compile(f, budget=False)
+    for g in (f, fast):
+        calls.clear()
+        got = []
+        for use in (1.0, -1.0, -2.0):
+            table.cache_clear()
+            got.append(g(Value(1.5), use).data)
+        assert got == [9.0, -1.5, -3.0]
+        assert calls == [3], calls
+
+
+class _Gain:
+    """A decorator written as a class (``__wrapped__`` set)."""
+
+    def __init__(self, fn: Any) -> None:
+        import functools
+
+        functools.update_wrapper(self, fn)
+
+    def __call__(self, x: Value) -> Value:
+        return self.__wrapped__(x) * GAIN  # type: ignore[attr-defined]
+
+
+GAIN = 1.0
+
+
+def _double(x: Value) -> Value:
+    return x * 2.0
+
+
+def _act(x: Value) -> Value:
+    return x * K1
+
+
+def test_code_kept_as_data_is_followed_whatever_its_kind() -> None:
+    """A decorator object in a list and a ``staticmethod`` in a dict,
+    called from there: the globals they read are guarded (stale before)."""
+    global GAIN, K1
+    acts = [_Gain(_double)]
+    table = {"act": staticmethod(_act)}
+
+    def f(x: Value) -> Value:
+        return acts[0](x) + table["act"](x)
+
+    fast = chainrule.compile(f, budget=False)
+    rows = []
+    try:
+        for gain, k1 in ((1.0, 2.0), (2.0, 2.0), (2.0, 3.0)):
+            GAIN, K1 = gain, k1
+            rows.append((f(Value(1.5)).data, fast(Value(1.5)).data))
+    finally:
+        GAIN, K1 = 1.0, 2.0
+    assert rows == [(6.0, 6.0), (9.0, 9.0), (10.5, 10.5)]

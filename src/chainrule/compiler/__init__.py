@@ -1000,7 +1000,7 @@ class Compiled:
             entry.shared = {k: v for k, v in enumerate(arg_values) if Identity(v) in reached}
         if program.arg_slots is not None:  # (the traced values of the float arguments guarded)
             program.base[program.arg_slots] = [call.floats[k] for k in program.arg_positions]
-        buffer = program.forward(call)
+        buffer = program.forward(call, late=False)  # (the caches: called by the trace)
         if buffer is None or not numpy.array_equal(buffer, program.base, equal_nan=True):
             # a guard that does not hold on the traced values, or a node whose
             # replayed value is not its traced one (a write to .data of a node
@@ -1209,15 +1209,9 @@ def _object_sources(call: Call, names: tuple[str, ...]) -> Any:
     objects = _argument_objects(call)
     if not objects:
         return None
-    held = dict(enumerate(objects))
+    sources = Sources.of(list(objects), names)
     classes = (r for x in objects if isinstance(x, type) for r in class_roots(x))
-    sources = Sources.__new__(Sources)  # (no function to collect: the roots given)
-    sources.shallow = frozenset()
-    sources.roots = [*((held, k) for k in held), *dict.fromkeys(classes)]
-    sources.complete = True
-    sources.why = ""
-    sources.array_bytes = None
-    sources.names = names
+    sources.roots += dict.fromkeys(classes)
     return sources
 
 

@@ -776,7 +776,7 @@ def _compile_guards(
             prog.guards.append((f, _object_of(a, arg_leaves), _object_of(b, arg_leaves), expected))
             continue
         if f is reads.cached_again:  # (a: the call of a functools cache)
-            prog.guards.append((f, lambda *_, a=a: a, lambda *_: None, True))
+            prog.late_guards.append((f, lambda *_, a=a: a, lambda *_: None, True))
             continue
         if f is identities:  # (b: the call's pattern)
             prog.guards.append((operator.eq, _identities_now, lambda *_, b=b: b, True))

@@ -632,6 +632,9 @@ class Program:
         # guards between two node values (or constants), by function: slots, slots, results
         # (results: an array for a guard on arrays, else a list)
         self.node_guards: list[tuple[Callable[..., Any], np.ndarray, np.ndarray, Any]] = []
+        # the calls of functools caches (reads.cached_again): made again last,
+        # once every other guard holds, where eager code would make them too
+        self.late_guards: list[tuple[Callable[..., Any], Any, Any, Any]] = []
         self.node_slot: dict[Any, int] = {}
         # which slots are number operands (capture._numbers): no anomaly there
         self.numbers = np.zeros(0, dtype=bool)
@@ -674,10 +677,11 @@ class Program:
 
     # -- forward ------------------------------------------------------------
 
-    def forward(self, call: Any) -> np.ndarray | None:
+    def forward(self, call: Any, late: bool = True) -> np.ndarray | None:
         """The buffer of every slot's value for the leaves' current data
         and the call's arguments (:class:`chainrule.compiler.keys.Call`),
-        or None when a guard goes the other way (trace again)."""
+        or None when a guard goes the other way (trace again); ``late``:
+        the calls of caches too (not right after the trace, which made them)."""
         val = self.base.copy()
         live = self.live
         if live:
@@ -713,6 +717,13 @@ class Program:
                 if not (on_arrays(val.take(slots_a), val.take(slots_b)) == expected).all():
                     return None
             elif list(map(f, val[slots_a].tolist(), val[slots_b].tolist())) != expected:
+                return None
+        if late and self.late_guards:
+            try:
+                for f, a, b, expected in self.late_guards:
+                    if f(a(val, call), b(val, call)) != expected:
+                        return None
+            except Exception:  # (the cache's function raises: eagerly it raises, traced)
                 return None
         # the groups' inputs, for a backward pass of this buffer (the newest
         # only: a tuple, read and replaced whole)

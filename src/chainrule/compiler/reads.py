@@ -43,7 +43,7 @@ from typing import Any, TypeGuard
 
 from .escapes import PACKAGE_DIR, describe
 from .keys import Identity, identities
-from .sources import _same
+from .sources import Sources, _same
 
 #: A recipe: ("node", Value) | ("arg", i) | ("int", i) | ("op", f, a, b)
 #: | ("reduce", f, [recipes]); "arg" is a float argument, "int" an int one.
@@ -289,10 +289,17 @@ class CachedCall:
     reuses: the cache (or a method of it), the plain arguments, and what
     it returned (:func:`cached_again`)."""
 
-    __slots__ = ("f", "args", "kwargs", "out")
+    __slots__ = ("f", "args", "kwargs", "out", "contents", "snapshot")
 
     def __init__(self, f: Any, args: tuple[Any, ...], kwargs: dict[str, Any], out: Any) -> None:
         self.f, self.args, self.kwargs, self.out = f, args, kwargs, out
+        # what the result holds (a list, an object: changed in place between
+        # calls, eagerly the next call reads the change), walked as globals are
+        self.contents: Any = None
+        self.snapshot: Any = None
+        if type(out) not in _WHOLE:
+            self.contents = Sources.of([out])
+            self.snapshot = self.contents.take()
 
 
 def cached_again(call: CachedCall, _: Any) -> bool:
@@ -302,7 +309,13 @@ def cached_again(call: CachedCall, _: Any) -> bool:
     bit) while it holds the entry, and recomputes it once the entry is gone
     (``cache_clear()``, a bounded cache's eviction): another result traces
     again. A hit is one C call."""
-    return _same(call.f(*call.args, **call.kwargs), call.out)
+    if not _same(call.f(*call.args, **call.kwargs), call.out):
+        return False
+    return call.contents is None or call.contents.hold(call.snapshot)
+
+
+#: Results a cache hands back whole (nothing inside them to change).
+_WHOLE = frozenset((float, int, bool, str, bytes, complex, type(None)))
 
 
 #: ``_identity_key``'s answer for an object that is no float: never the

@@ -602,6 +602,12 @@ def _call(f: Any, /, *args: Any, **kwargs: Any) -> Any:
     if f is builtins.type and len(args) == 1 and not kwargs:
         return type_of(args[0])  # a node made while tracing: Value, as eagerly
     why = hidden(f, args, kwargs, record)
+    if (
+        why is None
+        and type(getattr(f, "__self__", None)) is _LRU_WRAPPER
+        and getattr(f, "__name__", "") == "cache_info"
+    ):
+        why = "reads a functools cache's counters (cache_info()), which change at every call"
     if why is not None:
         record.problems.append(f"{user_site()}: {why}; a replay would reuse its traced result")
     slots = _callbacks(f)

@@ -149,17 +149,16 @@ class Sources:
             found = [
                 x
                 for x in dict.fromkeys(map(Identity, taken))
-                if isinstance(x.obj, (FunctionType, MethodType)) and x not in seen
-            ]
-            found = [
-                x
-                for x in found
-                if x not in rules and _users_function(getattr(x.obj, "__func__", x.obj))
+                if x not in seen and x not in rules and _code_of_users(x.obj)
             ]
             if not found:
                 break
             for x in found:
-                _collect(x.obj, roots, seen, LEVELS - 1)
+                code = x.obj
+                if type(code) is staticmethod:  # (its function: found once)
+                    seen.add(x)
+                    code = code.__func__
+                _collect(code, roots, seen, LEVELS - 1)
             self._settle(roots, seen)
 
         if own is not None:
@@ -171,6 +170,21 @@ class Sources:
                 and type(where) is dict
                 and where.get(name) is own
             )
+
+    @classmethod
+    def of(cls, objects: list[Any], names: tuple[str, ...] = ()) -> Sources:
+        """The state of ``objects`` themselves (not a function's bindings):
+        ``take``/``hold`` walk everything reachable from them, arrays at any
+        size by their bytes; of a module among them, the attributes in
+        ``names``."""
+        sources = cls.__new__(cls)
+        sources.shallow = frozenset()
+        sources.roots = [(held, k) for held in [dict(enumerate(objects))] for k in held]
+        sources.complete = True
+        sources.why = ""
+        sources.array_bytes = None
+        sources.names = names
+        return sources
 
     def _settle(self, roots: list[tuple[Any, Any]], seen: set[Identity]) -> None:
         """The names and roots from what was collected: where the code finds
@@ -640,6 +654,19 @@ def _slots(t: type) -> tuple[str, ...]:
     if names is None:
         names = _SLOTS[t] = declared_slots(t.__mro__)
     return names
+
+
+def _code_of_users(x: Any) -> bool:
+    """Whether ``x``, reached as data, is code of the user's that the
+    function may call: a function, a bound method, a ``staticmethod``
+    object, or an object of the user's class with a ``__call__`` (a
+    decorator written as a class)."""
+    if isinstance(x, (FunctionType, MethodType, staticmethod)):
+        code: Any = getattr(x, "__func__", x)
+        return _users_function(code)
+    if isinstance(x, (type, ModuleType)) or not _users(type(x)):
+        return False
+    return isinstance(call_method(x), FunctionType)
 
 
 def _collect(fn: Any, roots: list[tuple[Any, Any]], seen: set[Identity], level: int) -> None:
