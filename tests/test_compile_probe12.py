@@ -574,3 +574,34 @@ def test_code_kept_as_data_is_followed_whatever_its_kind() -> None:
     finally:
         GAIN, K1 = 1.0, 2.0
     assert rows == [(6.0, 6.0), (9.0, 9.0), (10.5, 10.5)]
+
+
+STEP = 0.5
+
+
+def test_what_changed_between_calls_is_named() -> None:
+    """The warning of a function whose guards fail at every call names the
+    binding that changed (``self.step_count`` a Trainer bumps: the warning
+    said only "a global, a closure's or self's value")."""
+    from chainrule.compiler.sources import Sources
+
+    class Trainer:
+        def __init__(self) -> None:
+            self.w, self.step_count = Value(0.5), 0
+
+        def loss(self, x: float) -> Value:
+            return self.w * x * STEP
+
+    t = Trainer()
+    sources = Sources(t.loss)
+    before = sources.take()
+    assert sources.hold(before)
+    t.step_count += 1
+    assert not sources.hold(before)
+    assert sources.changed(before) == "the attribute step_count"
+    t.step_count -= 1
+    globals()["STEP"] = 0.25
+    try:
+        assert sources.changed(before) == "the global STEP"
+    finally:
+        globals()["STEP"] = 0.5

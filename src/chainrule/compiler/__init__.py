@@ -665,12 +665,13 @@ class Compiled:
                 if slower is not None:
                     self._eager(slower, None)
                 return out
+            what = None if fresh else sources.changed(entry.snapshot)
             with self._lock:  # a guard went the other way, or a global changed: another
                 tried.append(entry)  # trace of this graph, or a new one
-                if not fresh:
+                if what is not None:
                     self._why = [
-                        "a global, a closure's or self's value that it reads changes between "
-                        "calls (each change is a new trace)"
+                        f"{what} (a global, a closure's or self's value that it reads, or "
+                        "what they hold) changes between calls (each change is a new trace)"
                     ]
                 elif not held:
                     objects = _objects(_argument_objects(call))

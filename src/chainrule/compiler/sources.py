@@ -209,7 +209,36 @@ class Sources:
         # attributes again; the roots keep their namespaces alive)
         self.roots = list({(id(where), name): (where, name) for where, name in roots}.values())
 
-    def take(self, known: Snapshot | None = None) -> Snapshot:
+    def changed(self, old: Snapshot) -> str:
+        """What changed since ``old`` (a :meth:`take`), for a message: the
+        first binding whose state differs ("the attribute step_count"),
+        found by taking the bindings' states a prefix at a time."""
+        now = self.take()
+        n = min(len(now), len(old))
+        k = next((i for i in range(n) if not _same(now[i], old[i])), n)
+        lo, hi = 0, len(self.roots)
+        while lo < hi:  # the first binding whose state reaches past entry k
+            mid = (lo + hi) // 2
+            if len(self.take(roots=self.roots[: mid + 1])) > k:
+                hi = mid
+            else:
+                lo = mid + 1
+        if lo == len(self.roots):
+            return "an attribute of a class it reads"
+        where, name = self.roots[lo]
+        if name is None:
+            return "a variable of a closure"
+        if type(name) is AllModules:
+            return "a module in sys.modules"
+        if type(where) is dict and "__builtins__" in where:
+            return f"the global {name}"
+        if type(where) is MappingProxyType:
+            return f"the class attribute {name}"
+        return f"the attribute {name}"
+
+    def take(
+        self, known: Snapshot | None = None, roots: list[tuple[Any, Any]] | None = None
+    ) -> Snapshot:
         """The state now: a flat list of entries and lengths (``complete``
         False when there were more than :data:`LIMIT`). With ``known`` (an
         earlier take), a row level's types are taken to be the ones it had
@@ -222,7 +251,7 @@ class Sources:
         entered: set[int] = set()
         assumed = None if known is None else known.kinds
         shallow = self.shallow
-        for where, name in self.roots:
+        for where, name in self.roots if roots is None else roots:
             if name is None:  # a closure cell
                 try:
                     x = where.cell_contents
