@@ -316,7 +316,9 @@ def test_a_long_list_it_reads_holds_with_one_walk(monkeypatch: pytest.MonkeyPatc
     fast()
     walks = []
     take = Sources.take
-    monkeypatch.setattr(Sources, "take", lambda self, *a: walks.append(a) or take(self, *a))
+    monkeypatch.setattr(
+        Sources, "take", lambda self, *a, **k: walks.append(a) or take(self, *a, **k)
+    )
     assert fast().data == l2().data
     assert len(walks) == 1  # the identity pass held
     params.append(Value(2.0))  # 301 entries: a change, found by the second walk
