@@ -605,3 +605,112 @@ def test_what_changed_between_calls_is_named() -> None:
         assert sources.changed(before) == "the global STEP"
     finally:
         globals()["STEP"] = 0.5
+
+
+def test_float_of_a_class_of_yours_reads_its_value_at_every_call() -> None:
+    """``float(temp)`` where ``temp.__float__`` returns a Value's ``.data``:
+    the number read at each call (the trace's was replayed), no warning;
+    and ``functools.cmp_to_key`` (unhashable) inside the function works."""
+    import functools
+
+    class Scalar:
+        def __init__(self, v: Value) -> None:
+            self.v = v
+
+        def __float__(self) -> float:
+            return self.v.data
+
+    w = Value(0.5)
+    temp = Scalar(Value(2.0))
+    key = functools.cmp_to_key(lambda a, b: (a.data > b.data) - (a.data < b.data))
+
+    def f(x: float) -> Value:
+        vs = sorted([w * x, w + x], key=key)
+        return vs[0] / float(temp)
+
+    fast = chainrule.compile(f, budget=False)
+    rows = []
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        for step in range(4):
+            temp.v.data = 2.0 + step
+            rows.append((f(3.0).data, fast(3.0).data))
+    assert rows == [(1.5 * (2.0 + k) ** -1, 1.5 * (2.0 + k) ** -1) for k in range(4)]
+
+
+def test_a_cache_raising_before_a_replay_raises_once() -> None:
+    """The cache's function raising when a replay calls it again (an entry
+    cleared, its file gone) raises that error once, as eagerly (it was
+    swallowed, then the function traced and raised again: two loads)."""
+    import functools
+
+    loads = []
+
+    @functools.cache
+    def load(name: str) -> float:
+        loads.append(name)
+        if len(loads) > 1:
+            raise FileNotFoundError(name)
+        return 2.0
+
+    def f(x: Value) -> Value:
+        return x * load("scale")
+
+    fast = chainrule.compile(f, budget=False)
+    assert fast(Value(1.5)).data == 3.0
+    load.cache_clear()
+    with pytest.raises(FileNotFoundError):
+        fast(Value(1.5))
+    assert loads == ["scale", "scale"]
+
+
+def test_a_cache_called_with_a_value_runs_eagerly() -> None:
+    """A Value argument of a functools cache is a key by identity: eagerly
+    each new Value misses (its function runs); a replay called it with the
+    traced one."""
+    import functools
+
+    seen = []
+
+    @functools.cache
+    def feature(v: Value) -> float:
+        seen.append(v.data)
+        return v.data * 2.0
+
+    def f(x: Value) -> Value:
+        return x * feature(x)
+
+    fast = chainrule.compile(f, budget=False)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        got = [fast(Value(v)).data for v in (1.0, 2.0, 3.0)]
+    assert got == [2.0, 8.0, 18.0] and seen == [1.0, 2.0, 3.0]
+    assert "calls a functools cache with a Value" in " ".join(str(w.message) for w in caught)
+
+
+WEIGHTS = {"a": Value(0.5), "b": Value(1.5)}
+PARAMS = WEIGHTS.values()
+SCALES = [1.0, 2.0, 3.0]
+
+
+def test_a_dict_view_it_reads_holds_and_a_shrunk_list_is_named() -> None:
+    """A dict view held as a global replays (``.mapping`` is a new object
+    at each access: it ran eagerly, "changes a global while it runs"); a
+    global list that shrinks is named."""
+    from chainrule.compiler.sources import Sources
+
+    def f(x: float) -> Value:
+        return sum((p * x for p in PARAMS), Value(0.0)) * SCALES[0]
+
+    fast = chainrule.compile(f, budget=False)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", CompileWarning)
+        assert [fast(x).data for x in (1.0, 2.0)] == [f(x).data for x in (1.0, 2.0)]
+    assert fast.stats()["hits"] == 1
+    sources = Sources(f)
+    before = sources.take()
+    SCALES.pop()
+    try:
+        assert sources.changed(before) == "the global SCALES"
+    finally:
+        SCALES.append(3.0)

@@ -74,6 +74,7 @@ from types import (
 )
 from typing import Any
 
+from ..value.engine import Value
 from .escapes import all_names, call_method, describe, hidden_state, safe
 from .keys import Identity
 from .reads import (
@@ -275,6 +276,14 @@ class _Rewrite(ast.NodeTransformer):
             and not node.keywords
         ):
             return ast.copy_location(_op_call("id", node.args[0]), node)
+        if (
+            isinstance(node.func, ast.Name)
+            and node.func.id == "float"
+            and len(node.args) == 1
+            and not isinstance(node.args[0], ast.Starred)
+            and not node.keywords
+        ):  # float(obj): a class's own __float__, followed (the name: float, or yours)
+            return ast.copy_location(_op_call("float", node.func, node.args[0]), node)
         if isinstance(node.func, ast.Name) and (
             node.func.id in _BUILTIN_NAMES
             and not (node.func.id in ("max", "min") and node.keywords)
@@ -706,6 +715,17 @@ def _construct(cls: type, new: Any, init: Any, args: Any, kwargs: Any) -> Any:
     return obj
 
 
+def _own_float(x: Any) -> Any:
+    """The ``__float__`` of ``x``'s class where it is code of the user's
+    (a wrapper holding a Value: ``float(temp)`` returns ``self.v.data``),
+    else None."""
+    t = type(x)
+    if t is float or t is int or t is bool or isinstance(x, float):
+        return None
+    own = getattr(t, "__float__", None)
+    return own if type(own) is FunctionType else None
+
+
 def _cache_of(f: Any) -> Any:
     """The ``functools.lru_cache``/``cache`` wrapper that ``f`` is (or a
     method of), or None."""
@@ -741,7 +761,18 @@ def _cached_call(f: Any, args: Any, kwargs: Any, record: Record) -> Any:
         key = (f, plain, tuple(map(type, plain)), tuple(named.items()))
         if key not in record.cache_calls:
             record.cache_calls[key] = None
-            record.guards.append((cached_again, CachedCall(f, plain, named, out), None, True))
+            cached = CachedCall(f, plain, named, out)
+            record.guards.append((cached_again, cached, None, True))
+            if cached.contents is not None and not cached.contents.complete:
+                record.problems.append(
+                    f"{user_site()}: a functools cache's result, which a replay would reuse, "
+                    f"cannot be checked ({cached.contents.why})"
+                )
+        if any(isinstance(x, Value) for x in (*plain, *named.values())):
+            record.problems.append(
+                f"{user_site()}: calls a functools cache with a Value, a key by identity; a "
+                "replay would call it with the traced one"
+            )
     if missed and _keeps(cache):
         record.cache_misses[id(cache)] = record.cache_misses.get(id(cache), 0) + missed
         made = [
@@ -905,6 +936,13 @@ def _op(kind: str, a: Any = None, b: Any = None) -> Any:
         return not same_object(a, b, 2)
     if kind == "id":
         return identity(a, 2) if stands_in(a) or live(a) or type(a) is SymInt else id(a)
+    if kind == "float":  # float(b), a: the name float's value (the builtin, or yours)
+        own = _own_float(b) if a is builtins.float else None
+        if own is not None:  # a class of yours: its __float__, followed (a read float)
+            out = _call(own, b)
+            if isinstance(out, float):  # (as eagerly: float(obj) is what it returns)
+                return out
+        return a(b)
     if kind == "in?" or kind == "not in?":  # a in b (a float: by the objects it stands for)
         contains_of = _own_contains(b)  # (a class's own, in Python: its copy)
         found = bool(_call(contains_of, a)) if contains_of is not None else contains(b, a)

@@ -68,6 +68,7 @@ import sys
 import threading
 import types
 import weakref
+from collections.abc import Callable
 from itertools import chain, repeat
 from types import BuiltinFunctionType, FunctionType, MappingProxyType, MethodType, ModuleType
 from typing import Any
@@ -139,7 +140,7 @@ class Sources:
         # followed too, as the helpers they may be, while new ones turn up
         # (not a Primitive's forward and derivative: a replay runs them again)
         for _ in range(LEVELS):
-            taken = self.take()
+            taken = [x for x in self.take() if type(x) not in _DATA]  # (C speed: the code)
             rules = {
                 Identity(getattr(x, part))
                 for x in taken
@@ -216,10 +217,15 @@ class Sources:
         now = self.take()
         n = min(len(now), len(old))
         k = next((i for i in range(n) if not _same(now[i], old[i])), n)
+        size: Callable[[Snapshot], int] = len
+        if k == n:  # the same entries as far as both go: a container's length
+            m = min(len(now.lengths), len(old.lengths))
+            k = next((i for i in range(m) if now.lengths[i] != old.lengths[i]), m)
+            size = lambda taken: len(taken.lengths)  # noqa: E731
         lo, hi = 0, len(self.roots)
-        while lo < hi:  # the first binding whose state reaches past entry k
+        while lo < hi:  # the first binding whose state reaches past entry (length) k
             mid = (lo + hi) // 2
-            if len(self.take(roots=self.roots[: mid + 1])) > k:
+            if size(self.take(roots=self.roots[: mid + 1], classes=False)) > k:
                 hi = mid
             else:
                 lo = mid + 1
@@ -237,7 +243,10 @@ class Sources:
         return f"the attribute {name}"
 
     def take(
-        self, known: Snapshot | None = None, roots: list[tuple[Any, Any]] | None = None
+        self,
+        known: Snapshot | None = None,
+        roots: list[tuple[Any, Any]] | None = None,
+        classes: bool = True,
     ) -> Snapshot:
         """The state now: a flat list of entries and lengths (``complete``
         False when there were more than :data:`LIMIT`). With ``known`` (an
@@ -287,7 +296,8 @@ class Sources:
                 # (one walk per root: a data set's rows of numbers stay apart
                 # from a model's objects, compared whole without a copy)
                 _enter([x], out, entered, budget, assumed, self.array_bytes, self.names)
-        _walk_classes(out, entered, budget, known, self.array_bytes, self.names)
+        if classes:
+            _walk_classes(out, entered, budget, known, self.array_bytes, self.names)
         if out.opaque is not None:
             self.complete = False
             self.why = (
@@ -600,9 +610,9 @@ _CONTAINERS: list[tuple[type, Any]] = [
     (bytearray, _buffer),
     (memoryview, _buffer),
     (MappingProxyType, lambda x, _: [*x.keys(), *x.values()]),
-    (type({}.keys()), lambda x, _: [x.mapping]),
-    (type({}.values()), lambda x, _: [x.mapping]),
-    (type({}.items()), lambda x, _: [x.mapping]),
+    (type({}.keys()), lambda x, _: list(x)),  # (its entries: .mapping is new each time)
+    (type({}.values()), lambda x, _: list(x)),  # (its entries: .mapping is new each time)
+    (type({}.items()), lambda x, _: list(x)),  # (its entries: .mapping is new each time)
     (weakref.ref, lambda x, _: [x()]),
     (functools.partial, lambda x, _: [x.func, x.args, x.keywords]),
 ]
@@ -683,6 +693,10 @@ def _slots(t: type) -> tuple[str, ...]:
     if names is None:
         names = _SLOTS[t] = declared_slots(t.__mro__)
     return names
+
+
+#: What a snapshot holds that is never code (skipped at C speed).
+_DATA = frozenset((float, int, bool, str, bytes, complex, type(None), Value))
 
 
 def _code_of_users(x: Any) -> bool:
