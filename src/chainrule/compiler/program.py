@@ -651,7 +651,8 @@ class Program:
         self._sums_in_one = False  # no leaf adds more than one term (see _backward_plan)
         self._direct: dict[int, Direct] = {}  # producer's plan position -> see Direct
         self._spare_terms: list[tuple[np.ndarray, list[Any]]] = []  # see _gradients
-        self._reached: dict[int, list[bool] | None] = {}  # see reached_leaves
+        self._reached: dict[Any, list[bool] | None] = {}  # see reached_leaves
+        self._gathers: list[GatherStep] | None = None  # (see reached_leaves)
         self._inputs: tuple[np.ndarray, list[Any]] | None = None  # see forward
         self.layouts: dict[Any, Any] = {}  # optimizer -> compiler.step.Layout (which holds it)
         # said once: a backward pass through an output leaves its siblings' .grad
@@ -813,14 +814,20 @@ class Program:
         a table's entries this call does not pick, a Value read only through
         ``.data``, are not (eagerly their ``.grad`` is left as it is). Per
         root where no gather picks (the same every call)."""
-        if root in self._reached:
-            return self._reached[root]
+        gathers = self._gathers
+        if gathers is None:
+            gathers = self._gathers = [s for s in self.steps if type(s) is GatherStep]
+        # (by the picks: a loop on one name replays them, at C speed)
+        key = (root, *(g.picks(call).tobytes() for g in gathers)) if gathers else root
+        if key in self._reached:
+            return self._reached[key]
         seen = self._reach(root, call)
         slots = [*range(len(self.live)), *(slot for slot, _ in self.arg_leaves)]
         mask = seen[slots].tolist()
         found = None if all(mask) else mask
-        if not self.picks_by_int:  # (the same every call)
-            self._reached[root] = found
+        if len(self._reached) >= 64:  # (picks that change call after call)
+            self._reached.clear()
+        self._reached[key] = found
         return found
 
     def leaf_gradients(
