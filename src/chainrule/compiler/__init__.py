@@ -298,6 +298,9 @@ def _beside_on_path(v: CompiledValue) -> bool:
     return any(slot in on_path for slot in others)
 
 
+#: In ``Compiled._why``: what changed between calls, named when a warning says it.
+_CHANGED = "<what changed>"
+
 #: Traces kept per graph (the same arguments' shapes): one per outcome of its
 #: guards (a flag toggled between calls, a branch on an int), the latest used
 #: tried first; a global that changes at every call does not pile up more.
@@ -457,6 +460,7 @@ class Compiled:
         # the first escape of a float argument (escapes.CCalls), for messages
         self.pinned: str | None = None
         self._why: list[str] = []  # how the last trace's arguments were used (keys.describe)
+        self._changed: Any = None  # (sources, snapshot) of the last guards that failed
         self._warned = False  # the budget's warning, once
         self._warned_shared = False  # the warning of one list for several arguments, once
         self._sources: Any = None  # the globals, closures and self it reads (sources.Sources)
@@ -665,14 +669,10 @@ class Compiled:
                 if slower is not None:
                     self._eager(slower, None)
                 return out
-            what = None if fresh else sources.changed(entry.snapshot)
             with self._lock:  # a guard went the other way, or a global changed: another
                 tried.append(entry)  # trace of this graph, or a new one
-                if what is not None:
-                    self._why = [
-                        f"{what} (a global, a closure's or self's value that it reads, or "
-                        "what they hold) changes between calls (each change is a new trace)"
-                    ]
+                if not fresh:  # (what changed: found only if a warning says it)
+                    self._why, self._changed = [_CHANGED], (sources, entry.snapshot)
                 elif not held:
                     objects = _objects(_argument_objects(call))
                     self._why = [
@@ -700,7 +700,7 @@ class Compiled:
                 )
             else:
                 reason = f"most of the last {budget.WINDOW} calls met a graph not seen before"
-            self._warn_eager(f"{reason} ({describe(last, call.key, self._why)})", 4)
+            self._warn_eager(f"{reason} ({describe(last, call.key, self._reasons())})", 4)
         if sight in ("eager", "rare"):  # the first call, a graph met once, or met too rarely
             return self._timed_eager(args, kwargs, call.key)
         if sight == "small":
@@ -711,7 +711,7 @@ class Compiled:
             if refused is None:
                 self.traces += 1
             elif last is not None:
-                refused += f" ({describe(last, call.key, self._why)})"
+                refused += f" ({describe(last, call.key, self._reasons())})"
         if refused is not None:
             return self._refused(refused, args, kwargs, call.key)
         from .reads import Record
@@ -723,6 +723,19 @@ class Compiled:
                 return self._trace_and_capture(call, items, rebuild_args, args, kwargs, record)
         finally:
             release(record)  # (the nodes the trace made that outlive it are plain Values)
+
+    def _reasons(self) -> list[str]:
+        """``_why`` for a message, with what changed between calls named
+        (:meth:`~chainrule.compiler.sources.Sources.changed`: a walk of the
+        guards, made only where a warning says it)."""
+        reasons = list(self._why)
+        if _CHANGED in reasons:
+            sources, snapshot = self._changed
+            reasons[reasons.index(_CHANGED)] = (
+                f"{sources.changed(snapshot)} (a global, a closure's or self's value that it "
+                "reads, or what they hold) changes between calls (each change is a new trace)"
+            )
+        return reasons
 
     def _lookup(self, call: Call, tried: list[_Entry]) -> _Entry | None:
         """The kept trace for this call not ``tried`` yet, the latest used

@@ -60,7 +60,6 @@ from __future__ import annotations
 import array
 import collections
 import contextlib
-import dis
 import functools
 import operator
 import re
@@ -845,7 +844,7 @@ def _looked_up(
             roots.append((modules, name))
             _named(module, code_names, roots, helpers)
     if {"modules", "import_module", "__import__", "resolve_name"} & set(code_names):
-        roots.append((modules, AllModules(_attribute_names(code))))
+        roots.append((modules, AllModules()))
 
 
 def _module_of(name: str, package: Any) -> str:
@@ -866,25 +865,6 @@ def _module_of(name: str, package: Any) -> str:
     return f"{base[0]}.{module}" if module else base[0]
 
 
-#: The instructions that name an attribute (of a module: ``mod.scale``, ``from m import x``).
-_ATTRIBUTE_OPS = frozenset(
-    ("LOAD_ATTR", "LOAD_METHOD", "STORE_ATTR", "DELETE_ATTR", "IMPORT_FROM", "LOAD_SUPER_ATTR")
-)
-
-
-def _attribute_names(code: Any) -> list[str]:
-    """The attribute names ``code`` (and the code nested in it) reads or
-    writes, and the identifiers among its strings (``getattr(m, "scale")``),
-    not the globals it loads."""
-    names = [i.argval for i in dis.get_instructions(code) if i.opname in _ATTRIBUTE_OPS]
-    for c in code.co_consts:
-        if hasattr(c, "co_names"):
-            names += _attribute_names(c)
-        else:
-            names += _identifiers(c)
-    return [n for n in dict.fromkeys(names) if type(n) is str]
-
-
 class AllModules:
     """A root's name that stands for every entry of ``sys.modules``: its
     keys and values (by identity), and the attributes among ``names`` of
@@ -893,8 +873,9 @@ class AllModules:
 
     __slots__ = ("names", "_users")
 
-    def __init__(self, names: list[str]) -> None:
-        self.names = frozenset(names)  # (read whole by take(), in sorted order)
+    def __init__(self) -> None:
+        # every attribute name the code compile follows names (Sources._settle)
+        self.names: frozenset[str] = frozenset()
         self._users: weakref.WeakKeyDictionary[Any, bool] = weakref.WeakKeyDictionary()
 
     def users(self, module: Any) -> bool:
