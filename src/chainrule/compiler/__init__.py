@@ -845,10 +845,16 @@ class Compiled:
                     record,
                     bool(call.floats),
                     rewrite.RELAY | {_call_with_keywords.__code__},
+                    rewrite.hands_on,
                 )
             else:
                 out, created, run_seconds, escaped = run_traced(
-                    rewrite.call, (self.fn, *copies), record, bool(call.floats), rewrite.RELAY
+                    rewrite.call,
+                    (self.fn, *copies),
+                    record,
+                    bool(call.floats),
+                    rewrite.RELAY,
+                    rewrite.hands_on,
                 )
         except BaseException:
             _write_rows(record)
@@ -1010,6 +1016,8 @@ class Compiled:
             for x in itertools.chain(snapshot, objects_snapshot or ()):
                 if isinstance(x, Value):
                     reached.add(Identity(x))
+            # (an argument whose identity fn asked for, id(p): that very Value)
+            reached.update(Identity(v) for v in arg_values if Identity(v) in record.identified)
             entry.reached = reached
             entry.shared = {k: v for k, v in enumerate(arg_values) if Identity(v) in reached}
         if program.arg_slots is not None:  # (the traced values of the float arguments guarded)

@@ -224,17 +224,29 @@ class CCalls:
     """The profile hook that notes the first C function user code calls
     that may read a float argument whole (see the module)."""
 
-    def __init__(self, internal: frozenset[Any], stop: Any, relay: frozenset[Any]) -> None:
+    def __init__(
+        self,
+        internal: frozenset[Any],
+        stop: Any,
+        relay: frozenset[Any],
+        hands_on: Callable[[Any], bool] | None = None,
+    ) -> None:
         self.internal = internal
         self.stop = stop  # the code of the frame that calls the user's function
         # compile's code that calls C functions on the user's behalf
         # (chainrule.compiler.rewrite): its calls are the user's
         self.relay = relay
+        # C functions that only compare items and hand them to functions the
+        # relay calls in turn (functools.reduce, list.sort with a key): from
+        # the relay, they read no float whole
+        self.hands_on = hands_on
         self.first: str | None = None  # "math.exp (file:line)"
         self._previous: Any = None
 
     def hook(self, frame: Any, event: str, arg: Any) -> None:
         if event != "c_call" or self._ours(frame.f_code) or safe(arg):
+            return
+        if self.hands_on is not None and frame.f_code in self.relay and self.hands_on(arg):
             return
         f = frame.f_back  # called on behalf of compile's or the engine's own code?
         while f is not None and f.f_code is not self.stop:

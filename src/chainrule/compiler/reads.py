@@ -195,6 +195,9 @@ class Record:
         self.leaf_floats: dict[Identity, tuple[Any, Recipe | None]] = {}
         # the leaves made from read floats, each with its own _local (trace.read_leaf)
         self.recipe_leaves: list[tuple[Any, tuple[Any, ...]]] = []
+        # the objects whose identity user code asked for (id(p), hash(p), sorted(key=id)),
+        # by Identity: an argument Value among them is guarded to be that very object
+        self.identified: set[Identity] = set()
 
 
 _tracing = threading.local()
@@ -372,6 +375,16 @@ def identical(a: Any, b: Any, computed_apart: bool = False) -> bool:
         if record is not None:
             record.guards.append((is_same, ka[1], kb[1], answer))
     return answer
+
+
+def identity_asked(*objects: Any) -> None:
+    """User code asks for the identity of ``objects`` (``id``, ``hash``,
+    ``object.__repr__``): a Value argument among them is guarded to be the
+    trace's own object at every replay (compile's ``_shared_alike``), as a
+    Value the trace reaches through a global is."""
+    record = current()
+    if record is not None:
+        record.identified.update(Identity(x) for x in objects)
 
 
 def identity_unseen(why: str) -> None:

@@ -70,6 +70,7 @@ from types import (
     FunctionType,
     GeneratorType,
     MethodType,
+    MethodWrapperType,
     WrapperDescriptorType,
 )
 from typing import Any
@@ -91,6 +92,7 @@ from .reads import (
     current,
     flat_items,
     found_at,
+    identity_asked,
     live,
     read_whole_by,
     reduced,
@@ -149,6 +151,7 @@ _ROUTED = frozenset(
         "setattr",
         "delattr",
         "type",
+        "hash",
     ]
 )
 #: Names whose calls are left as written: the other builtins (shadowed by
@@ -606,16 +609,14 @@ def _call(f: Any, /, *args: Any, **kwargs: Any) -> Any:
         return read_whole_by(f, args, kwargs) if g is f and opaque(f) else g(*args, **kwargs)
     if (f is builtins.setattr or f is builtins.delattr) and args and _is_function(args[0]):
         record.problems.append(f"{user_site()}: {FUNCTION_ATTRIBUTE}")
+    if f is builtins.hash or (t is MethodWrapperType and f.__name__ == "__hash__"):
+        identity_asked(*args, getattr(f, "__self__", None))  # (a Value's hash is its id)
     if (t is BuiltinFunctionType or t is WrapperDescriptorType) and f in BY_IDENTITY:
         return by_entry(f, args, 2) if not kwargs else f(*args, **kwargs)  # the entries'
     if f is builtins.type and len(args) == 1 and not kwargs:
         return type_of(args[0])  # a node made while tracing: Value, as eagerly
     why = hidden(f, args, kwargs, record)
-    if (
-        why is None
-        and type(getattr(f, "__self__", None)) is _LRU_WRAPPER
-        and getattr(f, "__name__", "") == "cache_info"
-    ):
+    if why is None and _counters(f, args):
         why = "reads a functools cache's counters (cache_info()), which change at every call"
     if why is not None:
         record.problems.append(f"{user_site()}: {why}; a replay would reuse its traced result")
@@ -647,6 +648,21 @@ def _call(f: Any, /, *args: Any, **kwargs: Any) -> Any:
     if _iterator_types.get(type(out), True) and hasattr(type(out), "__next__"):
         record.iterators.add(Identity(out))  # an iterator made here: the trace's own
     return out
+
+
+def _counters(f: Any, args: tuple[Any, ...]) -> bool:
+    """Whether calling ``f(*args)`` reads a functools cache's counters:
+    ``table.cache_info()``, ``type(table).cache_info(table)``,
+    ``operator.methodcaller("cache_info")(table)``."""
+    if type(f) is operator.methodcaller:
+        named = f.__reduce__()[1][0]
+    elif type(getattr(f, "__self__", None)) is _LRU_WRAPPER:
+        return getattr(f, "__name__", "") == "cache_info"
+    elif getattr(f, "__objclass__", None) is _LRU_WRAPPER:
+        named = getattr(f, "__name__", "")
+    else:
+        return False
+    return named == "cache_info" and bool(args) and type(args[0]) is _LRU_WRAPPER
 
 
 def _inlined(f: Any) -> Any:
@@ -862,6 +878,18 @@ def _callbacks(f: Any) -> tuple[frozenset[int], frozenset[str]] | None:
     return None
 
 
+def hands_on(f: Any) -> bool:
+    """Whether ``f`` only compares the items it is given and hands them to
+    the functions it is given (``functools.reduce``, ``sorted``,
+    ``list.sort``): called by :func:`_call`, those functions are called
+    through it in turn, so ``f`` itself reads no float whole; and
+    ``object.__new__``, which :func:`_construct` calls for a class."""
+    return f is _OBJECT_NEW or _callbacks(f) is not None
+
+
+_OBJECT_NEW = object.__new__
+
+
 def hidden(f: Any, args: Any, kwargs: Any, record: Record) -> str | None:
     """Why a call of ``f`` gives a result a replay cannot give again: a
     function of the deny-list (:func:`~chainrule.compiler.escapes.hidden_state`),
@@ -935,7 +963,10 @@ def _op(kind: str, a: Any = None, b: Any = None) -> Any:
     if kind == "is not":
         return not same_object(a, b, 2)
     if kind == "id":
-        return identity(a, 2) if stands_in(a) or live(a) or type(a) is SymInt else id(a)
+        if stands_in(a) or live(a) or type(a) is SymInt:
+            return identity(a, 2)
+        identity_asked(a)
+        return id(a)
     if kind == "float":  # float(b), a: the name float's value (the builtin, or yours)
         own = _own_float(b) if a is builtins.float else None
         if own is not None:  # a class of yours: its __float__, followed (a read float)

@@ -60,6 +60,7 @@ from __future__ import annotations
 import array
 import collections
 import contextlib
+import dis
 import functools
 import operator
 import re
@@ -777,8 +778,15 @@ def _function(fn: FunctionType, roots: list[tuple[Any, Any]], helpers: list[Any]
     modules among them), its closure cells and defaults; the functions,
     callable objects and classes among them noted."""
     g = fn.__globals__
-    names = _names(fn.__code__)
-    for name in names:
+    code = fn.__code__
+    names = _names(code)
+    # the globals it loads or stores (a global named as an attribute it reads, .data,
+    # is not read); where it reads its namespace by a computed name (globals()["x"],
+    # eval), every global
+    read = _global_names(code)
+    if _NAMESPACE_READERS.intersection(names):  # (not the import system's __loader__...)
+        read = tuple(n for n in g if n in read or not (n.startswith("__") and n.endswith("__")))
+    for name in read:
         if name in g:
             roots.append((g, name))
             _named(g[name], names, roots, helpers)
@@ -1251,6 +1259,31 @@ def _space(klass: type) -> Any:
     if space is None:
         space = _SPACES[klass] = vars(klass)
     return space
+
+
+#: Names through which code reads its module's globals by a computed name.
+_NAMESPACE_READERS = frozenset(("globals", "eval", "exec", "f_globals", "__globals__"))
+
+#: The instructions that name a global (a class body's LOAD_NAME falls back to one).
+_GLOBAL_OPS = frozenset(
+    ("LOAD_GLOBAL", "STORE_GLOBAL", "DELETE_GLOBAL", "LOAD_NAME", "STORE_NAME", "DELETE_NAME")
+)
+
+#: code -> the global names it and its nested code name (:func:`_global_names`)
+_GLOBALS_OF: dict[Any, tuple[str, ...]] = {}
+
+
+def _global_names(code: Any) -> tuple[str, ...]:
+    """The names ``code`` and the code nested in it load or store as
+    globals (not the attributes and methods it names)."""
+    found = _GLOBALS_OF.get(code)
+    if found is None:
+        names = [i.argval for i in dis.get_instructions(code) if i.opname in _GLOBAL_OPS]
+        for c in code.co_consts:
+            if hasattr(c, "co_names"):
+                names.extend(_global_names(c))
+        found = _GLOBALS_OF[code] = tuple(dict.fromkeys(names))
+    return found
 
 
 def _names(code: Any, strings: bool = False) -> list[str]:

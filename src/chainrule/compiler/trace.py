@@ -453,6 +453,7 @@ def by_entry(f: Callable[..., Any], args: tuple[Any, ...], depth: int = 1) -> An
                 "floats by value (==)"
             )
         args = tuple(map(reads.origin, args))
+    reads.identity_asked(*args)  # (a Value argument: guarded to be the trace's)
     if any(map(stands_in, args)):
         if reads.current() is not None:
             _compared(sys._getframe(depth))
@@ -1092,16 +1093,19 @@ def run_traced(
     record: Record,
     floats: bool = False,
     relay: frozenset[Any] = frozenset(),
+    hands_on: Callable[[Any], bool] | None = None,
 ) -> tuple[Any, list[Value], float, str | None]:
     """``fn(*args)`` under watch: its result, the Values it made, the
     seconds it ran (without waiting for another thread's trace) and, with
     ``floats`` (float arguments among ``args``), the first C function that
     may have read one whole (:mod:`chainrule.compiler.escapes`; ``relay``:
     compile's code that calls C functions on the user's behalf, as the
-    rewritten copies' ``_call``)."""
+    rewritten copies' ``_call``; ``hands_on``: the C functions that only
+    hand items to functions the relay calls, see
+    :class:`~chainrule.compiler.escapes.CCalls`)."""
     created: list[Value] = []
     with _lock, watching(record, created):
-        calls = escapes.CCalls(_OURS, run_traced.__code__, relay) if floats else None
+        calls = escapes.CCalls(_OURS, run_traced.__code__, relay, hands_on) if floats else None
         start = time.perf_counter()
         if calls is None:
             out = fn(*args)

@@ -1,0 +1,202 @@
+"""chainrule.compile and the known gaps of round twenty-five: the identity
+of a Value argument asked inside the function (``id(p)``, ``hash(p)``,
+``sorted(key=id)``), and a functools cache's counters read other ways
+than ``table.cache_info()``. Eager's numbers, or a warned eager call,
+never another number."""
+
+from __future__ import annotations
+
+import functools
+import math
+import operator
+import warnings
+from typing import Any
+
+import pytest
+
+import chainrule
+from chainrule import Value
+from chainrule.compiler import CompileWarning
+
+pytestmark = pytest.mark.usefixtures("trace_every_graph")
+
+
+def _side_by_side(f: Any, calls: list[tuple[Any, ...]]) -> tuple[list[Any], list[Any], Any]:
+    """Each call's loss and gradients of its Value arguments, eagerly and
+    compiled (one compile for all calls), and the compiled function."""
+    fast = chainrule.compile(f, budget=False)
+    results: list[list[Any]] = [[], []]
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", CompileWarning)
+        for args in calls:
+            params = [v for a in args if isinstance(a, list) for v in a]
+            for k, g in enumerate((f, fast)):
+                for p in params:
+                    p.grad = 0.0
+                out = g(*args)
+                out.backward()
+                results[k].append((out.data, [p.grad for p in params]))
+    return results[0], results[1], fast
+
+
+DECAY: set[int] = set()
+
+
+def _decayed(params: list[Value], x: float) -> Value:
+    out = sum((p * x for p in params), Value(0.0))
+    reg = sum((p * p for p in params if id(p) in DECAY), Value(0.0))
+    return out + 0.1 * reg
+
+
+def test_a_mask_of_parameter_ids_follows_the_values_passed() -> None:
+    """A weight-decay mask kept as ``id(p)`` decides which arguments are
+    penalised: a second model's parameters (the same graph, other objects)
+    get their own mask, not the first model's (a replay used the first
+    model's: a loss of 9.1 for 9.4, its gradients too)."""
+    first, second = [Value(1.0), Value(2.0)], [Value(1.0), Value(2.0)]
+    DECAY.clear()
+    DECAY.update((id(first[0]), id(second[1])))
+    eager, got, fast = _side_by_side(_decayed, [(first, 3.0), (first, 3.0), (second, 3.0)])
+    assert [round(y, 12) for y, _ in eager] == [3.1 + 6.0, 3.1 + 6.0, 3.0 + 6.4]
+    assert got == eager
+    assert fast.stats()["hits"] == 1  # (the first model's trace replays for it)
+
+
+@pytest.mark.parametrize("order", ["sorted(key=id)", "hash"])
+def test_an_order_or_a_choice_by_identity_follows_the_values_passed(order: str) -> None:
+    """``sorted(params, key=id)[0]`` and ``hash(p) % 2`` choose by the
+    objects' addresses: each new set of Value arguments is chosen afresh."""
+
+    def f(params: list[Value], x: float) -> Value:
+        if order == "hash":
+            chosen = [p for p in params if hash(p) % 2 == hash(params[0]) % 2]
+        else:
+            chosen = sorted(params, key=id)[:1]
+        return sum((p * x for p in chosen), params[0] * 0.0)
+
+    models = [[Value(1.0), Value(2.0)] for _ in range(6)]
+    calls = [(m, 3.0) for m in models for _ in range(2)]
+    eager, got, fast = _side_by_side(f, calls)
+    assert got == eager
+    assert {y for y, _ in eager} <= {3.0, 6.0, 9.0}
+    assert fast.stats()["hits"] == 6  # (each model's second call replays its own trace)
+
+
+def _counted(form: str) -> Any:
+    @functools.cache
+    def table(k: int) -> float:
+        return 2.0 * k
+
+    reads = {
+        "descriptor": lambda: type(table).cache_info(table),
+        "partial": lambda: functools.partial(type(table).cache_info, table)(),
+        "methodcaller": lambda: operator.methodcaller("cache_info")(table),
+        "map": lambda: next(map(type(table).cache_info, [table])),
+    }[form]
+
+    def f(x: Value, k: int) -> Value:
+        v = table(k)
+        return x * float(reads().hits + 1) + v
+
+    return f
+
+
+@pytest.mark.parametrize("form", ["descriptor", "partial", "methodcaller", "map"])
+def test_a_cache_s_counters_read_through_its_class_run_eagerly(form: str) -> None:
+    """``type(table).cache_info(table)`` and its kin read the hits, which
+    grow at every call: eager's 7.5, 9.0, 10.5, with a warning (a replay
+    gave the trace's 7.5 at every call)."""
+    eager_f, compiled = _counted(form), chainrule.compile(_counted(form), budget=False)
+    eager = [eager_f(Value(1.5), 3).data for _ in range(3)]
+    with pytest.warns(CompileWarning, match=r"cache's counters"):
+        got = [compiled(Value(1.5), 3).data for _ in range(3)]
+    assert eager == [7.5, 9.0, 10.5]
+    assert got == eager
+    assert compiled.stats()["hits"] == 0
+
+
+SCALE = 1.0
+
+
+def _by_computed_name(x: Value, how: str) -> Value:
+    if how == "globals":
+        return x * globals()["SCALE"]
+    return x * eval("SCALE")  # (the point: a global read by a computed name)
+
+
+@pytest.mark.parametrize("how", ["globals", "eval"])
+def test_a_global_read_by_a_computed_name_is_guarded(how: str) -> None:
+    """``globals()["SCALE"]`` and ``eval("SCALE")`` read a global whose name
+    is no name of the code: changed between calls, the replay follows it
+    (it gave the first value's 3.0 at every call)."""
+    global SCALE
+    fast = chainrule.compile(_by_computed_name, budget=False)
+    got, eager = [], []
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", CompileWarning)
+        for s in [1.0, 1.0, 2.0, 2.0, 3.0]:
+            SCALE = s
+            eager.append(_by_computed_name(Value(3.0), how).data)
+            got.append(fast(Value(3.0), how).data)
+    SCALE = 1.0
+    assert eager == [3.0, 3.0, 6.0, 6.0, 9.0]
+    assert got == eager
+    assert fast.stats()["hits"] == 2  # (each value's second call)
+
+
+W = [Value(0.5), Value(-1.0), Value(2.0)]
+data: list[float] = []  # a global named as the attribute the loss reads (.data)
+
+
+def _softmax_loss(xs: list[float], target: int) -> Value:
+    logits = [w * x for w, x in zip(W, xs)]
+    m = max(v.data for v in logits)  # reads the attribute .data, not the global
+    exps = [(v - m).exp() for v in logits]
+    return -(exps[target] / sum(exps, Value(0.0))).log()
+
+
+def test_a_global_named_as_an_attribute_the_code_reads_is_not_guarded() -> None:
+    """A loop at module level that rebinds ``data`` (the name of the
+    attribute ``v.data`` the loss reads) replays: the code never reads the
+    global (it traced again at every call)."""
+    global data
+    fast = chainrule.compile(_softmax_loss, budget=False)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", CompileWarning)
+        for step in range(6):
+            data = [math.cos(step * 0.7 + j) for j in range(3)]
+            assert fast(data, step % 3).data == _softmax_loss(data, step % 3).data
+    assert fast.stats()["traces"] == 1
+    assert fast.stats()["hits"] == 5
+
+
+class _Holder:
+    def __init__(self, v: Value) -> None:
+        self.v = v
+
+
+@pytest.mark.parametrize("how", ["reduce", "sort", "class"])
+def test_c_functions_that_never_see_the_floats_do_not_pin_them(how: str) -> None:
+    """``functools.reduce(operator.add, values)``, ``order.sort()`` and a
+    class of the user's made inside (``object.__new__``) are handed no float
+    argument: new floats replay the trace (each call traced again, every
+    float argument pinned as if read whole)."""
+
+    def f(xs: list[float]) -> Value:
+        terms = [w * x for w, x in zip(W, xs)]
+        if how == "reduce":
+            return functools.reduce(operator.add, terms)
+        if how == "sort":
+            order = list(range(len(terms)))
+            order.sort()
+            return sum((terms[k] for k in order), Value(0.0))
+        return sum((_Holder(t).v for t in terms), Value(0.0))
+
+    fast = chainrule.compile(f, budget=False)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", CompileWarning)
+        for step in range(5):
+            xs = [math.sin(step + j) for j in range(3)]
+            assert fast(xs).data == f(xs).data
+    assert fast.stats()["traces"] == 1
+    assert fast.stats()["hits"] == 4
