@@ -870,30 +870,32 @@ def watching(record: Record, created: list[Value]) -> Iterator[None]:
 
     state_now = mode.state.get
     made = record.nodes.append
+    operator_node, number_operand = engine._OPERATOR, engine._NUMBER
+    set_class, ident, live = _class_slot.__set__, threading.get_ident, reads.live
+    note_created = created.append
 
     def new_init(self: Value, data: Any, *args: Any, **kwargs: Any) -> None:
-        if len(args) == 3 and args[2] is engine._OPERATOR:  # an operator's node
-            if threading.get_ident() != me:
+        if len(args) == 3 and args[2] is operator_node:  # an operator's node
+            if ident() != me:
                 init(self, data, *args)
                 return
-            self.__class__ = TraceValue
+            set_class(self, TraceValue)
             made(self)
             recording = state_now()  # (None: a graph is recorded, the common case)
             if recording is not None:
                 _unusual_recording(recording, args[0], record)
-            if args[1] is not engine._NUMBER:
+            if args[1] is not number_operand:
                 init(self, data, *args)
-                return
-            # a number operand's leaf: a constant of the trace, or one
-            # recomputed at each replay when it is a read float
-            init(self, _held(data, record) if type(data) is TracedFloat else data, *args)
+            else:  # a number operand's leaf: a constant of the trace, or one
+                # recomputed at each replay when it is a read float
+                init(self, _held(data, record) if type(data) is TracedFloat else data, *args)
         else:
             init(self, data, *args, **kwargs)
-            if threading.get_ident() != me:
+            if ident() != me:
                 return
             record.made_leaves.add(Identity(self))
-        created.append(self)
-        if reads.live(data) and not self._prev:
+        note_created(self)
+        if type(data) is TracedFloat and live(data) and not self._prev:
             read_leaf(self, data)
 
     def keep_read(x: object, op: str) -> float:
