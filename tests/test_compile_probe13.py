@@ -6,6 +6,7 @@ never another number."""
 
 from __future__ import annotations
 
+import builtins
 import functools
 import math
 import operator
@@ -200,3 +201,26 @@ def test_c_functions_that_never_see_the_floats_do_not_pin_them(how: str) -> None
             assert fast(xs).data == f(xs).data
     assert fast.stats()["traces"] == 1
     assert fast.stats()["hits"] == 4
+
+
+def _uses_builtins(x: float) -> Value:
+    return W[0] * abs(x) + W[1] * round(x, 1)
+
+
+def test_a_builtin_shadowed_or_patched_after_the_trace_is_followed(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A global defined after the trace with a builtin's name (``def
+    abs(x)`` in a notebook cell), or the builtin patched, is what eager
+    calls: the replay follows it (it replayed the builtin's 0.5 * 1.5)."""
+    fast = chainrule.compile(_uses_builtins, budget=False)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", CompileWarning)
+        assert fast(-1.26).data == _uses_builtins(-1.26).data == 0.5 * 1.26 + 1.3
+        assert fast(-1.26).data == _uses_builtins(-1.26).data
+        monkeypatch.setitem(globals(), "abs", lambda x: 10.0)
+        assert fast(-1.26).data == _uses_builtins(-1.26).data == 5.0 + 1.3
+        monkeypatch.delitem(globals(), "abs")
+        monkeypatch.setattr(builtins, "round", lambda x, n: 2.0)
+        assert fast(-1.26).data == _uses_builtins(-1.26).data == 0.5 * 1.26 - 2.0
+    assert fast.stats()["hits"] == 1

@@ -786,10 +786,14 @@ def _function(fn: FunctionType, roots: list[tuple[Any, Any]], helpers: list[Any]
     read = _global_names(code)
     if _NAMESPACE_READERS.intersection(names):  # (not the import system's __loader__...)
         read = tuple(n for n in g if n in read or not (n.startswith("__") and n.endswith("__")))
+    space = g.get("__builtins__")
+    space = getattr(space, "__dict__", space)  # (the module builtins, or its dict)
     for name in read:
+        roots.append((g, name))  # (one missing, a builtin's name: a global defined later)
         if name in g:
-            roots.append((g, name))
             _named(g[name], names, roots, helpers)
+        elif type(space) is dict and name in space:  # the builtin (builtins.abs = ... too)
+            roots.append((space, name))
     for cell in fn.__closure__ or ():
         roots.append((cell, None))
         with contextlib.suppress(ValueError):  # (an empty cell)
@@ -1267,6 +1271,7 @@ _NAMESPACE_READERS = frozenset(("globals", "eval", "exec", "f_globals", "__globa
 #: The instructions that name a global (a class body's LOAD_NAME falls back to one).
 _GLOBAL_OPS = frozenset(
     ("LOAD_GLOBAL", "STORE_GLOBAL", "DELETE_GLOBAL", "LOAD_NAME", "STORE_NAME", "DELETE_NAME")
+    + ("LOAD_FROM_DICT_OR_GLOBALS",)  # (3.12: a class body's, an annotation scope's)
 )
 
 #: code -> the global names it and its nested code name (:func:`_global_names`)
