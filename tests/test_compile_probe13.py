@@ -8,8 +8,10 @@ from __future__ import annotations
 
 import builtins
 import functools
+import inspect
 import math
 import operator
+import sys
 import warnings
 from typing import Any
 
@@ -224,3 +226,31 @@ def test_a_builtin_shadowed_or_patched_after_the_trace_is_followed(
         monkeypatch.setattr(builtins, "round", lambda x, n: 2.0)
         assert fast(-1.26).data == _uses_builtins(-1.26).data == 0.5 * 1.26 - 2.0
     assert fast.stats()["hits"] == 1
+
+
+def _frame_scale(x: float, how: str) -> Value:
+    frame = sys._getframe() if how == "getframe" else inspect.currentframe()
+    if frame is None:  # (not an assert: pytest rewrites those, and compile copies the source)
+        raise RuntimeError("no frame")
+    named = float(frame.f_code.co_name == "_frame_scale")
+    return W[0] * x * frame.f_globals["SCALE"] * named
+
+
+@pytest.mark.parametrize("how", ["getframe", "currentframe"])
+def test_a_function_that_reads_its_own_frame_sees_its_own(how: str) -> None:
+    """``sys._getframe()`` and ``inspect.currentframe()`` inside ``fn`` are
+    its own frame while traced too (they were compile's: its globals, a
+    KeyError; its name, 0.0), and the function runs eagerly after, with a
+    warning (what it finds there a replay would not read again)."""
+    global SCALE
+    fast = chainrule.compile(_frame_scale, budget=False)
+    eager, got = [], []
+    with pytest.warns(CompileWarning, match="inspects the call stack"):
+        for s in [1.0, 2.0, 3.0]:
+            SCALE = s
+            eager.append(_frame_scale(3.0, how).data)
+            got.append(fast(3.0, how).data)
+    SCALE = 1.0
+    assert eager == [1.5, 3.0, 4.5]
+    assert got == eager
+    assert fast.stats()["hits"] == 0

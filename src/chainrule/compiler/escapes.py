@@ -162,6 +162,11 @@ _HIDDEN_MODULES: dict[str, frozenset[str] | None] = {
     "queue": frozenset(("get", "get_nowait", "qsize", "empty", "full")),
     "_queue": frozenset(("get", "get_nowait", "qsize", "empty")),
     "multiprocessing": None,
+    # the call stack: while tracing, compile's own frames stand between the
+    # function and its caller (and sys._getframe() from a copy is compile's)
+    "sys": frozenset(("_getframe", "_getframemodulename")),
+    "inspect": frozenset(("currentframe", "stack", "trace", "getouterframes", "getframeinfo")),
+    "traceback": frozenset(("extract_stack", "format_stack", "print_stack", "walk_stack")),
     "logging": frozenset(("isEnabledFor", "getEffectiveLevel", "hasHandlers", "getLogger")),
 }
 _HIDDEN_BUILTINS = frozenset(("open", "input"))

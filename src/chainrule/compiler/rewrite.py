@@ -63,10 +63,12 @@ import random
 import sys
 import sysconfig
 import threading
+import traceback
 from types import (
     BuiltinFunctionType,
     CellType,
     CodeType,
+    FrameType,
     FunctionType,
     GeneratorType,
     MethodType,
@@ -603,6 +605,14 @@ def _call(f: Any, /, *args: Any, **kwargs: Any) -> Any:
     inner = _inlined(f)
     if inner is not None:
         return _call(inner, *args, **kwargs)
+    if (t is BuiltinFunctionType or t is FunctionType) and f in _STACK_CALLS:
+        out = _stack_call(f, args, kwargs)
+        if out is not _NOT_MINE:
+            record = current()  # (what it finds there a replay would not: eagerly from now on)
+            why = None if record is None else hidden(f, args, kwargs, record)
+            if record is not None and why is not None:
+                record.problems.append(f"{user_site()}: {why}; a replay would reuse it")
+            return out
     record = current()
     if record is None:
         g = target(f)
@@ -890,6 +900,49 @@ def hands_on(f: Any) -> bool:
 _OBJECT_NEW = object.__new__
 
 
+def _user_frame(depth: int) -> FrameType:
+    """The frame ``depth`` calls above the copy that called :func:`_call`,
+    counting the user's frames only (compile's own between them left out),
+    as ``sys._getframe(depth)`` called there eagerly gives."""
+    frame: FrameType | None = sys._getframe(3)  # (_user_frame, _stack_call, _call)
+    while True:
+        while frame is not None and frame.f_code.co_filename.startswith(_HERE + os.sep):
+            frame = frame.f_back
+        if frame is None:
+            raise ValueError("call stack is not deep enough")
+        if depth == 0:
+            return frame
+        depth, frame = depth - 1, frame.f_back
+
+
+_NOT_MINE = object()
+
+
+def _stack_call(f: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+    """``sys._getframe(d)``, ``inspect.currentframe()``, ``inspect.stack()``
+    and ``traceback.extract_stack()`` called from a copy, as eagerly: the
+    user's frames, not compile's (``_NOT_MINE`` for other arguments: the
+    call as it is)."""
+    if f is sys._getframe and not kwargs and len(args) <= 1:
+        return _user_frame(args[0] if args else 0)
+    if f is inspect.currentframe and not args and not kwargs:
+        return _user_frame(0)
+    if f is inspect.stack and len(args) + len(kwargs) <= 1:
+        return [i for i in f(*args, **kwargs) if not i.filename.startswith(_HERE + os.sep)]
+    if f is traceback.extract_stack and not args and not kwargs:
+        return traceback.StackSummary.from_list(
+            [s for s in f() if not s.filename.startswith(_HERE + os.sep)]
+        )
+    return _NOT_MINE
+
+
+_STACK_CALLS = frozenset((sys._getframe, inspect.currentframe, inspect.stack))
+_STACK_CALLS |= {traceback.extract_stack}
+
+#: Modules whose deny-listed functions read the call stack (escapes.hidden_state).
+_STACK_MODULES = frozenset(("inspect", "traceback"))
+
+
 def hidden(f: Any, args: Any, kwargs: Any, record: Record) -> str | None:
     """Why a call of ``f`` gives a result a replay cannot give again: a
     function of the deny-list (:func:`~chainrule.compiler.escapes.hidden_state`),
@@ -899,6 +952,8 @@ def hidden(f: Any, args: Any, kwargs: Any, record: Record) -> str | None:
         name = describe(f)
         if getattr(f, "__self__", None) is getattr(random, "_inst", None):  # random.random
             name = f"random.{f.__name__}"
+        if getattr(f, "__module__", None) in _STACK_MODULES or name.startswith("sys."):
+            return f"inspects the call stack ({name}), where a trace runs compile's own frames"
         return f"calls {name}, whose result changes from call to call"
     if (f is builtins.next and args and _outside(args[0], record)) or (
         type(f) is not FunctionType
