@@ -254,3 +254,29 @@ def test_a_function_that_reads_its_own_frame_sees_its_own(how: str) -> None:
     assert eager == [1.5, 3.0, 4.5]
     assert got == eager
     assert fast.stats()["hits"] == 0
+
+
+@pytest.mark.parametrize("how", ["display", "set()", "frozenset()", "comprehension", "hash"])
+def test_what_a_set_or_a_tuple_s_hash_makes_of_value_arguments_follows_them(how: str) -> None:
+    """A set of Value arguments iterates in the order of their ids, and a
+    tuple's hash is its members': each new set of Values is its own trace
+    (a replay took the first Values' order: another loss, gradients on
+    other parameters)."""
+
+    def f(p: Value, q: Value, r: Value) -> Value:
+        if how == "hash":
+            return p * float(hash((p, q, r)) % 7) + q + r
+        if how == "display":
+            a, b, c = {p, q, r}
+        elif how == "set()":
+            a, b, c = set([p, q, r])  # noqa: C405 (the call, not a display)
+        elif how == "frozenset()":
+            a, b, c = frozenset((p, q, r))
+        else:
+            a, b, c = {v for v in (p, q, r)}  # noqa: C416 (a comprehension)
+        return a * 1.0 + b * 2.0 + c * 3.0
+
+    models = [[Value(float(i)), Value(float(i + 10)), Value(float(i + 20))] for i in range(8)]
+    eager, got, fast = _side_by_side(lambda ps: f(*ps), [(m,) for m in models for _ in range(2)])
+    assert got == eager
+    assert fast.stats()["hits"] == 8  # (each model's second call replays its own trace)

@@ -383,8 +383,15 @@ def identity_asked(*objects: Any) -> None:
     trace's own object at every replay (compile's ``_shared_alike``), as a
     Value the trace reaches through a global is."""
     record = current()
-    if record is not None:
-        record.identified.update(Identity(x) for x in objects)
+    if record is None:
+        return
+    stack = list(objects)
+    while stack:  # (a tuple's hash, a frozenset's: their members')
+        x = stack.pop()
+        if type(x) is tuple or type(x) is frozenset:
+            stack.extend(x)
+        else:
+            record.identified.add(Identity(x))
 
 
 def identity_unseen(why: str) -> None:

@@ -189,7 +189,8 @@ class _Rewrite(ast.NodeTransformer):
     """``a[b]`` (read) -> ``_subscript(a, b)``; ``f(...)`` -> ``_call(f, ...)``;
     ``a % b`` -> ``_op("%", a, b)``; ``for x in E`` -> ``for x in _op("in", E)``;
     ``a is b`` -> ``_op("is", a, b)`` (and ``is not``, ``in``, ``not in``);
-    ``id(x)`` -> ``_op("id", x)``."""
+    ``id(x)`` -> ``_op("id", x)``; a set display or comprehension ``S`` ->
+    ``_op("hashed", S)``."""
 
     def __init__(self) -> None:
         self.links = 0  # the chained comparisons' operands held so far
@@ -205,7 +206,12 @@ class _Rewrite(ast.NodeTransformer):
         finally:
             self.comprehensions -= 1
 
-    visit_ListComp = visit_SetComp = visit_DictComp = visit_GeneratorExp = _comprehension
+    visit_ListComp = visit_DictComp = visit_GeneratorExp = _comprehension
+
+    def visit_SetComp(self, node: ast.SetComp) -> ast.AST:
+        out = self._comprehension(node)
+        return ast.copy_location(_op_call("hashed", out), node)  # type: ignore[arg-type]
+
     visit_ClassDef = _comprehension  # (a walrus there binds a name in the class: held too)
 
     def visit_Compare(self, node: ast.Compare) -> ast.AST:
@@ -238,6 +244,10 @@ class _Rewrite(ast.NodeTransformer):
                 left = held
         out = links[0] if len(links) == 1 else ast.BoolOp(ast.And(), links)
         return ast.fix_missing_locations(ast.copy_location(out, node))
+
+    def visit_Set(self, node: ast.Set) -> ast.AST:
+        self.generic_visit(node)
+        return ast.copy_location(_op_call("hashed", node), node)
 
     def visit_BinOp(self, node: ast.BinOp) -> ast.AST:
         self.generic_visit(node)
@@ -648,6 +658,8 @@ def _call(f: Any, /, *args: Any, **kwargs: Any) -> Any:
             out = read_whole_by(f, args, kwargs)  # (the objects: a set finds a nan by identity)
         else:
             out = read_whole_by(f, args, kwargs) if g is f and opaque(f) else g(*args, **kwargs)
+    if type(out) is set or type(out) is frozenset:
+        _hashed(out)
     if (
         f is builtins.sum
         and type(out) is TracedFloat
@@ -673,6 +685,12 @@ def _counters(f: Any, args: tuple[Any, ...]) -> bool:
     else:
         return False
     return named == "cache_info" and bool(args) and type(args[0]) is _LRU_WRAPPER
+
+
+def _hashed(members: Any) -> None:
+    """A set made while tracing: the order it iterates in is its members'
+    hashes, a Value's its identity (which a Value argument then holds)."""
+    identity_asked(*[x for x in members if isinstance(x, Value)])
 
 
 def _inlined(f: Any) -> Any:
@@ -1033,6 +1051,9 @@ def _op(kind: str, a: Any = None, b: Any = None) -> Any:
         contains_of = _own_contains(b)  # (a class's own, in Python: its copy)
         found = bool(_call(contains_of, a)) if contains_of is not None else contains(b, a)
         return found if kind == "in?" else not found
+    if kind == "hashed":  # a set made: its order is its members' hashes (a Value's: its id)
+        _hashed(a)
+        return a
     if kind == "hold":  # a chain's operand, in a comprehension: held for the next link
         held = _HELD.__dict__.setdefault("by_frame", {})
         if len(held) > 1024:  # (links a false one before cut short: never read)
