@@ -280,3 +280,92 @@ def test_what_a_set_or_a_tuple_s_hash_makes_of_value_arguments_follows_them(how:
     eager, got, fast = _side_by_side(lambda ps: f(*ps), [(m,) for m in models for _ in range(2)])
     assert got == eager
     assert fast.stats()["hits"] == 8  # (each model's second call replays its own trace)
+
+
+CFG = {"lr": 1.0}
+setting = CFG.get  # a container's C method, kept as a global
+
+
+def test_a_global_that_is_a_container_s_method_follows_the_container() -> None:
+    """``setting = CFG.get`` read inside: ``CFG["lr"]`` changed between
+    calls is what eager reads (the method was compared by identity only:
+    4.0 at every call)."""
+    fast = chainrule.compile(lambda x: x * setting("lr"), budget=False)
+    got, eager = [], []
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", CompileWarning)
+        for lr in [1.0, 2.0, 2.0, 3.0]:
+            CFG["lr"] = lr
+            eager.append((Value(4.0) * setting("lr")).data)
+            got.append(fast(Value(4.0)).data)
+    CFG["lr"] = 1.0
+    assert eager == [4.0, 8.0, 8.0, 12.0]
+    assert got == eager
+    assert fast.stats()["hits"] == 1
+
+
+def test_a_cache_cleared_inside_the_function_runs_eagerly() -> None:
+    """``table.cache_clear()`` inside: eagerly the cache is cleared and its
+    function runs at every call (a replay neither cleared nor called it:
+    hits=3 where eager's are 0)."""
+    counts = []
+    for compiled in (False, True):
+
+        @functools.cache
+        def table(k: int) -> float:
+            return 2.0 * k
+
+        def f(x: Value) -> Value:
+            table.cache_clear()
+            return x * table(3)
+
+        g = chainrule.compile(f, budget=False) if compiled else f
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            assert [g(Value(2.0)).data for _ in range(4)] == [12.0] * 4
+        counts.append((table.cache_info().hits, table.cache_info().misses))
+        if compiled:
+            assert any("cache_clear()" in str(w.message) for w in caught)
+    assert counts == [(0, 1), (0, 1)]
+
+
+def _namespace_by_alias(x: Value, how: str) -> Value:
+    if how == "alias":
+        read = globals
+        return x * read()["SCALE"]
+    if how == "builtins":
+        return x * builtins.eval("SCALE")
+    warnings.warn("scaled", UserWarning, stacklevel=1)
+    return x * SCALE
+
+
+@pytest.mark.parametrize("how", ["alias", "builtins"])
+def test_globals_and_eval_by_another_name_read_the_function_s_own(how: str) -> None:
+    """``read = globals; read()`` and ``builtins.eval("SCALE")`` read the
+    function's module (they read compile's: another number, a NameError),
+    and the function runs eagerly after."""
+    global SCALE
+    fast = chainrule.compile(_namespace_by_alias, budget=False)
+    got, eager = [], []
+    with pytest.warns(CompileWarning, match="reads its namespace"):
+        for s in [1.0, 2.0, 3.0]:
+            SCALE = s
+            eager.append(_namespace_by_alias(Value(3.0), how).data)
+            got.append(fast(Value(3.0), how).data)
+    SCALE = 1.0
+    assert eager == [3.0, 6.0, 9.0]
+    assert got == eager
+
+
+def test_a_warning_from_the_function_names_its_line() -> None:
+    """``warnings.warn`` inside a traced call is attributed to the user's
+    line, as eagerly (it was compile's reads.py)."""
+    fast = chainrule.compile(_namespace_by_alias, budget=False)
+    sites = []
+    for g in (_namespace_by_alias, fast):
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            g(Value(3.0), "warn")
+        sites.append([(w.filename, w.lineno) for w in caught if w.category is UserWarning])
+    assert sites[0] == sites[1]
+    assert sites[0][0][0] == __file__

@@ -64,6 +64,7 @@ import sys
 import sysconfig
 import threading
 import traceback
+import warnings
 from types import (
     BuiltinFunctionType,
     CellType,
@@ -620,6 +621,8 @@ def _call(f: Any, /, *args: Any, **kwargs: Any) -> Any:
         if out is not _NOT_MINE:
             record = current()  # (what it finds there a replay would not: eagerly from now on)
             why = None if record is None else hidden(f, args, kwargs, record)
+            if f in _NAMESPACE_CALLS:
+                why = f"reads its namespace ({f.__name__} called by another name)"
             if record is not None and why is not None:
                 record.problems.append(f"{user_site()}: {why}; a replay would reuse it")
             return out
@@ -636,8 +639,12 @@ def _call(f: Any, /, *args: Any, **kwargs: Any) -> Any:
     if f is builtins.type and len(args) == 1 and not kwargs:
         return type_of(args[0])  # a node made while tracing: Value, as eagerly
     why = hidden(f, args, kwargs, record)
-    if why is None and _counters(f, args):
-        why = "reads a functools cache's counters (cache_info()), which change at every call"
+    if why is None:
+        method = _cache_method(f, args)
+        if method == "cache_info":
+            why = "reads a functools cache's counters (cache_info()), which change at every call"
+        elif method == "cache_clear":
+            why = "clears a functools cache (cache_clear()), which a replay would not do"
     if why is not None:
         record.problems.append(f"{user_site()}: {why}; a replay would reuse its traced result")
     slots = _callbacks(f)
@@ -672,19 +679,19 @@ def _call(f: Any, /, *args: Any, **kwargs: Any) -> Any:
     return out
 
 
-def _counters(f: Any, args: tuple[Any, ...]) -> bool:
-    """Whether calling ``f(*args)`` reads a functools cache's counters:
-    ``table.cache_info()``, ``type(table).cache_info(table)``,
-    ``operator.methodcaller("cache_info")(table)``."""
+def _cache_method(f: Any, args: tuple[Any, ...]) -> str | None:
+    """The functools cache's method that calling ``f(*args)`` calls
+    (``table.cache_info()``, ``type(table).cache_info(table)``,
+    ``operator.methodcaller("cache_clear")(table)``), or None."""
     if type(f) is operator.methodcaller:
         named = f.__reduce__()[1][0]
     elif type(getattr(f, "__self__", None)) is _LRU_WRAPPER:
-        return getattr(f, "__name__", "") == "cache_info"
+        return str(getattr(f, "__name__", ""))
     elif getattr(f, "__objclass__", None) is _LRU_WRAPPER:
         named = getattr(f, "__name__", "")
     else:
-        return False
-    return named == "cache_info" and bool(args) and type(args[0]) is _LRU_WRAPPER
+        return None
+    return named if args and type(args[0]) is _LRU_WRAPPER else None
 
 
 def _hashed(members: Any) -> None:
@@ -937,25 +944,54 @@ _NOT_MINE = object()
 
 
 def _stack_call(f: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
-    """``sys._getframe(d)``, ``inspect.currentframe()``, ``inspect.stack()``
-    and ``traceback.extract_stack()`` called from a copy, as eagerly: the
-    user's frames, not compile's (``_NOT_MINE`` for other arguments: the
-    call as it is)."""
-    if f is sys._getframe and not kwargs and len(args) <= 1:
+    """A function that reads its caller's frame, called from a copy by
+    another name than its own (``sys._getframe(d)``,
+    ``inspect.currentframe()``, ``inspect.stack()``,
+    ``traceback.extract_stack()``, ``G = globals; G()``, ``builtins.eval(s)``,
+    ``warnings.warn``), as eagerly: the user's frames, not compile's
+    (``_NOT_MINE`` for other arguments: the call as it is)."""
+    n = len(args) + len(kwargs)
+    if f is sys._getframe and not kwargs and n <= 1:
         return _user_frame(args[0] if args else 0)
-    if f is inspect.currentframe and not args and not kwargs:
+    if f is inspect.currentframe and n == 0:
         return _user_frame(0)
-    if f is inspect.stack and len(args) + len(kwargs) <= 1:
+    if f is inspect.stack and n <= 1:
         return [i for i in f(*args, **kwargs) if not i.filename.startswith(_HERE + os.sep)]
-    if f is traceback.extract_stack and not args and not kwargs:
+    if f is traceback.extract_stack and n == 0:
         return traceback.StackSummary.from_list(
             [s for s in f() if not s.filename.startswith(_HERE + os.sep)]
         )
+    if f is builtins.globals and n == 0:
+        return _user_frame(0).f_globals
+    if (f is builtins.locals or f is builtins.vars) and n == 0:
+        return _user_frame(0).f_locals
+    if f is builtins.dir and n == 0:
+        return sorted(_user_frame(0).f_locals)
+    if (f is builtins.eval or f is builtins.exec) and len(args) == 1 and not kwargs:
+        frame = _user_frame(0)
+        return f(args[0], frame.f_globals, frame.f_locals)
+    if f is warnings.warn and "skip_file_prefixes" not in kwargs and len(args) <= 4:
+        named = dict(zip(("message", "category", "stacklevel", "source"), args), **kwargs)
+        level = named.pop("stacklevel", 1)
+        target = _user_frame(max(level, 1) - 1)
+        raw: FrameType | None = sys._getframe(0)
+        depth = 1  # (the user's frame, counted as warn counts: from this one)
+        while raw is not None and raw is not target:
+            raw, depth = raw.f_back, depth + 1
+        warn: Any = f
+        warn(**named, stacklevel=depth)
+        return None
     return _NOT_MINE
 
 
+#: Functions that read their caller's namespace: called by another name
+#: (``G = globals``, ``builtins.eval``), the code does not name them, and the
+#: function runs eagerly.
+_NAMESPACE_CALLS = frozenset(
+    (builtins.globals, builtins.locals, builtins.vars, builtins.dir, builtins.eval, builtins.exec)
+)
 _STACK_CALLS = frozenset((sys._getframe, inspect.currentframe, inspect.stack))
-_STACK_CALLS |= {traceback.extract_stack}
+_STACK_CALLS |= {traceback.extract_stack, warnings.warn} | _NAMESPACE_CALLS
 
 #: Modules whose deny-listed functions read the call stack (escapes.hidden_state).
 _STACK_MODULES = frozenset(("inspect", "traceback"))

@@ -96,11 +96,11 @@ _ROWS = frozenset((list, tuple))
 #: (And what a class holds besides data and functions: its descriptors, its
 #: static and class methods, properties and slots, which cannot change.)
 _LEAVES = frozenset((*_OPAQUE, float, int, str, bool, bytes, complex, type(None), object))
-_LEAVES -= {FunctionType}
+_LEAVES -= {FunctionType, BuiltinFunctionType}  # (a C method: its object is walked)
 _LEAVES |= {property, staticmethod, classmethod, types.GetSetDescriptorType}
 _LEAVES |= {types.MemberDescriptorType, types.WrapperDescriptorType}
 #: In a class's namespace (:func:`_walk_classes`), its methods too: by identity.
-_SPACE_LEAVES = _LEAVES | {FunctionType}
+_SPACE_LEAVES = _LEAVES | {FunctionType, BuiltinFunctionType}
 
 
 def _same(a: Any, b: Any) -> bool:
@@ -620,6 +620,19 @@ _CONTAINERS: list[tuple[type, Any]] = [
 _INERT = (range, slice, types.GenericAlias, types.UnionType, re.Match)
 
 
+#: The containers whose C methods reached as data (``setting = CFG.get``,
+#: ``VALS.__getitem__``) have them walked.
+_HELD_BY_METHODS = (dict, list, set, collections.deque, array.array, bytearray)
+
+
+def _bound_object(f: Any, _: Any) -> list[Any]:
+    """A C method reached as data (``setting = CFG.get``): the container it
+    is bound to, whose entries it reads (another object's, a counter's
+    ``__next__``, and a module's function by identity only)."""
+    owner = getattr(f, "__self__", None)
+    return [owner] if isinstance(owner, _HELD_BY_METHODS) else []
+
+
 def _kind(t: type) -> Any:
     """What an object of type ``t`` is to the walk: ``_SKIP`` (a number,
     code, a module, a Value, a thread's lock: compared, never entered), a
@@ -631,6 +644,8 @@ def _kind(t: type) -> Any:
     kind: Any
     if t is FunctionType:
         kind = _Container(t, _function_items)
+    elif t is BuiltinFunctionType or t is types.MethodWrapperType:
+        kind = _Container(t, _bound_object)
     elif issubclass(t, ModuleType):
         kind = _MODULE
     elif issubclass(t, threading.local):
