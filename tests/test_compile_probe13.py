@@ -121,6 +121,22 @@ def test_a_cache_s_counters_read_through_its_class_run_eagerly(form: str) -> Non
 SCALE = 1.0
 
 
+def _over_scales(f: Any, scales: list[float], *args: Any) -> tuple[list[Any], list[Any], Any]:
+    """``f(*args).data`` eagerly and compiled (one compile) with the global
+    ``SCALE`` set to each of ``scales`` in turn, and the compiled function."""
+    global SCALE
+    fast = chainrule.compile(f, budget=False)
+    eager, got = [], []
+    try:
+        for s in scales:
+            SCALE = s
+            eager.append(f(*args).data)
+            got.append(fast(*args).data)
+    finally:
+        SCALE = 1.0
+    return eager, got, fast
+
+
 def _by_computed_name(x: Value, how: str) -> Value:
     if how == "globals":
         return x * globals()["SCALE"]
@@ -132,16 +148,10 @@ def test_a_global_read_by_a_computed_name_is_guarded(how: str) -> None:
     """``globals()["SCALE"]`` and ``eval("SCALE")`` read a global whose name
     is no name of the code: changed between calls, the replay follows it
     (it gave the first value's 3.0 at every call)."""
-    global SCALE
-    fast = chainrule.compile(_by_computed_name, budget=False)
-    got, eager = [], []
     with warnings.catch_warnings():
         warnings.simplefilter("error", CompileWarning)
-        for s in [1.0, 1.0, 2.0, 2.0, 3.0]:
-            SCALE = s
-            eager.append(_by_computed_name(Value(3.0), how).data)
-            got.append(fast(Value(3.0), how).data)
-    SCALE = 1.0
+        scales = [1.0, 1.0, 2.0, 2.0, 3.0]
+        eager, got, fast = _over_scales(_by_computed_name, scales, Value(3.0), how)
     assert eager == [3.0, 3.0, 6.0, 6.0, 9.0]
     assert got == eager
     assert fast.stats()["hits"] == 2  # (each value's second call)
@@ -242,15 +252,8 @@ def test_a_function_that_reads_its_own_frame_sees_its_own(how: str) -> None:
     its own frame while traced too (they were compile's: its globals, a
     KeyError; its name, 0.0), and the function runs eagerly after, with a
     warning (what it finds there a replay would not read again)."""
-    global SCALE
-    fast = chainrule.compile(_frame_scale, budget=False)
-    eager, got = [], []
     with pytest.warns(CompileWarning, match="inspects the call stack"):
-        for s in [1.0, 2.0, 3.0]:
-            SCALE = s
-            eager.append(_frame_scale(3.0, how).data)
-            got.append(fast(3.0, how).data)
-    SCALE = 1.0
+        eager, got, fast = _over_scales(_frame_scale, [1.0, 2.0, 3.0], 3.0, how)
     assert eager == [1.5, 3.0, 4.5]
     assert got == eager
     assert fast.stats()["hits"] == 0
@@ -344,15 +347,8 @@ def test_globals_and_eval_by_another_name_read_the_function_s_own(how: str) -> N
     """``read = globals; read()`` and ``builtins.eval("SCALE")`` read the
     function's module (they read compile's: another number, a NameError),
     and the function runs eagerly after."""
-    global SCALE
-    fast = chainrule.compile(_namespace_by_alias, budget=False)
-    got, eager = [], []
     with pytest.warns(CompileWarning, match="reads its namespace"):
-        for s in [1.0, 2.0, 3.0]:
-            SCALE = s
-            eager.append(_namespace_by_alias(Value(3.0), how).data)
-            got.append(fast(Value(3.0), how).data)
-    SCALE = 1.0
+        eager, got, _ = _over_scales(_namespace_by_alias, [1.0, 2.0, 3.0], Value(3.0), how)
     assert eager == [3.0, 6.0, 9.0]
     assert got == eager
 
