@@ -259,7 +259,9 @@ def test_a_function_that_reads_its_own_frame_sees_its_own(how: str) -> None:
     assert fast.stats()["hits"] == 0
 
 
-@pytest.mark.parametrize("how", ["display", "set()", "frozenset()", "comprehension", "hash"])
+@pytest.mark.parametrize(
+    "how", ["display", "set()", "frozenset()", "comprehension", "hash", "add", "update", "set.add"]
+)
 def test_what_a_set_or_a_tuple_s_hash_makes_of_value_arguments_follows_them(how: str) -> None:
     """A set of Value arguments iterates in the order of their ids, and a
     tuple's hash is its members': each new set of Values is its own trace
@@ -275,8 +277,18 @@ def test_what_a_set_or_a_tuple_s_hash_makes_of_value_arguments_follows_them(how:
             a, b, c = set([p, q, r])  # noqa: C405 (the call, not a display)
         elif how == "frozenset()":
             a, b, c = frozenset((p, q, r))
-        else:
+        elif how == "comprehension":
             a, b, c = {v for v in (p, q, r)}  # noqa: C416 (a comprehension)
+        else:  # a set filled in place, then iterated
+            s: set[Value] = set()
+            for v in (p, q, r):
+                if how == "update":
+                    s.update([v])
+                elif how == "add":
+                    s.add(v)
+                else:
+                    set.add(s, v)
+            a, b, c = s
         return a * 1.0 + b * 2.0 + c * 3.0
 
     models = [[Value(float(i)), Value(float(i + 10)), Value(float(i + 20))] for i in range(8)]

@@ -72,6 +72,7 @@ from types import (
     FrameType,
     FunctionType,
     GeneratorType,
+    MethodDescriptorType,
     MethodType,
     MethodWrapperType,
     WrapperDescriptorType,
@@ -667,6 +668,7 @@ def _call(f: Any, /, *args: Any, **kwargs: Any) -> Any:
             out = read_whole_by(f, args, kwargs) if g is f and opaque(f) else g(*args, **kwargs)
     if type(out) is set or type(out) is frozenset:
         _hashed(out)
+    _filled(f, args)
     if (
         f is builtins.sum
         and type(out) is TracedFloat
@@ -692,6 +694,21 @@ def _cache_method(f: Any, args: tuple[Any, ...]) -> str | None:
     else:
         return None
     return named if args and type(args[0]) is _LRU_WRAPPER else None
+
+
+def _filled(f: Any, args: tuple[Any, ...]) -> None:
+    """A set's method called (``s.add(p)``, ``s.update(ps)``, ``set.add(s, p)``,
+    ``s.pop()``): the set, filled in place, iterates in its members' hash
+    order, asked of them as a set display's (:func:`_hashed`)."""
+    t = type(f)
+    if t is BuiltinFunctionType:
+        held = f.__self__
+    elif t is MethodDescriptorType and args:
+        held = args[0]
+    else:
+        return
+    if isinstance(held, (set, frozenset)):
+        _hashed(held)
 
 
 def _hashed(members: Any) -> None:
