@@ -9,6 +9,7 @@ from __future__ import annotations
 import builtins
 import functools
 import inspect
+import logging
 import math
 import operator
 import sys
@@ -377,3 +378,40 @@ def test_a_warning_from_the_function_names_its_line() -> None:
         sites.append([(w.filename, w.lineno) for w in caught if w.category is UserWarning])
     assert sites[0] == sites[1]
     assert sites[0][0][0] == __file__
+
+
+LOG = logging.getLogger("chainrule-tests.compile")
+
+
+def _logs(x: Value, level: int) -> Value:
+    LOG.info("step", stacklevel=level)
+    logging.LoggerAdapter(LOG, {}).warning("adapted")
+    return x * 2.0
+
+
+def _calls(g: Any, level: int) -> Value:
+    return g(Value(3.0), level)  # (the line a record names at stacklevel=2)
+
+
+@pytest.mark.parametrize("level", [1, 2])
+def test_a_log_record_from_the_function_names_its_line(level: int) -> None:
+    """A logger called inside a traced call names the user's function and
+    line in its record, as eagerly, also with a ``stacklevel`` (it named
+    compile's ``read_whole_by``)."""
+    sites: list[list[tuple[str, int]]] = []
+
+    class Sites(logging.Handler):
+        def emit(self, record: logging.LogRecord) -> None:
+            sites[-1].append((record.funcName, record.lineno))
+
+    handler = Sites()
+    LOG.addHandler(handler)
+    LOG.setLevel(logging.INFO)
+    try:
+        for g in (_logs, chainrule.compile(_logs, budget=False)):
+            sites.append([])
+            _calls(g, level)
+    finally:
+        LOG.removeHandler(handler)
+    assert sites[0] == sites[1]
+    assert [name for name, _ in sites[0]] == ["_logs" if level == 1 else "_calls", "_logs"]

@@ -57,6 +57,7 @@ import heapq
 import inspect
 import itertools
 import linecache
+import logging
 import operator
 import os
 import random
@@ -617,7 +618,8 @@ def _call(f: Any, /, *args: Any, **kwargs: Any) -> Any:
     inner = _inlined(f)
     if inner is not None:
         return _call(inner, *args, **kwargs)
-    if (t is BuiltinFunctionType or t is FunctionType) and f in _STACK_CALLS:
+    func = f.__func__ if t is MethodType else f  # (a logger's method: its function)
+    if (type(func) is BuiltinFunctionType or type(func) is FunctionType) and func in _STACK_CALLS:
         out = _stack_call(f, args, kwargs)
         if out is not _NOT_MINE:
             record = current()  # (what it finds there a replay would not: eagerly from now on)
@@ -989,16 +991,29 @@ def _stack_call(f: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
         return f(args[0], frame.f_globals, frame.f_locals)
     if f is warnings.warn and "skip_file_prefixes" not in kwargs and len(args) <= 4:
         named = dict(zip(("message", "category", "stacklevel", "source"), args), **kwargs)
-        level = named.pop("stacklevel", 1)
-        target = _user_frame(max(level, 1) - 1)
-        raw: FrameType | None = sys._getframe(0)
-        depth = 1  # (the user's frame, counted as warn counts: from this one)
-        while raw is not None and raw is not target:
-            raw, depth = raw.f_back, depth + 1
+        level = _raw_level(named.pop("stacklevel", 1))
         warn: Any = f
-        warn(**named, stacklevel=depth)
+        warn(**named, stacklevel=level)
         return None
+    if getattr(f, "__func__", f) in _LOG_CALLS:  # (read_whole_by calls it: one frame more)
+        level = _raw_level(kwargs.get("stacklevel", 1)) + 1
+        return read_whole_by(f, args, {**kwargs, "stacklevel": level})
     return _NOT_MINE
+
+
+def _raw_level(level: Any) -> Any:
+    """The ``stacklevel`` that, passed by the caller of this function
+    (:func:`_stack_call`) to ``warnings.warn`` or a logger, names the user's
+    frame that ``level`` names in the user's code (compile's frames
+    between counted)."""
+    if not isinstance(level, int):
+        return level  # (as eagerly: warn or the logger says what is wrong with it)
+    target = _user_frame(max(operator.index(level), 1) - 1)  # (an int argument: pinned)
+    raw: FrameType | None = sys._getframe(1)
+    depth = 1  # (the caller's frame: level 1, as warn and a logger count)
+    while raw is not None and raw is not target:
+        raw, depth = raw.f_back, depth + 1
+    return depth
 
 
 #: Functions that read their caller's namespace: called by another name
@@ -1007,8 +1022,17 @@ def _stack_call(f: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
 _NAMESPACE_CALLS = frozenset(
     (builtins.globals, builtins.locals, builtins.vars, builtins.dir, builtins.eval, builtins.exec)
 )
+#: The logging calls that name their caller's line in a record (a logger's
+#: methods, the module's functions, a LoggerAdapter's).
+_LOG_CALLS = frozenset(
+    getattr(owner, name)
+    for owner in (logging, logging.Logger, logging.LoggerAdapter)
+    for name in ("debug", "info", "warning", "warn", "error", "exception", "critical", "fatal")
+    + ("log",)
+    if hasattr(owner, name)
+)
 _STACK_CALLS = frozenset((sys._getframe, inspect.currentframe, inspect.stack))
-_STACK_CALLS |= {traceback.extract_stack, warnings.warn} | _NAMESPACE_CALLS
+_STACK_CALLS |= {traceback.extract_stack, warnings.warn} | _NAMESPACE_CALLS | _LOG_CALLS
 
 #: Modules whose deny-listed functions read the call stack (escapes.hidden_state).
 _STACK_MODULES = frozenset(("inspect", "traceback"))

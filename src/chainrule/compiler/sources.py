@@ -103,6 +103,27 @@ _LEAVES |= {types.MemberDescriptorType, types.WrapperDescriptorType}
 _SPACE_LEAVES = _LEAVES | {FunctionType, BuiltinFunctionType}
 
 
+class _ValueSpace:
+    """Value's namespace as code may change it: a method added to or
+    patched on the class (``Value.relu = leaky`` in a notebook cell) is
+    another graph. The name of a root (:data:`_VALUE_SPACE`) whose entries
+    a walk compares by identity, not entered: the namespace's, but those a
+    trace swaps while it runs (:data:`~chainrule.compiler.trace.SWAPPED`),
+    which another thread's trace would show."""
+
+    __slots__ = ()
+
+    def entries(self) -> list[Any]:
+        from .trace import SWAPPED  # (trace imports reads, which imports this module)
+
+        space = vars(Value).copy()  # (at once: another thread's trace may swap entries)
+        return [x for kv in space.items() if kv[0] not in SWAPPED for x in kv]
+
+
+#: The root that holds Value's namespace (:class:`_ValueSpace`).
+_VALUE_SPACE = ((Value, _ValueSpace()),)
+
+
 def _same(a: Any, b: Any) -> bool:
     """The same entry: the same object, or an equal number, string or bytes
     (a float bit for bit)."""
@@ -134,6 +155,7 @@ class Sources:
         # (None: any size; the objects among a call's arguments)
         self.array_bytes: int | None = ARRAY_KEY_BYTES
         seen: set[Identity] = set()
+        roots.extend(_VALUE_SPACE)  # (a method of Value patched or added: v.swish())
         _collect(fn, roots, seen, LEVELS)
         self._settle(roots, seen)
         # functions reached as data (TABLE["act"](x), a list of activations):
@@ -234,12 +256,15 @@ class Sources:
         where, name = self.roots[lo]
         if name is None:
             return "a variable of a closure"
+        if type(name) is _ValueSpace:
+            return "a method of Value (added or patched)"
         if type(name) is AllModules:
             return "a module in sys.modules"
         if type(where) is dict and "__builtins__" in where:
             return f"the global {name}"
         if type(where) is MappingProxyType:
             return f"the class attribute {name}"
+
         return f"the attribute {name}"
 
     def take(
@@ -266,6 +291,11 @@ class Sources:
                     x = where.cell_contents
                 except ValueError:
                     x = _MISSING
+            elif type(name) is _ValueSpace:
+                entries = name.entries()
+                out.lengths.append(len(entries))
+                out.extend(entries)
+                continue
             elif type(name) is AllModules:
                 out.lengths.append(len(where))
                 out.extend(where.keys())
@@ -582,6 +612,42 @@ def _function_items(fn: FunctionType, _: Any) -> Any:
         return None
     items: list[Any] = [fn.__defaults__, fn.__kwdefaults__]
     items.extend(map(_cell_contents, fn.__closure__ or ()))
+    if fn not in _RULES:  # (a rule's: read again by a replay, which runs it)
+        items.extend(_globals_read(fn))
+    return items
+
+
+#: The forward and derivative functions of the Primitives a walk met.
+_RULES: weakref.WeakSet[FunctionType] = weakref.WeakSet()
+
+
+def _primitive_items(p: Primitive, _: Any) -> list[Any]:
+    """A Primitive reached as data: its attributes, its rule functions
+    known as rules (a replay runs them: the globals they read are read
+    afresh at every call)."""
+    for f in (p.forward, p.derivative):
+        if type(f) is FunctionType:
+            _RULES.add(f)
+    return [p.name, p.forward, p.derivative, p.masked, p.const]
+
+
+def _globals_read(fn: FunctionType) -> list[Any]:
+    """The globals the code of ``fn`` (a function of the user's reached as
+    data, a method of a class of the user's an object the walk entered
+    has) names, as they are now (an absent one as absent: one defined
+    later counts); of a module among them, the attributes its code names;
+    of a class of the user's, its namespaces and its metaclass's
+    (``Config.scale``): a method of an argument, ``model(x)`` whose
+    ``__call__`` reads ``TEMPERATURE``, is followed by the trace and
+    replayed, so what it reads is guarded as the function's own globals."""
+    code = fn.__code__
+    items = [*map(fn.__globals__.get, _global_names(code), repeat(_MISSING))]
+    for x in items[:]:
+        if isinstance(x, ModuleType):
+            items.extend(map(x.__dict__.get, _names(code), repeat(_MISSING)))
+        elif isinstance(x, type):
+            items.extend(user_spaces(x))
+            items.extend(user_spaces(type(x)))
     return items
 
 
@@ -644,6 +710,8 @@ def _kind(t: type) -> Any:
     kind: Any
     if t is FunctionType:
         kind = _Container(t, _function_items)
+    elif issubclass(t, Primitive):
+        kind = _Container(t, _primitive_items)
     elif t is BuiltinFunctionType or t is types.MethodWrapperType:
         kind = _Container(t, _bound_object)
     elif issubclass(t, ModuleType):
@@ -958,6 +1026,8 @@ def _named(
         if _users(value):
             _class_attributes(value, names, None, None, roots, helpers)
             _made_class(value, roots, helpers)
+        if type(value) is not type and _users(type(value)):  # its metaclass's (Config.scale)
+            _made_class(type(value), roots, helpers)
     else:
         d = getattr(value, "__dict__", None)
         users = _users(type(value))
@@ -1186,7 +1256,9 @@ def _walk_classes(
         found = None if known is None else known.methods.get(at)
         if found is None:
             entries = out[at:]
-            methods = [f for f in entries if type(f) is FunctionType and _users_function(f)]
+            methods = [
+                f for f in map(_code_in, entries) if type(f) is FunctionType and _users_function(f)
+            ]
             data = [x for x in entries if type(x) not in _SPACE_LEAVES]
             parts = len(out)
             _method_parts(methods, out)
@@ -1199,6 +1271,17 @@ def _walk_classes(
         if data:
             kinds = None if known is None else known.kinds
             _enter(data, out, entered, budget, kinds, array_bytes, names)
+
+
+def _code_in(entry: Any) -> Any:
+    """The function an entry of a class's namespace runs: itself, a static
+    or class method's, a property's getter (else the entry)."""
+    t = type(entry)
+    if t is staticmethod or t is classmethod:
+        return entry.__func__
+    if t is property:
+        return entry.fget
+    return entry
 
 
 _DEFAULTS = operator.attrgetter("__defaults__", "__kwdefaults__")
@@ -1225,6 +1308,7 @@ def _method_parts(methods: list[FunctionType], out: Snapshot) -> None:
     for d in filter(None, dicts):
         out.extend(d.keys())
         out.extend(d.values())
+    out.extend(chain.from_iterable(map(_globals_read, methods)))
 
 
 def _cell_contents(cell: Any) -> Any:

@@ -1,0 +1,193 @@
+"""chainrule.compile and round twenty-seven: what the methods of an object
+passed as an argument read (a global rebound in a notebook cell, a config
+dict, a module's or a class's attribute, a helper redefined), a class's
+metaclass, and a method added to or patched on ``Value``. Eager's numbers,
+never another."""
+
+from __future__ import annotations
+
+import sys
+import types
+import warnings
+from collections.abc import Callable, Iterator
+
+import pytest
+
+import chainrule
+from chainrule import Value
+from chainrule.compiler import CompileWarning
+
+pytestmark = pytest.mark.usefixtures("trace_every_graph")
+
+TEMPERATURE = 1.0
+CONFIG = {"scale": 1.0}
+HP = types.ModuleType("chainrule_tests_hp")
+HP.wd = 0.5  # type: ignore[attr-defined]
+
+
+class Settings:
+    decay = 0.5
+
+
+def _helper(w: Value) -> Value:
+    return w * 2.0
+
+
+class Model:
+    def __init__(self) -> None:
+        self.w = Value(0.5)
+        self.layers = [Layer()]
+
+    def __call__(self, x: float) -> Value:
+        return self.w * x * CONFIG["scale"] / TEMPERATURE
+
+    def penalty(self) -> Value:
+        return HP.wd * self.w * self.w + Settings.decay * self.w  # type: ignore[attr-defined]
+
+    @property
+    def shared(self) -> Value:
+        return _helper(self.w)
+
+
+class Layer:
+    def forward(self, v: Value) -> Value:
+        return v * TEMPERATURE
+
+
+def _change(what: str) -> Iterator[None]:
+    """Yield once before and once after ``what`` changes (restored after)."""
+    global TEMPERATURE, _helper
+    kept = (TEMPERATURE, CONFIG["scale"], HP.wd, Settings.decay, _helper)  # type: ignore[attr-defined]
+    try:
+        yield
+        if what == "global":
+            TEMPERATURE = 2.0
+        elif what == "dict":
+            CONFIG["scale"] = 3.0
+        elif what == "module":
+            HP.wd = 2.0  # type: ignore[attr-defined]
+        elif what == "class":
+            Settings.decay = 4.0
+        else:
+            _helper = lambda w: w * 5.0  # noqa: E731 (a helper redefined in a cell)
+        yield
+    finally:
+        TEMPERATURE, CONFIG["scale"], HP.wd, Settings.decay, _helper = kept  # type: ignore[attr-defined]
+
+
+def _loss(model: Model, x: float) -> Value:
+    return model(x) + model.penalty() + model.shared + model.layers[0].forward(model.w)
+
+
+@pytest.mark.parametrize("what", ["global", "dict", "module", "class", "helper"])
+def test_what_an_argument_s_methods_read_is_guarded(what: str) -> None:
+    """``loss(model, x)`` calls methods of ``model`` (``__call__``, a
+    method, a property, a method of an object it holds) that read a global,
+    a config dict, a module's or a class's attribute, a helper function:
+    changed between calls, the next call is eager's (a replay kept the
+    first number and gradient, with one trace and no warning)."""
+    sys.modules[HP.__name__] = HP
+    model = Model()
+    fast = chainrule.compile(_loss, budget=False)
+    seen: list[tuple[float, float, float, float]] = []
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", CompileWarning)
+        for _ in _change(what):
+            for _ in range(2):
+                row = []
+                for g in (_loss, fast):
+                    model.w.grad = 0.0
+                    out = g(model, 2.0)
+                    out.backward()
+                    row += [out.data, model.w.grad]
+                seen.append((row[0], row[1], row[2], row[3]))
+    before = (1.0 + 0.125 + 0.25 + 1.0 + 0.5, 2.0 + 0.5 + 0.5 + 2.0 + 1.0)
+    after = {
+        "global": (0.5 + 0.125 + 0.25 + 1.0 + 1.0, 1.0 + 0.5 + 0.5 + 2.0 + 2.0),
+        "dict": (3.0 + 0.125 + 0.25 + 1.0 + 0.5, 6.0 + 0.5 + 0.5 + 2.0 + 1.0),
+        "module": (1.0 + 0.5 + 0.25 + 1.0 + 0.5, 2.0 + 2.0 + 0.5 + 2.0 + 1.0),
+        "class": (1.0 + 0.125 + 2.0 + 1.0 + 0.5, 2.0 + 0.5 + 4.0 + 2.0 + 1.0),
+        "helper": (1.0 + 0.125 + 0.25 + 2.5 + 0.5, 2.0 + 0.5 + 0.5 + 5.0 + 1.0),
+    }[what]
+    assert [(e, ge) for e, ge, _, _ in seen] == [before, before, after, after]
+    assert [(c, gc) for _, _, c, gc in seen] == [before, before, after, after]
+    assert fast.stats()["hits"] == 2  # (each state's second call replays)
+
+
+class Meta(type):
+    factor = 1.0
+
+    @property
+    def scale(cls) -> float:
+        return CONFIG["scale"]
+
+
+class Tuned(metaclass=Meta):
+    pass
+
+
+def _through_metaclass(x: Value) -> Value:
+    return x * Tuned.factor * Tuned.scale  # type: ignore[attr-defined]
+
+
+@pytest.mark.parametrize("what", ["attribute", "property"])
+def test_an_attribute_of_a_class_s_metaclass_is_guarded(what: str) -> None:
+    """``Tuned.factor`` found on the metaclass, ``Tuned.scale`` a property
+    of it reading a global dict: changed between calls, eager's number."""
+    fast = chainrule.compile(_through_metaclass, budget=False)
+    got = []
+    try:
+        for step in range(4):
+            if step == 2:
+                if what == "attribute":
+                    Meta.factor = 2.0
+                else:
+                    CONFIG["scale"] = 3.0
+            got.append((_through_metaclass(Value(1.0)).data, fast(Value(1.0)).data))
+    finally:
+        Meta.factor, CONFIG["scale"] = 1.0, 1.0
+    changed = 2.0 if what == "attribute" else 3.0
+    assert got == [(1.0, 1.0), (1.0, 1.0), (changed, changed), (changed, changed)]
+    assert fast.stats()["hits"] == 2
+
+
+def _activated(x: Value) -> Value:
+    return x.relu() * 2.0
+
+
+def test_a_method_patched_on_value_is_followed() -> None:
+    """``Value.relu = leaky`` in a notebook cell after a trace: the next
+    call is eager's leaky relu (a replay ran the first relu)."""
+    fast = chainrule.compile(_activated, budget=False)
+    original: Callable[[Value], Value] = Value.relu
+    got = []
+    try:
+        for step in range(4):
+            if step == 2:
+                Value.relu = lambda v: v * 0.1  # type: ignore[method-assign,assignment]
+            got.append((_activated(Value(-1.0)).data, fast(Value(-1.0)).data))
+    finally:
+        Value.relu = original  # type: ignore[method-assign]
+    assert got == [(0.0, 0.0), (0.0, 0.0), (-0.2, -0.2), (-0.2, -0.2)]
+    assert fast.stats()["hits"] == 2
+
+
+SEEN: dict[str, object] = {}
+
+
+def _sees_value_s_namespace(x: Value) -> Value:
+    SEEN.update(vars(Value))
+    return x * 2.0
+
+
+def test_the_names_a_trace_swaps_on_value_are_left_out_of_its_guard() -> None:
+    """A trace sets some of Value's methods while it runs (another thread's
+    trace shows them): those are the names the guard of Value's namespace
+    leaves out (``trace.SWAPPED``), and no other."""
+    from chainrule.compiler.trace import SWAPPED
+
+    SEEN.clear()
+    with pytest.warns(CompileWarning):
+        chainrule.compile(_sees_value_s_namespace, budget=False)(Value(1.0))
+    now = vars(Value)
+    assert {k for k, v in SEEN.items() if now.get(k) is not v} == SWAPPED
