@@ -6,11 +6,17 @@ never another."""
 
 from __future__ import annotations
 
+import ctypes
+import decimal
+import itertools
+import os
 import sys
 import types
 import warnings
 from collections.abc import Callable, Iterator
+from typing import Any
 
+import numpy as np
 import pytest
 
 import chainrule
@@ -191,3 +197,138 @@ def test_the_names_a_trace_swaps_on_value_are_left_out_of_its_guard() -> None:
         chainrule.compile(_sees_value_s_namespace, budget=False)(Value(1.0))
     now = vars(Value)
     assert {k for k, v in SEEN.items() if now.get(k) is not v} == SWAPPED
+
+
+def _states(f: Callable[[float], Value], states: list[Callable[[], object]]) -> list[tuple]:
+    """Eager's and compiled's result (a number, or the exception's type and
+    message) after each change of state, twice per state."""
+    fast = chainrule.compile(f, budget=False)
+    out: list[tuple] = []
+    for change in states:
+        change()
+        for _ in range(2):
+            row = []
+            for g in (f, fast):
+                try:
+                    row.append(g(1.5).data)
+                except Exception as error:
+                    row.append((type(error).__name__, str(error)))
+            out.append(tuple(row))
+    return out
+
+
+def _warns(x: float) -> Value:
+    warnings.warn("lr is large", UserWarning, stacklevel=1)
+    return W * x
+
+
+W = Value(2.0)
+
+
+def test_a_function_that_warns_runs_eagerly_and_raises_under_an_error_filter() -> None:
+    """A ``warnings.warn`` inside: under ``simplefilter("error")`` set
+    between calls eager raises, and so does the compiled call (a replay
+    returned a number: it never warns)."""
+    with warnings.catch_warnings():
+        modes = ["ignore", "error", "ignore", "error"]
+        got = _states(_warns, [lambda m=m: warnings.simplefilter(m) for m in modes])  # type: ignore[misc]
+    raised = ("UserWarning", "lr is large")
+    assert (
+        got == [(3.0, 3.0)] * 2 + [(raised, raised)] * 2 + [(3.0, 3.0)] * 2 + [(raised, raised)] * 2
+    )
+
+
+FLAG = [""]
+DIGITS = decimal.Context(prec=3)
+C_SCALE = ctypes.c_double(1.0)
+CELL = types.CellType(1.0)
+
+
+def _by_state(how: str) -> Callable[[float], Value]:
+    def f(x: float) -> Value:
+        if how == "exists":
+            scale = 5.0 if os.path.exists(FLAG[0]) else 1.0
+        elif how == "getcwd":
+            scale = float(len(os.getcwd()))
+        elif how == "recursionlimit":
+            scale = sys.getrecursionlimit() / 1000
+        elif how == "seterr":
+            try:
+                scale = float(np.float64(1.0) / np.float64(0.0) > 0)
+            except FloatingPointError:
+                scale = 3.0
+        elif how == "printoptions":
+            scale = float(len(np.array2string(np.array([1 / 3]))))
+        elif how == "decimal":
+            scale = float(decimal.Decimal(1) / decimal.Decimal(3))
+        elif how == "context":
+            scale = float(DIGITS.divide(decimal.Decimal(1), decimal.Decimal(3)))
+        elif how == "ctypes":
+            scale = C_SCALE.value
+        else:
+            scale = CELL.cell_contents
+        return W * x * scale
+
+    return f
+
+
+@pytest.mark.parametrize(
+    "how",
+    ["exists", "getcwd", "recursionlimit", "seterr", "printoptions", "decimal", "context"]
+    + ["ctypes", "cell"],
+)
+def test_state_outside_python_s_objects_changed_between_calls_is_eagers(
+    how: str, tmp_path: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A file created, the working directory, the recursion limit, NumPy's
+    error handling and print options, decimal's context, a ctypes number,
+    a decimal Context or a cell held in a global: changed between calls,
+    the compiled call gives eager's number (a replay kept the first)."""
+    FLAG[0] = str(tmp_path / "flag")
+    (tmp_path / "deeper").mkdir()
+    limit = sys.getrecursionlimit()
+    changes: dict[str, list[Callable[[], object]]] = {
+        "exists": [lambda: None, lambda: (tmp_path / "flag").write_text("")],
+        "getcwd": [
+            lambda: monkeypatch.chdir(tmp_path),
+            lambda: monkeypatch.chdir(tmp_path / "deeper"),
+        ],
+        "recursionlimit": [lambda: None, lambda: sys.setrecursionlimit(limit + 1000)],
+        "seterr": [lambda: np.seterr(divide="ignore"), lambda: np.seterr(divide="raise")],
+        "printoptions": [lambda: None, lambda: np.set_printoptions(precision=3)],
+        "decimal": [lambda: None, lambda: setattr(decimal.getcontext(), "prec", 4)],
+        "context": [lambda: None, lambda: setattr(DIGITS, "prec", 5)],
+        "ctypes": [lambda: None, lambda: setattr(C_SCALE, "value", 3.0)],
+        "cell": [lambda: None, lambda: setattr(CELL, "cell_contents", 3.0)],
+    }
+    f = _by_state(how)
+    errors, options = np.geterr(), np.get_printoptions()
+    try:
+        with decimal.localcontext(), warnings.catch_warnings():
+            warnings.simplefilter("ignore", CompileWarning)
+            got = _states(f, changes[how])
+    finally:
+        sys.setrecursionlimit(limit)
+        np.seterr(**errors)
+        np.set_printoptions(**options)
+        DIGITS.prec, C_SCALE.value, CELL.cell_contents = 3, 1.0, 1.0
+    assert [e for e, _ in got] == [c for _, c in got]
+    assert got[0] != got[2]  # (the change shows eagerly)
+
+
+def _pairs(xs: list[float]) -> Value:
+    a, b = itertools.tee(x * W for x in xs)
+    next(b)
+    return sum((p * q for p, q in zip(a, b)), Value(0.0))
+
+
+def test_iterators_made_by_tee_inside_are_the_function_s_own() -> None:
+    """``itertools.tee`` of a generator made inside: the two iterators are
+    the trace's own, and later calls replay (it ran eagerly, warned that
+    an iterator was made outside the function)."""
+    fast = chainrule.compile(_pairs, budget=False)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", CompileWarning)
+        got = [(_pairs(xs).data, fast(xs).data) for xs in ([1.0, 2.0, 3.0], [2.0, 2.0, 3.0])]
+    assert got == [(32.0, 32.0), (40.0, 40.0)]
+    assert fast.stats()["hits"] == 1

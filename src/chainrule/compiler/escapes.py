@@ -100,6 +100,14 @@ def safe(f: Any) -> bool:
 #: arguments (a random generator, a clock, a file, the environment): by the
 #: module that defines them (a name None: all of the module's), and by
 #: method name on objects of a type whose module starts with one of these.
+#: The os functions that read the file system's state (beside stat, listdir).
+_FILE_SYSTEM = ("getcwd", "getcwdb", "lstat", "access", "readlink", "get_terminal_size")
+#: The os.path functions that read the file system or the environment.
+_PATHS = frozenset(
+    ("exists", "lexists", "isfile", "isdir", "islink", "ismount", "isjunction", "getsize")
+    + ("getmtime", "getatime", "getctime", "samefile", "realpath", "abspath", "expanduser")
+    + ("expandvars", "relpath")
+)
 _HIDDEN_MODULES: dict[str, frozenset[str] | None] = {
     "random": None,
     "_random": None,
@@ -138,20 +146,32 @@ _HIDDEN_MODULES: dict[str, frozenset[str] | None] = {
             "listdir",
             "scandir",
             "stat",
+            *_FILE_SYSTEM,
         ]
     ),
     "posix": frozenset(
         ["urandom", "getrandom", "read", "times", "getloadavg", "listdir", "scandir", "stat"]
+        + [*_FILE_SYSTEM]
     ),
-    "nt": frozenset(["urandom", "read", "times", "listdir", "scandir", "stat"]),
+    "nt": frozenset(["urandom", "read", "times", "listdir", "scandir", "stat", *_FILE_SYSTEM]),
+    # the file system, through os.path (os.path.exists(flag), os.path.abspath(p))
+    "genericpath": _PATHS,
+    "posixpath": _PATHS,
+    "ntpath": _PATHS,
     "datetime": frozenset(("now", "today", "utcnow")),
     "io": frozenset(("open",)),
     "_io": frozenset(("open",)),
-    "pathlib": frozenset(("read_text", "read_bytes", "open", "exists", "stat", "iterdir")),
+    "pathlib": frozenset(
+        ("read_text", "read_bytes", "open", "exists", "stat", "iterdir", "is_file", "is_dir")
+        + ("is_symlink", "is_mount", "cwd", "home", "resolve", "absolute", "glob", "rglob")
+        + ("lstat", "samefile", "owner", "group", "readlink", "expanduser", "walk")
+    ),
     "contextvars": frozenset(("get",)),  # a ContextVar's value depends on the context
     "_contextvars": frozenset(("get",)),
     "resource": frozenset(("getrusage",)),
-    "gc": frozenset(("get_count", "get_stats")),
+    "gc": frozenset(
+        ("get_count", "get_stats", "isenabled", "get_threshold", "get_objects", "get_freeze_count")
+    ),
     # another thread's state, read: an Event's flag, a queue's items, a lock
     # (objects the guard walk does not enter: sources._NOT_DATA)
     "threading": frozenset(
@@ -164,10 +184,17 @@ _HIDDEN_MODULES: dict[str, frozenset[str] | None] = {
     "multiprocessing": None,
     # the call stack: while tracing, compile's own frames stand between the
     # function and its caller (and sys._getframe() from a copy is compile's)
-    "sys": frozenset(("_getframe", "_getframemodulename")),
+    "sys": frozenset(("_getframe", "_getframemodulename"))
+    # (and the interpreter's settings, which code may change between calls)
+    | frozenset(("getrecursionlimit", "getswitchinterval", "get_int_max_str_digits"))
+    | frozenset(("getallocatedblocks", "getrefcount", "gettrace", "getprofile")),
     "inspect": frozenset(("currentframe", "stack", "trace", "getouterframes", "getframeinfo")),
     "traceback": frozenset(("extract_stack", "format_stack", "print_stack", "walk_stack")),
     "logging": frozenset(("isEnabledFor", "getEffectiveLevel", "hasHandlers", "getLogger")),
+    # NumPy's floating-point error handling and print options, set by np.seterr
+    "numpy": frozenset(("geterr", "geterrcall", "get_printoptions", "getbufsize")),
+    # decimal's functions and methods read the thread's context (precision, rounding)
+    "decimal": None,
 }
 _HIDDEN_BUILTINS = frozenset(("open", "input"))
 
@@ -181,6 +208,8 @@ def hidden_state(f: Any) -> bool:
     t = type(f)
     if t is FunctionType:
         return _hidden_in(f.__module__ or "", f.__name__)
+    if t is type and f.__module__ == "decimal":
+        return True  # (a Decimal's arithmetic reads the thread's context: its precision)
     if t is not MethodType and t is not BuiltinFunctionType:
         return False  # a class (making a generator: its methods are the calls), an object
     owner = f.__self__

@@ -626,7 +626,9 @@ def _call(f: Any, /, *args: Any, **kwargs: Any) -> Any:
             why = None if record is None else hidden(f, args, kwargs, record)
             if f in _NAMESPACE_CALLS:
                 why = f"reads its namespace ({f.__name__} called by another name)"
-            if record is not None and why is not None:
+            if record is not None and f is warnings.warn:
+                record.problems.append(f"{user_site()}: {WARNS}")
+            elif record is not None and why is not None:
                 record.problems.append(f"{user_site()}: {why}; a replay would reuse it")
             return out
     record = current()
@@ -680,6 +682,8 @@ def _call(f: Any, /, *args: Any, **kwargs: Any) -> Any:
         out = traced(float.__float__(out), out.recipe)
     if _iterator_types.get(type(out), True) and hasattr(type(out), "__next__"):
         record.iterators.add(Identity(out))  # an iterator made here: the trace's own
+    elif f is itertools.tee:  # (the iterators it makes)
+        record.iterators.update(map(Identity, out))
     return out
 
 
@@ -1015,6 +1019,12 @@ def _raw_level(level: Any) -> Any:
         raw, depth = raw.f_back, depth + 1
     return depth
 
+
+#: Why a function that calls ``warnings.warn`` runs eagerly.
+WARNS = (
+    "warns (warnings.warn): a replay would not warn again, and under a filter set to "
+    '"error" the warning is an exception'
+)
 
 #: Functions that read their caller's namespace: called by another name
 #: (``G = globals``, ``builtins.eval``), the code does not name them, and the

@@ -124,6 +124,37 @@ class _ValueSpace:
 _VALUE_SPACE = ((Value, _ValueSpace()),)
 
 
+class _NumpySettings(_ValueSpace):
+    """NumPy's settings a function that reaches NumPy reads without naming
+    them: how floating-point errors are handled (``np.seterr(divide=
+    "raise")`` makes ``x / 0`` raise) and the print options (``np.array2string``):
+    the name of a root whose entries are theirs now."""
+
+    __slots__ = ()
+
+    def entries(self) -> list[Any]:
+        numpy: Any = sys.modules["numpy"]
+        options = numpy.get_printoptions()
+        return [*numpy.geterr().values(), *[_scalar(options[k]) for k in sorted(options)]]
+
+
+def _scalar(x: Any) -> Any:
+    """``x`` where it is a number, a string or None, else its repr (a
+    formatter's dict, made anew at every read)."""
+    return x if x is None or type(x) in _ATOMS else repr(x)
+
+
+def _reaches_numpy(roots: list[tuple[Any, Any]]) -> bool:
+    """Whether NumPy's module is among the values the roots hold now."""
+    numpy = sys.modules.get("numpy")
+    if numpy is None:
+        return False
+    for where, name in roots:
+        if type(name) is str and type(where) is dict and where.get(name) is numpy:
+            return True
+    return False
+
+
 def _same(a: Any, b: Any) -> bool:
     """The same entry: the same object, or an equal number, string or bytes
     (a float bit for bit)."""
@@ -184,6 +215,8 @@ class Sources:
                 _collect(code, roots, seen, LEVELS - 1)
             self._settle(roots, seen)
 
+        if _reaches_numpy(self.roots):
+            self.roots.append((None, _NumpySettings()))
         if own is not None:
             self.shallow = frozenset(
                 (id(where), name)
@@ -258,6 +291,8 @@ class Sources:
             return "a variable of a closure"
         if type(name) is _ValueSpace:
             return "a method of Value (added or patched)"
+        if type(name) is _NumpySettings:
+            return "NumPy's settings (np.seterr, np.set_printoptions)"
         if type(name) is AllModules:
             return "a module in sys.modules"
         if type(where) is dict and "__builtins__" in where:
@@ -291,7 +326,7 @@ class Sources:
                     x = where.cell_contents
                 except ValueError:
                     x = _MISSING
-            elif type(name) is _ValueSpace:
+            elif type(name) is _ValueSpace or type(name) is _NumpySettings:
                 entries = name.entries()
                 out.lengths.append(len(entries))
                 out.extend(entries)
@@ -681,6 +716,7 @@ _CONTAINERS: list[tuple[type, Any]] = [
     (type({}.items()), lambda x, _: list(x)),  # (its entries: .mapping is new each time)
     (weakref.ref, lambda x, _: [x()]),
     (functools.partial, lambda x, _: [x.func, x.args, x.keywords]),
+    (types.CellType, lambda x, _: [_cell_contents(x)]),
 ]
 #: Types of no data, or of data that cannot change, whatever methods they have.
 _INERT = (range, slice, types.GenericAlias, types.UnionType, re.Match)
@@ -712,6 +748,10 @@ def _kind(t: type) -> Any:
         kind = _Container(t, _function_items)
     elif issubclass(t, Primitive):
         kind = _Container(t, _primitive_items)
+    elif any(k.__module__ == "_ctypes" and k.__name__ == "_CData" for k in t.__mro__):
+        kind = _Container(t, _buffer)  # (a C number, array or structure: its bytes)
+    elif t.__module__ == "decimal" and t.__name__ == "Context":
+        kind = _Container(t, lambda x, _: [repr(x)])  # (its precision, rounding, traps)
     elif t is BuiltinFunctionType or t is types.MethodWrapperType:
         kind = _Container(t, _bound_object)
     elif issubclass(t, ModuleType):
