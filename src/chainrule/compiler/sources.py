@@ -677,6 +677,8 @@ def _globals_read(fn: FunctionType) -> list[Any]:
     replayed, so what it reads is guarded as the function's own globals."""
     code = fn.__code__
     items = [*map(fn.__globals__.get, _global_names(code), repeat(_MISSING))]
+    if _NEITHER.issuperset(map(type, items)):  # (no module, no class: at C speed)
+        return items
     for x in items[:]:
         if isinstance(x, ModuleType):
             items.extend(map(x.__dict__.get, _names(code), repeat(_MISSING)))
@@ -684,6 +686,13 @@ def _globals_read(fn: FunctionType) -> list[Any]:
             items.extend(user_spaces(x))
             items.extend(user_spaces(type(x)))
     return items
+
+
+#: Types of values that are neither a module nor a class (:func:`_globals_read`).
+_NEITHER = frozenset(
+    (float, int, str, bool, type(None), object, FunctionType, BuiltinFunctionType, MethodType)
+    + (list, tuple, dict, set, Value)
+)
 
 
 #: Per module name, whether it is the user's (:func:`_users_module`).
