@@ -318,7 +318,7 @@ def test_a_slice_by_an_int_argument_is_named_once() -> None:
         got = [fast(start).data for start in range(30)]
     assert got == [loss(start).data for start in range(30)]
     words = " ".join(str(w.message) for w in caught)
-    assert words.count("an index or slice bound: xs[i:i + n]") == 1
+    assert words.count("an index or slice bound: xs[i:i + n]") == 1, words
 
 
 @pytest.mark.parametrize("nesterov", [False, True])

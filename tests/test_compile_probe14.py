@@ -332,3 +332,51 @@ def test_iterators_made_by_tee_inside_are_the_function_s_own() -> None:
         got = [(_pairs(xs).data, fast(xs).data) for xs in ([1.0, 2.0, 3.0], [2.0, 2.0, 3.0])]
     assert got == [(32.0, 32.0), (40.0, 40.0)]
     assert fast.stats()["hits"] == 1
+
+
+class Net:
+    pass
+
+
+def test_what_a_fallback_warning_says_reads_as_a_sentence(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The warning's words: one object to another (it said "from one Net
+    object to another to one Net object to another"), a replay about as
+    long as an eager call (it said "1 times as long"), a partial by its
+    function's name (it printed the partial's arguments, a model whole)."""
+    import functools
+
+    from chainrule.compiler import _named, budget, keys
+
+    def key(x: object) -> tuple:
+        items, _, shape = keys.flatten([x])
+        return keys.classify(items, shape, True).key
+
+    assert keys.describe(key(Net()), key(Net())) == (
+        "an argument changes from one Net object to another"
+    )
+    monkeypatch.setattr(budget, "ALLOWANCE", 2.0)  # (the real budget's account)
+    account = budget.Budget()
+    for _ in range(3):
+        account.replayed(1.02, 1.0)
+    assert (account.replays_lose() or "").startswith(
+        "a replay, with its backward pass, takes about as long as an eager call of"
+    )
+    assert _named(functools.partial(_loss, Model())) == "functools.partial(_loss)"
+    assert _named(Net()) == "a Net object"
+
+
+def test_a_graph_never_met_twice_is_not_traced_whatever_a_trace_cost(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The budget traces a new graph when its replays to come would repay
+    the trace: with every graph so far met once, none would, also when a
+    trace measured faster than a (slow) eager call made its cost look like
+    nothing (the budget then traced every new graph, and never warned)."""
+    from chainrule.compiler import budget
+
+    monkeypatch.setattr(budget, "ALLOWANCE", 2.0)  # (the real budget's account)
+    account = budget.Budget()
+    account.ran_eagerly(0.004, "first")
+    account.traced(0.001, 0.001, 0.004)  # (a trace that took less than the eager call)
+    assert account.trace_estimate(0.004) >= budget.TRACE_FIXED
+    assert {account.first_sight(("graph", k)) for k in range(20)} <= {"eager", "rare"}

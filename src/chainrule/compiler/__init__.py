@@ -580,7 +580,7 @@ class Compiled:
         optimizer = self.optimizer
         assert optimizer is not None
         if not isinstance(loss, Value):
-            name = getattr(self.fn, "__qualname__", repr(self.fn))
+            name = _named(self.fn)
             raise TypeError(
                 f"chainrule.compile(optimizer=...): {name} must return the loss, one Value; "
                 f"it returned {type(loss).__name__}"
@@ -823,7 +823,7 @@ class Compiled:
                 self.traces -= 1
                 first, self._warned_shared = not self._warned_shared, True
             if first:
-                name = getattr(self.fn, "__qualname__", repr(self.fn))
+                name = _named(self.fn)
                 warnings.warn(
                     f"chainrule.compile: {name} runs a call eagerly, not traced, where one "
                     "list or dict is passed twice among its arguments, for several of them or "
@@ -1075,7 +1075,7 @@ class Compiled:
                 "about that)"
             )
         if first:
-            name = getattr(self.fn, "__qualname__", repr(self.fn))
+            name = _named(self.fn)
             warnings.warn(
                 f"chainrule.compile: {name} runs eagerly: {self.small}",
                 CompileWarning,
@@ -1111,7 +1111,7 @@ class Compiled:
         (pointing ``stacklevel`` frames up: the user's call)."""
         if not self._warned:
             self._warned = True
-            name = getattr(self.fn, "__qualname__", repr(self.fn))
+            name = _named(self.fn)
             warnings.warn(
                 f"chainrule.compile: {name} runs eagerly where it would trace (a graph that "
                 "is new, or a kept trace whose guard went the other way) while its replays "
@@ -1140,7 +1140,7 @@ class Compiled:
             self.eager_reason = reason
             self._cache.clear()
         if first:
-            name = getattr(self.fn, "__qualname__", repr(self.fn))
+            name = _named(self.fn)
             warnings.warn(
                 f"chainrule.compile: {name} runs eagerly: {reason}",
                 CompileWarning,
@@ -1195,6 +1195,16 @@ def _call_with_keywords(fn: Any, args: list[Any], kwargs: dict[str, Any]) -> Any
     from . import rewrite
 
     return rewrite._call(fn, *args, **kwargs)
+
+
+def _named(fn: Any) -> str:
+    """A compiled function's function for a message: its qualified name; a
+    ``functools.partial``'s, its function's (not the repr of what it holds:
+    a model printed whole); else its type's."""
+    if isinstance(fn, functools.partial):
+        return f"functools.partial({_named(fn.func)})"
+    name = getattr(fn, "__qualname__", None)
+    return name if isinstance(name, str) else f"a {type(fn).__name__} object"
 
 
 def _shared_alike(entry: _Entry, values: list[Value]) -> bool:

@@ -175,6 +175,8 @@ class Budget:
         saved = max(0.0, 1.0 - statistics.median(self.replays)) if self.replays else SAVED
         # met again so far: this graph, or (if more) the average graph
         again = max(met - 1, (self.calls - self.graphs) / self.graphs)
+        if again <= 0.0:  # (no graph met twice yet: no trace would be replayed)
+            return False
         to_come = again * max(1.0, HORIZON / self.calls)
         return to_come * whole * saved >= self.trace_estimate(eager)
 
@@ -183,8 +185,9 @@ class Budget:
         call takes ``eager``: as the traces made so far (per second of
         their eager call), before any :data:`TRACE_FIXED` plus
         :data:`TRACE_PER_CALL` calls."""
-        if self.trace_per_call:
-            return statistics.median(self.trace_per_call) * eager
+        if self.trace_per_call:  # (at least the fixed part: a slow eager call timed
+            # beside a fast trace would make it nothing)
+            return max(statistics.median(self.trace_per_call) * eager, TRACE_FIXED)
         return TRACE_FIXED + TRACE_PER_CALL * eager
 
     def mostly_met_once(self) -> bool:
@@ -264,8 +267,9 @@ class Budget:
         ratio = statistics.median(self.replays)
         if ratio < 1.0:
             return None
+        long = "about as long as" if ratio < 1.05 else f"{ratio:.2g} times as long as"
         return (
-            f"a replay, with its backward pass, takes {ratio:.2g} times as long as an eager "
+            f"a replay, with its backward pass, takes {long} an eager "
             "call of the same graph: the graph is too small to gain from compiling, or the "
             "replay reads and writes many Values the call does not use (a large table picked "
             "by an int argument)"

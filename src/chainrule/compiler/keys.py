@@ -329,7 +329,10 @@ def describe(a: tuple[Any, ...], b: tuple[Any, ...], why: list[str] | None = Non
         return "the number of arguments changes"
     for x, y in zip(a[1:], b[1:]):
         if x != y:
-            return f"an argument changes from {_show(x)} to {_show(y)}"
+            shown, other = _show(x), _show(y)
+            if shown == other and shown.startswith("a "):  # ("a MLP object": one to another)
+                return f"an argument changes from one {shown.partition(' ')[2]} to another"
+            return f"an argument changes from {shown} to {other}"
     if why:
         return "; ".join(why)
     return "a value read from .data decides the graph (a guard went the other way)"
@@ -347,7 +350,7 @@ def _show(part: Any) -> str:
         return getattr(part, "__name__", repr(part))
     name = getattr(part[0], "__name__", repr(part[0]))
     if len(part) == 2 and isinstance(part[1], Identity):
-        return f"one {name} object to another"
+        return f"a {name} object"
     if len(part) == 2:
         return f"{name} {part[1]!r:.40}"
-    return f"a {name} to another"
+    return f"a {name}"
