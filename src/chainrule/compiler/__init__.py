@@ -788,6 +788,7 @@ class Compiled:
         # must not see as its own change, and which is not the trace's cost)
         generators = generators_state()
         start = time.perf_counter()
+        copying = rewrite.COPYING[0]  # (the copies made: once per function, not per trace)
         from .sources import Sources
 
         # (made at each trace: what the function reaches now, a helper rebound
@@ -1039,7 +1040,8 @@ class Compiled:
         result = _outputs(entry, buffer, call)
         with self._lock:
             self._keep(call.key, entry)
-            self.budget.traced(time.perf_counter() - start, run_seconds, eager)
+            once = rewrite.COPYING[0] - copying
+            self.budget.traced(time.perf_counter() - start, run_seconds, eager, once)
         return result
 
     def _refused(self, reason: str, args: Any, kwargs: dict[str, Any], key: Any) -> Any:

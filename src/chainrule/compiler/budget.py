@@ -232,17 +232,19 @@ class Budget:
         seen = self.seen.get(key)
         return seen if seen is not None else run_seconds * self.calibration()
 
-    def traced(self, seconds: float, run_seconds: float, eager: float) -> None:
+    def traced(self, seconds: float, run_seconds: float, eager: float, once: float = 0.0) -> None:
         """A trace took ``seconds``, of which ``fn`` ran ``run_seconds``;
         an eager call of its graph takes ``eager`` (the extra: all of the
-        trace but that)."""
+        trace but that). ``once`` of it was spent once for good (copying the
+        functions it ran: the next trace does not): in the account, not in
+        the estimate of what the next trace costs."""
         self.trace_seconds += seconds
         self.run_seconds.append(run_seconds)
         self.traced_runs.append(run_seconds)
         extra = seconds - eager
         self.trace_extra.append(max(extra, 0.0))
         if eager > 0.0:
-            self.trace_per_call.append(max(extra, 0.0) / eager)
+            self.trace_per_call.append(max(extra - once, 0.0) / eager)
         self.extra += extra
         self.grew = False
         self.recent.append(True)

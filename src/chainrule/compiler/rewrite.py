@@ -64,6 +64,7 @@ import random
 import sys
 import sysconfig
 import threading
+import time
 import traceback
 import warnings
 from types import (
@@ -350,15 +351,21 @@ def copied_code(code: CodeType) -> CodeType | None:
         found = _copies.get(code)
         if found is not None and found[0] is code:  # made by another thread meanwhile
             return found[1]
+        start = time.perf_counter()
         try:
             new = _make(code)
         except (SyntaxError, ValueError, TypeError, RecursionError, MemoryError):
             new = None
+        COPYING[0] += time.perf_counter() - start
         _copies[code] = (code, new)
         if new is not None:
             _copy_codes.update(_nested(new))
     return new
 
+
+#: Seconds spent making copies so far, every thread's (each function's is
+#: made once: a trace's estimate for the next trace leaves it out).
+COPYING = [0.0]
 
 #: The code objects of the copies and of what they nest (generator
 #: expressions, comprehensions): a generator running one of them was made
