@@ -404,3 +404,30 @@ def test_copying_a_function_is_a_cost_paid_once_not_every_trace(
     account.traced(1.0, 0.05, 0.01, 0.9)
     assert account.extra == pytest.approx(0.99)
     assert account.trace_estimate(0.01) == pytest.approx(0.09)
+
+
+@pytest.mark.parametrize("how", ["operator.call", "methodcaller", "map"])
+def test_a_hidden_call_made_through_operator_s_callers_is_seen(
+    how: str, tmp_path: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``operator.call(os.getcwd)``, ``operator.methodcaller("getcwd")(os)``
+    and ``map(operator.call, [os.getcwd])`` call a function whose result
+    changes between calls: the compiled call is eager's (a replay kept the
+    first directory's length)."""
+    import operator
+
+    def f(x: float) -> Value:
+        if how == "operator.call":
+            cwd = operator.call(os.getcwd)
+        elif how == "methodcaller":
+            cwd = operator.methodcaller("getcwd")(os)
+        else:
+            cwd = next(map(operator.call, [os.getcwd]))
+        return W * x * float(len(cwd))
+
+    (tmp_path / "deeper").mkdir()
+    got = _states(
+        f, [lambda: monkeypatch.chdir(tmp_path), lambda: monkeypatch.chdir(tmp_path / "deeper")]
+    )
+    assert [e for e, _ in got] == [c for _, c in got]
+    assert got[0] != got[2]

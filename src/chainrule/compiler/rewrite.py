@@ -618,6 +618,12 @@ def _call(f: Any, /, *args: Any, **kwargs: Any) -> Any:
     t = type(f)
     if t is functools.partial:  # its function called as the copies call it
         return _call(f.func, *f.args, *args, **{**f.keywords, **kwargs})
+    if f is _OPERATOR_CALL and args:  # operator.call(g, ...): g called as the copies call it
+        return _call(args[0], *args[1:], **kwargs)
+    if t is operator.methodcaller and len(args) == 1 and not kwargs:
+        made, named = f.__reduce__()
+        if made is operator.methodcaller:  # (one with keywords reduces to a partial)
+            return _call(getattr(args[0], named[0]), *named[1:])
     if isinstance(f, type):
         made = _made_by_copies(f)
         if made is not None:
@@ -692,6 +698,10 @@ def _call(f: Any, /, *args: Any, **kwargs: Any) -> Any:
     elif f is itertools.tee:  # (the iterators it makes)
         record.iterators.update(map(Identity, out))
     return out
+
+
+#: ``operator.call`` (Python 3.11 on).
+_OPERATOR_CALL = getattr(operator, "call", None)
 
 
 def _cache_method(f: Any, args: tuple[Any, ...]) -> str | None:
