@@ -22,6 +22,7 @@ import pytest
 import chainrule
 from chainrule import Value
 from chainrule.compiler import CompileWarning
+from chainrule.losses import mse_loss
 
 pytestmark = pytest.mark.usefixtures("trace_every_graph")
 
@@ -189,8 +190,8 @@ def _sees_value_s_namespace(x: Value) -> Value:
 def test_the_names_a_trace_swaps_on_value_are_left_out_of_its_guard() -> None:
     """A trace sets some of Value's methods while it runs (another thread's
     trace shows them): those are the names the guard of Value's namespace
-    leaves out (``trace.SWAPPED``), and no other."""
-    from chainrule.compiler.trace import SWAPPED
+    leaves out (``sources.SWAPPED``), and no other."""
+    from chainrule.compiler.sources import SWAPPED
 
     SEEN.clear()
     with pytest.warns(CompileWarning):
@@ -431,3 +432,25 @@ def test_a_hidden_call_made_through_operator_s_callers_is_seen(
     )
     assert [e for e, _ in got] == [c for _, c in got]
     assert got[0] != got[2]
+
+
+def _mse(w: Value, xs: list[float]) -> Value:
+    return mse_loss([w * x for x in xs], [1.0 for _ in xs])
+
+
+def test_a_module_imported_after_the_trace_does_not_stale_a_library_s_lookup() -> None:
+    """``chainrule.losses`` looks in ``sys.modules`` for its own lazy
+    imports (is the Tensor engine loaded?): a module imported after the
+    trace (NumPy imports some in the first backward pass) leaves the trace
+    standing (every kept trace was stale, and the real budget then ran the
+    loss eagerly for good, blaming "the global sys")."""
+    w = Value(0.5)
+    fast = chainrule.compile(_mse, budget=False)
+    got = [fast(w, [1.0, 2.0]).data]
+    sys.modules["chainrule_tests_fresh"] = types.ModuleType("chainrule_tests_fresh")
+    try:
+        got.append(fast(w, [1.0, 2.0]).data)
+    finally:
+        del sys.modules["chainrule_tests_fresh"]
+    assert got == [_mse(w, [1.0, 2.0]).data] * 2 == [0.125] * 2
+    assert (fast.stats()["traces"], fast.stats()["hits"]) == (1, 1)

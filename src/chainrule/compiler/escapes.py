@@ -187,7 +187,7 @@ _HIDDEN_MODULES: dict[str, frozenset[str] | None] = {
     "sys": frozenset(("_getframe", "_getframemodulename"))
     # (and the interpreter's settings, which code may change between calls)
     | frozenset(("getrecursionlimit", "getswitchinterval", "get_int_max_str_digits"))
-    | frozenset(("getallocatedblocks", "getrefcount", "gettrace", "getprofile")),
+    | frozenset(("getallocatedblocks", "gettrace", "getprofile")),
     "inspect": frozenset(("currentframe", "stack", "trace", "getouterframes", "getframeinfo")),
     "traceback": frozenset(("extract_stack", "format_stack", "print_stack", "walk_stack")),
     "logging": frozenset(("isEnabledFor", "getEffectiveLevel", "hasHandlers", "getLogger")),

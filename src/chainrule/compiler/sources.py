@@ -103,6 +103,16 @@ _LEAVES |= {types.MemberDescriptorType, types.WrapperDescriptorType}
 _SPACE_LEAVES = _LEAVES | {FunctionType, BuiltinFunctionType}
 
 
+#: The names of Value's namespace a trace sets while it runs (and puts back
+#: after, :func:`chainrule.compiler.trace.watching`): another thread's trace
+#: shows them, so the guard of Value's namespace leaves them out.
+SWAPPED = frozenset(
+    ("__truediv__", "__rtruediv__", "label", "data", "grad", "__init__", "backward")
+    + ("__lt__", "__le__", "__gt__", "__ge__", "__format__", "item", "detach", "__repr__")
+    + ("_local_grads", "__reduce_ex__")
+)
+
+
 class _ValueSpace:
     """Value's namespace as code may change it: a method added to or
     patched on the class (``Value.relu = leaky`` in a notebook cell) is
@@ -114,8 +124,6 @@ class _ValueSpace:
     __slots__ = ()
 
     def entries(self) -> list[Any]:
-        from .trace import SWAPPED  # (trace imports reads, which imports this module)
-
         space = vars(Value).copy()  # (at once: another thread's trace may swap entries)
         return [x for kv in space.items() if kv[0] not in SWAPPED for x in kv]
 
@@ -911,7 +919,7 @@ def _function(fn: FunctionType, roots: list[tuple[Any, Any]], helpers: list[Any]
     callable objects and classes among them noted."""
     g = fn.__globals__
     code = fn.__code__
-    names = _names(code)
+    names = _as_read_by(fn, _names(code))
     # the globals it loads or stores (a global named as an attribute it reads, .data,
     # is not read); where it reads its namespace by a computed name (globals()["x"],
     # eval), every global
@@ -1164,10 +1172,21 @@ def _read_names(functions: set[Identity]) -> tuple[str, ...]:
         fn = getattr(f.obj, "__func__", f.obj)
         code = getattr(fn, "__code__", None)
         if code is not None:
-            names += _names(code, True)
+            names += _as_read_by(fn, _names(code, True))
             defaults = (getattr(fn, "__defaults__", None), getattr(fn, "__kwdefaults__", None))
             names += _identifiers(defaults)
     return tuple(dict.fromkeys(names))
+
+
+def _as_read_by(fn: Any, names: list[str]) -> list[str]:
+    """The names ``fn``'s code reads that the guard follows: a library's
+    function (chainrule's own: is ``chainrule.tensor`` loaded?) looks in
+    ``sys.modules`` for its own lazy imports, not the user's data, so
+    its ``modules`` is not followed (a module imported after the trace, by
+    NumPy in the first backward pass, made every kept trace stale)."""
+    if type(fn) is FunctionType and not _users_function(fn) and "modules" in names:
+        return [n for n in names if n != "modules"]
+    return names
 
 
 def _identifiers(x: Any) -> list[str]:

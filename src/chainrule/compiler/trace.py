@@ -66,15 +66,6 @@ from .dispatch import as_value, asked_first
 from .keys import Identity
 from .reads import Record, TracedFloat, traced
 
-#: The names of Value's namespace a trace sets while it runs (and puts back
-#: after): another thread's trace shows them (sources' guard of Value's
-#: namespace leaves them out).
-SWAPPED = frozenset(
-    ("__truediv__", "__rtruediv__", "label", "data", "grad", "__init__", "backward")
-    + ("__lt__", "__le__", "__gt__", "__ge__", "__format__", "item", "detach", "__repr__")
-    + ("_local_grads", "__reduce_ex__")
-)
-
 _lock = threading.RLock()
 
 #: Source files whose reads of ``.data`` are the engine's own bookkeeping.
@@ -994,7 +985,7 @@ def watching(record: Record, created: list[Value]) -> Iterator[None]:
             )
         return rtruediv(self, other)
 
-    try:  # (the swaps inside, their names SWAPPED: an interrupt among them is undone too)
+    try:  # (the swaps inside, their names sources.SWAPPED: an interrupt is undone too)
         Value.__truediv__ = guarded_truediv  # type: ignore[method-assign]
         Value.__rtruediv__ = guarded_rtruediv  # type: ignore[method-assign]
 
