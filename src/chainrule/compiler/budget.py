@@ -228,9 +228,11 @@ class Budget:
     def eager_of(self, key: Any, run_seconds: float) -> float:
         """An eager call's time for the graph of ``key``, traced in a run
         of ``run_seconds``: its own eager call's, if it ran eagerly when
-        first met, else the traced run's over the calibration."""
+        first met, else the traced run's over the calibration; never more
+        than the traced run (which does an eager call's work and more: one
+        slow eager call, a process's first, made traces look free)."""
         seen = self.seen.get(key)
-        return seen if seen is not None else run_seconds * self.calibration()
+        return min(seen, run_seconds) if seen is not None else run_seconds * self.calibration()
 
     def traced(self, seconds: float, run_seconds: float, eager: float, once: float = 0.0) -> None:
         """A trace took ``seconds``, of which ``fn`` ran ``run_seconds``;
