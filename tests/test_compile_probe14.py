@@ -14,7 +14,7 @@ import sys
 import types
 import warnings
 from collections.abc import Callable, Iterator
-from typing import Any
+from typing import Any, Generic, NamedTuple, TypeVar
 
 import numpy as np
 import pytest
@@ -24,6 +24,8 @@ from chainrule import Value
 from chainrule.compiler import CompileWarning
 
 pytestmark = pytest.mark.usefixtures("trace_every_graph")
+
+T = TypeVar("T")
 
 TEMPERATURE = 1.0
 CONFIG = {"scale": 1.0}
@@ -451,3 +453,112 @@ def test_one_slow_eager_call_does_not_make_traces_look_free(
     for _ in range(5):
         account.traced(0.03, 0.0137, account.eager_of("graph", 0.0137))
     assert account.extra == pytest.approx(5 * (0.03 - 0.0137))
+
+
+class Scaled(Value):
+    k = 1.0
+
+    def __mul__(self, other: Any) -> Value:
+        return Value.__mul__(self, other * Scaled.k * CONFIG["scale"])
+
+
+class Pair(NamedTuple):
+    a: float
+    b: float
+
+    def total(self) -> float:
+        return (self.a + self.b) * CONFIG["scale"]
+
+
+class Box:
+    scale = 1.0
+
+
+class Held(Generic[T]):
+    def get(self) -> float:
+        return Box.scale * 1.0
+
+
+HELD_FLOAT = Held[float]
+
+
+def _through_argument_classes(how: str, arg: Any) -> Value:
+    if how == "Value subclass":
+        return arg * 2.0
+    if how == "named tuple":
+        return W * arg.total()
+    return W * HELD_FLOAT().get()
+
+
+@pytest.mark.parametrize("how", ["Value subclass", "named tuple", "generic alias"])
+def test_what_the_classes_of_arguments_and_aliases_read_is_guarded(how: str) -> None:
+    """A Value argument of your subclass whose ``__mul__`` reads a class
+    attribute and a global, a named tuple argument whose method reads a
+    global, a class made through a generic alias held in a global
+    (``Held[float]()``) whose method reads a class attribute: changed
+    between calls, eager's number (a replay kept the first)."""
+    fast = chainrule.compile(_through_argument_classes, budget=False)
+    got = []
+    try:
+        for step in range(4):
+            if step == 2:
+                Scaled.k, Box.scale, CONFIG["scale"] = 3.0, 3.0, 3.0
+            arg = Scaled(1.5) if how == "Value subclass" else Pair(1.5, 1.0)
+            got.append((_through_argument_classes(how, arg).data, fast(how, arg).data))
+    finally:
+        Scaled.k, Box.scale, CONFIG["scale"] = 1.0, 1.0, 1.0
+    assert [e for e, _ in got] == [c for _, c in got]
+    assert got[0] != got[2]
+
+
+@pytest.mark.parametrize("how", ["unbound", "__call__", "iter"])
+def test_a_generator_s_draw_reached_other_ways_runs_eagerly(how: str) -> None:
+    """``Random.random(rng)``, ``rng.random.__call__()`` and
+    ``next(iter(rng.random, None))`` draw from your generator: every call
+    eager's draw (a replay kept the first)."""
+    import random
+
+    def run(g: Callable[[Any], Value], rng: random.Random) -> list[float]:
+        return [g(rng).data for _ in range(3)]
+
+    def f(rng: random.Random) -> Value:
+        if how == "unbound":
+            u = random.Random.random(rng)
+        elif how == "__call__":
+            u = rng.random.__call__()
+        else:
+            u = next(iter(rng.random, None))
+        return W * u
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", CompileWarning)
+        got = run(chainrule.compile(f, budget=False), random.Random(7))
+    assert got == run(f, random.Random(7))
+    assert len(set(got)) == 3
+
+
+def test_id_of_equal_strings_among_the_arguments_runs_eagerly() -> None:
+    """``id(s) == id(t)`` of two equal strings: one key, by value; the
+    function runs eagerly (a replay kept the answer for one object)."""
+
+    def f(s: str, t: str) -> Value:
+        return W * (2.0 if id(s) == id(t) else 3.0)
+
+    one, other = "ab" * 20, "".join(["ab"] * 20)
+    fast = chainrule.compile(f, budget=False)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", CompileWarning)
+        got = [fast(one, one).data, fast(one, other).data]
+    assert got == [f(one, one).data, f(one, other).data] == [4.0, 6.0]
+
+
+def test_files_found_by_glob_are_read_at_every_call(tmp_path: Any) -> None:
+    """``glob.glob`` reads the file system: a file added between calls is
+    counted, as eagerly (a replay kept the first count)."""
+    import glob
+
+    def f(x: float) -> Value:
+        return W * x * float(len(glob.glob(str(tmp_path / "*.txt"))))
+
+    got = _states(f, [lambda: None, lambda: (tmp_path / "a.txt").write_text("")])
+    assert [e for e, _ in got] == [c for _, c in got] == [0.0, 0.0, 3.0, 3.0]

@@ -1241,12 +1241,36 @@ def _object_sources(call: Call, names: tuple[str, ...]) -> Any:
     from .sources import Sources, class_roots
 
     objects = _argument_objects(call)
-    if not objects:
+    made = _argument_classes(call)  # (a named tuple's class, a Value subclass's)
+    if not objects and not made:
         return None
     sources = Sources.of(list(objects), names)
-    classes = (r for x in objects if isinstance(x, type) for r in class_roots(x))
-    sources.roots += dict.fromkeys(classes)
+    made.extend(x for x in objects if isinstance(x, type))
+    sources.roots += {id(r): r for x in made for r in class_roots(x)}.values()
     return sources
+
+
+def _argument_classes(call: Call) -> list[type]:
+    """The classes of the user's among a call's arguments that the key
+    holds as their shape, not by identity: a named tuple's (its fields
+    are the key; its methods and class attributes are guarded as an
+    argument object's), a Value subclass's (its number is an input; what
+    its methods read is guarded)."""
+    from .sources import user_spaces
+
+    found = [type(v) for v in call.values if type(v) is not Value]
+    stack = [call.key[0]]
+    while stack:
+        x = stack.pop()
+        if type(x) is tuple:
+            stack.extend(x)
+        elif isinstance(x, type) and x not in _SHAPES:
+            found.append(x)
+    return [k for k in dict.fromkeys(found) if user_spaces(k)]
+
+
+#: The shapes a key holds that are no class of the user's.
+_SHAPES = frozenset((list, tuple, dict))
 
 
 def _argument_objects(call: Call) -> tuple[Any, ...]:

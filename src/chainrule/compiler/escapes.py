@@ -27,7 +27,16 @@ import io
 import os
 import sys
 from collections.abc import Callable
-from types import BuiltinFunctionType, CodeType, FunctionType, MethodType, ModuleType
+from types import (
+    BuiltinFunctionType,
+    ClassMethodDescriptorType,
+    CodeType,
+    FunctionType,
+    MethodDescriptorType,
+    MethodType,
+    MethodWrapperType,
+    ModuleType,
+)
 from typing import Any
 
 #: Builtins that reach a float's value only through its methods.
@@ -171,7 +180,11 @@ _HIDDEN_MODULES: dict[str, frozenset[str] | None] = {
     "resource": frozenset(("getrusage",)),
     "gc": frozenset(
         ("get_count", "get_stats", "isenabled", "get_threshold", "get_objects", "get_freeze_count")
+        + ("collect",)
     ),
+    "glob": None,  # (the file system)
+    "filecmp": None,
+    "shutil": frozenset(("which", "disk_usage")),
     # another thread's state, read: an Event's flag, a queue's items, a lock
     # (objects the guard walk does not enter: sources._NOT_DATA)
     "threading": frozenset(
@@ -210,6 +223,10 @@ def hidden_state(f: Any) -> bool:
         return _hidden_in(f.__module__ or "", f.__name__)
     if t is type and f.__module__ == "decimal":
         return True  # (a Decimal's arithmetic reads the thread's context: its precision)
+    if t is MethodDescriptorType or t is ClassMethodDescriptorType:  # Random.random(rng)
+        return _hidden_in_class(f.__objclass__, f.__name__)
+    if t is MethodWrapperType and f.__name__ == "__call__":  # rng.random.__call__()
+        return hidden_state(f.__self__)
     if t is not MethodType and t is not BuiltinFunctionType:
         return False  # a class (making a generator: its methods are the calls), an object
     owner = f.__self__

@@ -665,6 +665,8 @@ def _call(f: Any, /, *args: Any, **kwargs: Any) -> Any:
             why = "clears a functools cache (cache_clear()), which a replay would not do"
     if why is not None:
         record.problems.append(f"{user_site()}: {why}; a replay would reuse its traced result")
+    if f is builtins.iter and len(args) == 2 and not kwargs:  # iter(clock, None): called back
+        args = (_relay(args[0]), args[1])
     slots = _callbacks(f)
     if slots is not None:  # map(math.exp, xs): math.exp is called through _call
         positions, names = slots
@@ -732,6 +734,19 @@ def _filled(f: Any, args: tuple[Any, ...]) -> None:
         return
     if isinstance(held, (set, frozenset)):
         _hashed(held)
+
+
+def record_of_identity(x: Any) -> bool:
+    """Whether, while tracing, ``id(x)`` asks about an object the key holds
+    by value only: a string, bytes, a NumPy scalar (among the arguments,
+    two equal ones make one key)."""
+    if current() is None:
+        return False
+    t = type(x)
+    if t is str or t is bytes:
+        return True
+    numpy = sys.modules.get("numpy")
+    return numpy is not None and isinstance(x, numpy.generic)
 
 
 def _hashed(members: Any) -> None:
@@ -1143,6 +1158,11 @@ def _op(kind: str, a: Any = None, b: Any = None) -> Any:
         if stands_in(a) or live(a) or type(a) is SymInt:
             return identity(a, 2)
         identity_asked(a)
+        if record_of_identity(a):
+            current().problems.append(  # type: ignore[union-attr]
+                f"{user_site()}: asks the identity (id) of a {type(a).__name__}, which the "
+                "trace's key compares by value (two equal ones are one key)"
+            )
         return id(a)
     if kind == "float":  # float(b), a: the name float's value (the builtin, or yours)
         own = _own_float(b) if a is builtins.float else None

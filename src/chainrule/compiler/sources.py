@@ -1074,6 +1074,10 @@ def _named(
     class (``cfg.lr``), and the code among its own attributes that
     ``names`` names (``m.fast``, ``m.act``: a compiled function, a lambda,
     a bound method stored on it), one object deep."""
+    if isinstance(value, types.GenericAlias) or type(value).__module__ == "typing":
+        origin = getattr(value, "__origin__", None)  # (Box[float]: the class Box)
+        if isinstance(origin, type):
+            value = origin
     if isinstance(value, (FunctionType, MethodType, functools.partial)):
         helpers.append(value)
         _own_attributes(value, names, roots)
