@@ -736,12 +736,10 @@ def _filled(f: Any, args: tuple[Any, ...]) -> None:
         _hashed(held)
 
 
-def record_of_identity(x: Any) -> bool:
-    """Whether, while tracing, ``id(x)`` asks about an object the key holds
-    by value only: a string, bytes, a NumPy scalar (among the arguments,
-    two equal ones make one key)."""
-    if current() is None:
-        return False
+def _keyed_by_value(x: Any) -> bool:
+    """Whether ``x`` is an object a call's key holds by value only: a
+    string, bytes, a NumPy scalar (among the arguments, two equal ones
+    make one key, so ``id(x)`` asks what a replay cannot tell)."""
     t = type(x)
     if t is str or t is bytes:
         return True
@@ -1158,8 +1156,9 @@ def _op(kind: str, a: Any = None, b: Any = None) -> Any:
         if stands_in(a) or live(a) or type(a) is SymInt:
             return identity(a, 2)
         identity_asked(a)
-        if record_of_identity(a):
-            current().problems.append(  # type: ignore[union-attr]
+        record = current()
+        if record is not None and _keyed_by_value(a):
+            record.problems.append(
                 f"{user_site()}: asks the identity (id) of a {type(a).__name__}, which the "
                 "trace's key compares by value (two equal ones are one key)"
             )

@@ -113,15 +113,27 @@ SWAPPED = frozenset(
 )
 
 
-class _ValueSpace:
-    """Value's namespace as code may change it: a method added to or
-    patched on the class (``Value.relu = leaky`` in a notebook cell) is
-    another graph. The name of a root (:data:`_VALUE_SPACE`) whose entries
-    a walk compares by identity, not entered: the namespace's, but those a
-    trace swaps while it runs (:data:`~chainrule.compiler.trace.SWAPPED`),
-    which another thread's trace would show."""
+class _Taken:
+    """The name of a root whose entries a walk takes anew each time and
+    compares as they are (by identity, numbers by value), not entered:
+    state that is no attribute of an object the function reaches."""
 
     __slots__ = ()
+    #: What it is, for a message.
+    what = ""
+
+    def entries(self) -> list[Any]:
+        raise NotImplementedError
+
+
+class _ValueSpace(_Taken):
+    """Value's namespace as code may change it: a method added to or
+    patched on the class (``Value.relu = leaky`` in a notebook cell) is
+    another graph. Its entries but those a trace swaps while it runs
+    (:data:`SWAPPED`), which another thread's trace would show."""
+
+    __slots__ = ()
+    what = "a method of Value (added or patched)"
 
     def entries(self) -> list[Any]:
         space = vars(Value).copy()  # (at once: another thread's trace may swap entries)
@@ -132,13 +144,14 @@ class _ValueSpace:
 _VALUE_SPACE = ((Value, _ValueSpace()),)
 
 
-class _NumpySettings(_ValueSpace):
+class _NumpySettings(_Taken):
     """NumPy's settings a function that reaches NumPy reads without naming
     them: how floating-point errors are handled (``np.seterr(divide=
     "raise")`` makes ``x / 0`` raise) and the print options (``np.array2string``):
     the name of a root whose entries are theirs now."""
 
     __slots__ = ()
+    what = "NumPy's settings (np.seterr, np.set_printoptions)"
 
     def entries(self) -> list[Any]:
         numpy: Any = sys.modules["numpy"]
@@ -297,10 +310,8 @@ class Sources:
         where, name = self.roots[lo]
         if name is None:
             return "a variable of a closure"
-        if type(name) is _ValueSpace:
-            return "a method of Value (added or patched)"
-        if type(name) is _NumpySettings:
-            return "NumPy's settings (np.seterr, np.set_printoptions)"
+        if isinstance(name, _Taken):
+            return name.what
         if type(name) is AllModules:
             return "a module in sys.modules"
         if type(where) is dict and "__builtins__" in where:
@@ -334,7 +345,7 @@ class Sources:
                     x = where.cell_contents
                 except ValueError:
                     x = _MISSING
-            elif type(name) is _ValueSpace or type(name) is _NumpySettings:
+            elif isinstance(name, _Taken):
                 entries = name.entries()
                 out.lengths.append(len(entries))
                 out.extend(entries)
