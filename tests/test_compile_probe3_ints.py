@@ -347,10 +347,14 @@ def test_floats_returned_by_a_call_that_runs_eagerly_are_floats() -> None:
     fast = chainrule.compile(f)
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        _, hd, x = fast(1.5)
-    assert (hd, x) == (3.0, 1.5)
-    assert type(hd) is float and type(x) is float
-    assert caught[0].category is CompileWarning
+        # (the first trace that changes what it reads returns its own result:
+        # the second gives up and warns)
+        for _ in range(2):
+            _, hd, x = fast(1.5)
+            assert (hd, x) == (3.0, 1.5)
+            assert type(hd) is float and type(x) is float
+    assert [c.category for c in caught] == [CompileWarning]
+    assert log == [1, 1]
 
 
 def test_a_copy_of_a_pick_inside_fn_is_a_copy_of_the_entry() -> None:

@@ -462,6 +462,10 @@ class Compiled:
         self._why: list[str] = []  # how the last trace's arguments were used (keys.describe)
         self._changed: Any = None  # (sources, snapshot) of the last guards that failed
         self._warned = False  # the budget's warning, once
+        # the last trace changed what it read (a global, an argument object's
+        # state): a second trace in a row that does gives up (a counter); one
+        # that does not was a cache filling once (functools.singledispatch's)
+        self._changed_state = False
         self._warned_shared = False  # the warning of one list for several arguments, once
         self._sources: Any = None  # the globals, closures and self it reads (sources.Sources)
 
@@ -681,6 +685,12 @@ class Compiled:
                         "self or an argument object in one call and not another (each change "
                         "is a new trace)"
                     ]
+                else:  # (a guard of the program's, or a leaf's .data no float: named)
+                    from .program import odd_number
+
+                    odd = odd_number([v.data for v in entry.program.live])
+                    if odd is not None:
+                        self._why = [odd]
         with self._lock:
             if tried:  # (no kept trace of this graph holds)
                 self.retraces += 1
@@ -897,8 +907,9 @@ class Compiled:
         snapshot = sources.take()
         if not sources.complete:
             record.problems.append(sources.why)  # (too much, or a container it cannot walk)
+        changed = None
         if not sources.hold(before):
-            record.problems.append(
+            changed = (
                 "it changes a global, a closure's or self's value while it runs (a counter, a "
                 "list it appends to): a replay would not"
             )
@@ -913,10 +924,15 @@ class Compiled:
                     f"{_objects(_argument_objects(call))}, too many to check before every replay"
                 )
             elif not objects.hold(objects_before):
-                record.problems.append(
+                changed = changed or (
                     f"it changes the state of {_objects(_argument_objects(call))} while it runs: a "
                     "replay would not"
                 )
+        # (the first of two traces in a row that change what they read: the next call traces)
+        once = changed is not None and not self._changed_state and not record.problems
+        self._changed_state = changed is not None
+        if changed is not None:
+            record.problems.append(changed)
         self._why = [*record.pins]
         if escaped is not None:
             self._why.append(f"a float argument is read whole by {escaped}")
@@ -971,7 +987,8 @@ class Compiled:
         except Unsupported as e:
             if isinstance(e, P.MadeOutside):  # named, where fn reads it by a name
                 e = P.MadeOutside(e.node, sources.name_of(e.node, self.fn))
-            self._eager(str(e), None, stacklevel=5)
+            if not (once and str(e) == record.problems[-1]):  # (once: the next call traces)
+                self._eager(str(e), None, stacklevel=5)
             # the trace ran fn: its result (and what it put in the arguments) is this call's
             # (and the nodes it put in a functools cache)
             extra = [x for o in (*(o for _, o, _ in containers), *rows) for x in _values_in(o)]
@@ -1040,8 +1057,8 @@ class Compiled:
         result = _outputs(entry, buffer, call)
         with self._lock:
             self._keep(call.key, entry)
-            once = rewrite.COPYING[0] - copying
-            self.budget.traced(time.perf_counter() - start, run_seconds, eager, once)
+            copied = rewrite.COPYING[0] - copying
+            self.budget.traced(time.perf_counter() - start, run_seconds, eager, copied)
         return result
 
     def _refused(self, reason: str, args: Any, kwargs: dict[str, Any], key: Any) -> Any:

@@ -45,6 +45,7 @@ from .program import (
     SavedLocalsGroup,
     SumGroup,
     is_recipe,
+    odd_number,
 )
 from .reads import Record, recipe_nodes
 from .rules import SUM_TERMS
@@ -176,13 +177,9 @@ def _check_numbers(leaves: list[Any], data: Any = Value.__dict__["data"].__get__
     scalar assigned to it: ``p.data = arr[i]``): eagerly its operations
     follow NumPy's rules (a float32's precision, inf for a division by
     zero, its type), which a float64 replay would not."""
-    for leaf in leaves:
-        t = type(data(leaf))
-        if t is not float and t is not int:
-            raise Unsupported(
-                f"a Value's .data is a {t.__module__}.{t.__qualname__}, whose arithmetic "
-                "is not a Python float's: store float(x) in .data (Value(x) does)"
-            )
+    odd = odd_number(list(map(data, leaves)))
+    if odd is not None:
+        raise Unsupported(odd)
 
 
 #: A running sum while its chain may grow: its inputs, the kinds of its

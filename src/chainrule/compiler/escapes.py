@@ -205,7 +205,9 @@ _HIDDEN_MODULES: dict[str, frozenset[str] | None] = {
     "traceback": frozenset(("extract_stack", "format_stack", "print_stack", "walk_stack")),
     "logging": frozenset(("isEnabledFor", "getEffectiveLevel", "hasHandlers", "getLogger")),
     # NumPy's floating-point error handling and print options, set by np.seterr
-    "numpy": frozenset(("geterr", "geterrcall", "get_printoptions", "getbufsize")),
+    "numpy": frozenset(("geterr", "geterrcall", "get_printoptions", "getbufsize"))
+    # (and where arrays' memory lies: two arrays of equal bytes are one key)
+    | frozenset(("shares_memory", "may_share_memory", "byte_bounds")),
     # decimal's functions and methods read the thread's context (precision, rounding)
     "decimal": None,
 }
@@ -227,6 +229,8 @@ def hidden_state(f: Any) -> bool:
         return _hidden_in_class(f.__objclass__, f.__name__)
     if t is MethodWrapperType and f.__name__ == "__call__":  # rng.random.__call__()
         return hidden_state(f.__self__)
+    if t.__name__ == "_ArrayFunctionDispatcher" and t.__module__ == "numpy":  # np.shares_memory
+        return _hidden_in(f.__module__ or "", f.__name__)
     if t is not MethodType and t is not BuiltinFunctionType:
         return False  # a class (making a generator: its methods are the calls), an object
     owner = f.__self__

@@ -311,6 +311,9 @@ def _numpy_key(x: Any, numpy: Any) -> Any:
         return (type(x), Identity(x))
     if x.dtype.hasobject:
         return (type(x), Identity(x))
+    if isinstance(x, numpy.ndarray):  # (what code may read of it besides its numbers:
+        # its strides, whether it owns its memory, is writeable, contiguous)
+        return (type(x), x.dtype.str, x.shape, x.strides, x.flags.num, x.tobytes())
     return (type(x), x.dtype.str, x.shape, x.tobytes())
 
 

@@ -73,6 +73,20 @@ def _plain_numbers(xs: list[Any]) -> bool:
         return False
 
 
+def odd_number(xs: list[Any]) -> str | None:
+    """Why a trace refuses these ``.data`` (the first not a Python float or
+    int, named), or None: the words of the trace's refusal and of the
+    warning when a replay finds one (:func:`_plain_numbers`)."""
+    for x in xs:
+        t = type(x)
+        if t is not float and t is not int:
+            return (
+                f"a Value's .data is a {t.__module__}.{t.__qualname__}, whose arithmetic "
+                "is not a Python float's: store float(x) in .data (Value(x) does)"
+            )
+    return None
+
+
 def is_recipe(x: Any) -> bool:
     return type(x) is tuple and bool(x) and x[0] in _KINDS
 

@@ -738,13 +738,13 @@ def _filled(f: Any, args: tuple[Any, ...]) -> None:
 
 def _keyed_by_value(x: Any) -> bool:
     """Whether ``x`` is an object a call's key holds by value only: a
-    string, bytes, a NumPy scalar (among the arguments, two equal ones
-    make one key, so ``id(x)`` asks what a replay cannot tell)."""
+    string, bytes, a NumPy scalar or array (among the arguments, two equal
+    ones make one key, so ``id(x)`` asks what a replay cannot tell)."""
     t = type(x)
     if t is str or t is bytes:
         return True
     numpy = sys.modules.get("numpy")
-    return numpy is not None and isinstance(x, numpy.generic)
+    return numpy is not None and isinstance(x, (numpy.generic, numpy.ndarray))
 
 
 def _hashed(members: Any) -> None:

@@ -29,6 +29,7 @@ from typing import Any
 import numpy as np
 
 from ..tensor.floatpack import to_array
+from ..value import ieee
 from ..value import primitives as P
 from ..value import sums as S
 from ..value.primitives import Primitive
@@ -41,17 +42,39 @@ def _sign(x: Array) -> Array:
     return np.where(x > 0.0, 1.0, np.where(x < 0.0, -1.0, 0.0))  # 0 for nan, as ieee.sign
 
 
-def _sigmoid(x: Array) -> Array:
-    e = np.exp(-np.abs(x))
-    return np.where(x >= 0.0, 1.0 / (1.0 + e), e / (1.0 + e))
+def _per_element(f: Callable[..., float]) -> Callable[..., Array]:
+    """The table's float function ``f`` (:mod:`chainrule.value.ieee`, what
+    the eager backward pass calls) over arrays, element by element.
+    NumPy's own loops are not C's ``pow``, ``exp``, ``sin``: ``np.power``
+    squares for an exponent of 2.0 and takes ``sqrt`` for 0.5, and where
+    a CPU has AVX-512 its ``exp``, ``log``, ``sin``, ``cos`` are NumPy's
+    vectorized ones; each may differ from libm in the last bit."""
+
+    def apply(*args: Any) -> Array:
+        arrays = np.broadcast_arrays(*(np.asarray(a, dtype=float) for a in args))
+        out = list(map(f, *(a.ravel().tolist() for a in arrays)))
+        return np.array(out, dtype=float).reshape(arrays[0].shape)
+
+    return apply
 
 
-def _sin(x: Array) -> Array:
-    return np.where(np.isfinite(x), np.sin(np.where(np.isfinite(x), x, 0.0)), np.nan)
+def powers(xs: list[float], c: float) -> list[float]:
+    """``ieee.pow_scalar(x, c)`` for each of ``xs``: ``math.pow`` over them
+    all at C speed, which is what it returns where that does not raise,
+    except for 0.5 and -0.5 off the positive floats (then node by node)."""
+    if c not in (0.5, -0.5) or all(0.0 < x < math.inf for x in xs):
+        try:
+            return list(map(math.pow, xs, itertools.repeat(c)))
+        except (OverflowError, ValueError):
+            pass
+    return [ieee.pow_scalar(x, c) for x in xs]
 
 
-def _cos(x: Array) -> Array:
-    return np.where(np.isfinite(x), np.cos(np.where(np.isfinite(x), x, 0.0)), np.nan)
+def _pow_scalar(x: Any, c: Any) -> Array:
+    if np.ndim(c):
+        return _per_element(ieee.pow_scalar)(x, c)
+    a = np.asarray(x, dtype=float)
+    return np.array(powers(a.ravel().tolist(), float(c)), dtype=float).reshape(a.shape)
 
 
 def _identity(x: Any) -> Any:
@@ -59,17 +82,19 @@ def _identity(x: Any) -> Any:
 
 
 #: The rules' namespace on arrays (IEEE results, no exceptions: call under
-#: ``numpy.errstate(all="ignore")``).
+#: ``numpy.errstate(all="ignore")``): one IEEE operation per element on
+#: arrays (a quotient, a square root: correctly rounded), every other
+#: function the table's, element by element (:func:`_per_element`).
 ARRAY = SimpleNamespace(
     div=np.divide,
-    pow=np.power,
-    pow_scalar=np.power,
-    exp=np.exp,
-    log=np.log,
+    pow=_per_element(ieee.pow),
+    pow_scalar=_pow_scalar,
+    exp=_per_element(ieee.exp),
+    log=_per_element(ieee.log),
     sqrt=np.sqrt,
-    sin=_sin,
-    cos=_cos,
-    sigmoid=_sigmoid,
+    sin=_per_element(ieee.sin),
+    cos=_per_element(ieee.cos),
+    sigmoid=_per_element(ieee.sigmoid),
     sign=_sign,
     data=_identity,
     where=np.where,
@@ -205,16 +230,7 @@ def _c_forward(fn: Primitive) -> Callable[[list[float]], list[float]] | None:
     c = _pow_exponent(fn)
     if c is None:
         return None
-    # ieee.pow_scalar is ieee.pow, math.pow where it does not raise, except
-    # for 0.5 and -0.5 off the positive floats
-    positive_only = c in (0.5, -0.5)
-
-    def power(xs: list[float]) -> list[float]:
-        if positive_only and not all(0.0 < x < math.inf for x in xs):
-            raise ValueError("not the math.pow path")
-        return list(map(math.pow, xs, itertools.repeat(c)))
-
-    return power
+    return lambda xs: powers(xs, c)
 
 
 def _mapped(

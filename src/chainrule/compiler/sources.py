@@ -96,7 +96,8 @@ _ROWS = frozenset((list, tuple))
 #: (And what a class holds besides data and functions: its descriptors, its
 #: static and class methods, properties and slots, which cannot change.)
 _LEAVES = frozenset((*_OPAQUE, float, int, str, bool, bytes, complex, type(None), object))
-_LEAVES -= {FunctionType, BuiltinFunctionType}  # (a C method: its object is walked)
+# (a C method: its object is walked; a class: its namespaces, where it is the user's, _CLASS)
+_LEAVES -= {FunctionType, BuiltinFunctionType, type}
 _LEAVES |= {property, staticmethod, classmethod, types.GetSetDescriptorType}
 _LEAVES |= {types.MemberDescriptorType, types.WrapperDescriptorType}
 #: In a class's namespace (:func:`_walk_classes`), its methods too: by identity.
@@ -509,6 +510,10 @@ def _enter(
                     kind = _kind(t)
                 if kind is _SKIP:
                     continue
+                if kind is _CLASS:
+                    classes[x] = None
+                    classes[t] = None
+                    continue
                 if kind is _MODULE:
                     if id(x) in entered:
                         continue
@@ -589,6 +594,11 @@ def _enter(
 
 
 _SKIP = "skip"
+#: A class, wherever it is reached (an entry of a dict or a list, an
+#: attribute, a default, a partial's argument: ``REGISTRY["cfg"].scale``):
+#: its namespaces and its metaclass's, where they are the user's, are walked
+#: with the classes of the objects entered (:func:`_walk_classes`).
+_CLASS = "class"
 #: A module, wherever it is reached (a global, a closure cell, an argument,
 #: ``self.cfg``, a container, a submodule): its attributes that the code
 #: names (:attr:`Sources.names`; absent ones too, so one set later counts),
@@ -642,7 +652,8 @@ def _numpy_array(x: Any, limit: int | None) -> Any:
     if not x.dtype.hasobject:
         if limit is not None and x.nbytes > limit:
             return None
-        return [x.dtype.str, *x.shape, x.tobytes()]
+        # (and what code may read of it besides its numbers: the keys' _numpy_key)
+        return [x.dtype.str, *x.shape, *x.strides, x.flags.num, x.tobytes()]
     if x.dtype.kind != "O":  # (records with objects in them)
         return _OPAQUE_ITEMS
     return [x.ndim, *x.shape, *x.flat]
@@ -784,6 +795,8 @@ def _kind(t: type) -> Any:
         kind = _Container(t, _bound_object)
     elif issubclass(t, ModuleType):
         kind = _MODULE
+    elif issubclass(t, type):
+        kind = _CLASS
     elif issubclass(t, threading.local):
         # (a plain object whose __dict__ is the calling thread's: the guard
         # before a replay reads that thread's attributes, cfg.scale)

@@ -1,0 +1,315 @@
+"""chainrule.compile and round twenty-nine: a class of the user's reached as
+data (an entry of a dict or a list, an attribute, a default, a partial's
+argument), what code reads of a NumPy array besides its numbers (strides,
+flags, where its memory lies), and a cache that fills once while the
+function runs (``functools.singledispatch``). Eager's numbers, never another."""
+
+from __future__ import annotations
+
+import functools
+import math
+import struct
+import types
+import warnings
+from collections.abc import Callable
+from typing import Any, Protocol, runtime_checkable
+
+import numpy as np
+import pytest
+
+import chainrule
+from chainrule import Value
+from chainrule.compiler import CompileWarning
+
+pytestmark = pytest.mark.usefixtures("trace_every_graph")
+
+W = Value(1.5)
+
+
+class Config:
+    scale = 1.0
+
+    def factor(self) -> float:
+        return 1.0
+
+
+REGISTRY = {"cfg": Config}
+CLASSES = [Config]
+HOLDER = types.SimpleNamespace(cls=Config)
+SCALED = functools.partial(lambda c, x: c.scale * x, Config)
+
+
+def _by_dict(x: float) -> Value:
+    return W * x * REGISTRY["cfg"].scale
+
+
+def _by_list(x: float) -> Value:
+    return W * x * CLASSES[0].scale
+
+
+def _by_attribute(x: float) -> Value:
+    return W * x * HOLDER.cls().factor()
+
+
+def _by_default(x: float, c: type = Config) -> Value:
+    return W * x * c.scale  # type: ignore[attr-defined]
+
+
+def _by_partial(x: float) -> Value:
+    return W * SCALED(x)
+
+
+@pytest.mark.parametrize("f", [_by_dict, _by_list, _by_attribute, _by_default, _by_partial])
+def test_a_class_reached_as_data_is_guarded(f: Callable[[float], Value]) -> None:
+    """A class attribute changed, a method replaced between calls, on a
+    class the function reaches through a dict, a list, an attribute, a
+    default or a partial: traced again (it ran the first trace's number)."""
+    fast = chainrule.compile(f, budget=False)
+    factors = {s: (lambda self, s=s: s) for s in (1.0, 3.0, 5.0)}
+    seen = []
+    try:
+        for s in (1.0, 1.0, 3.0, 5.0):
+            Config.scale = s
+            Config.factor = factors[s]  # type: ignore[method-assign]
+            seen.append((f(2.0).data, fast(2.0).data))
+    finally:
+        Config.scale = 1.0
+        Config.factor = lambda self: 1.0  # type: ignore[method-assign]
+    assert seen == [(3.0, 3.0), (3.0, 3.0), (9.0, 9.0), (15.0, 15.0)]
+    assert fast.stats()["hits"] == 1
+
+
+def _contiguous(x: float, a: Any) -> Value:
+    return W * x * (2.0 if a.flags.c_contiguous else 3.0)
+
+
+def _owns(x: float, a: Any) -> Value:
+    return W * x * (2.0 if a.base is None else 3.0)
+
+
+def _writeable(x: float, a: Any) -> Value:
+    return W * x * (2.0 if a.flags.writeable else 3.0)
+
+
+BUFFER = np.zeros(3)
+_READ_ONLY = np.zeros(3)
+_READ_ONLY.flags.writeable = False
+
+
+@pytest.mark.parametrize(
+    ("f", "arrays", "expected"),
+    [
+        (_contiguous, lambda: [np.eye(2), np.asfortranarray(np.eye(2)), np.eye(2).T], [6, 9, 9]),
+        (_owns, lambda: [np.zeros(3), BUFFER[:], np.zeros(3)], [6, 9, 6]),
+        (_writeable, lambda: [np.zeros(3), _READ_ONLY, np.zeros(3)], [6, 9, 6]),
+    ],
+)
+def test_an_array_argument_is_keyed_by_its_strides_and_flags(
+    f: Callable[[float, Any], Value], arrays: Callable[[], list[Any]], expected: list[float]
+) -> None:
+    """Two arrays of equal bytes but another layout, one a view, one read
+    only, are other keys: eager's numbers."""
+    fast = chainrule.compile(f, budget=False)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", CompileWarning)
+        got = [(f(2.0, a).data, fast(2.0, a).data) for a in arrays()]
+    assert got == [(e, e) for e in expected]
+
+
+def _shares(x: float, a: Any) -> Value:
+    return W * x * (2.0 if np.shares_memory(a, BUFFER) else 3.0)
+
+
+def _same_object(x: float, a: Any) -> Value:
+    return W * x * (2.0 if id(a) == id(BUFFER) else 3.0)
+
+
+@pytest.mark.parametrize("f", [_shares, _same_object])
+def test_where_an_array_argument_lies_runs_eagerly(f: Callable[[float, Any], Value]) -> None:
+    """``np.shares_memory`` and ``id()`` of an array argument ask what its
+    key (its bytes) does not hold: eagerly, warned."""
+    fast = chainrule.compile(f, budget=False)
+    with pytest.warns(CompileWarning, match="shares_memory|identity"):
+        got = [(f(2.0, a).data, fast(2.0, a).data) for a in (np.zeros(3), BUFFER, np.zeros(3))]
+    assert got == [(9.0, 9.0), (6.0, 6.0), (9.0, 9.0)]
+
+
+GLOBAL_ARRAY = np.zeros(3)
+
+
+def _reads_a_flag(x: float) -> Value:
+    return W * x * (2.0 if GLOBAL_ARRAY.flags.writeable else 3.0)
+
+
+def test_a_global_array_made_read_only_between_calls_traces_again() -> None:
+    fast = chainrule.compile(_reads_a_flag, budget=False)
+    got = []
+    try:
+        for writeable in (True, False, True):
+            GLOBAL_ARRAY.flags.writeable = writeable
+            got.append((_reads_a_flag(2.0).data, fast(2.0).data))
+    finally:
+        GLOBAL_ARRAY.flags.writeable = True
+    assert got == [(6.0, 6.0), (9.0, 9.0), (6.0, 6.0)]
+
+
+@functools.singledispatch
+def _scale_of(o: object) -> float:
+    return 2.0
+
+
+class _Thing:
+    pass
+
+
+_THING = _Thing()
+_WEIGHTS = [Value(0.25 * k) for k in range(8)]
+
+
+def _dispatched(x: float) -> Value:
+    return sum((w * x for w in _WEIGHTS), Value(0.0)) * _scale_of(_THING)
+
+
+def test_a_dispatch_cache_that_fills_once_is_traced_again_not_given_up() -> None:
+    """``functools.singledispatch`` fills its cache the first time it meets
+    a type (and after every ``register``): the function changes what it
+    reads once, not at every call (a counter). It is traced again, then
+    replayed, with no warning; an implementation registered between calls
+    is seen."""
+    fast = chainrule.compile(_dispatched, budget=False)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", CompileWarning)
+        # (compiled first: the trace fills the cache)
+        got = [(fast(2.0).data, _dispatched(2.0).data) for _ in range(4)]
+        _scale_of.register(_Thing, lambda o: 7.0)
+        got += [(fast(2.0).data, _dispatched(2.0).data) for _ in range(4)]
+    assert got == [(28.0, 28.0)] * 4 + [(98.0, 98.0)] * 4
+    assert fast.stats()["hits"] >= 4
+
+
+@runtime_checkable
+class _HasScale(Protocol):
+    def scale(self) -> float: ...
+
+
+class _Scaled:
+    def scale(self) -> float:
+        return 2.0
+
+
+def _checked(x: float) -> Value:
+    q = _Scaled()
+    return sum((w * x for w in _WEIGHTS), Value(0.0)) * (
+        q.scale() if isinstance(q, _HasScale) else 3.0
+    )
+
+
+def test_a_protocol_checked_for_the_first_time_is_replayed() -> None:
+    fast = chainrule.compile(_checked, budget=False)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", CompileWarning)
+        got = [(fast(2.0).data, _checked(2.0).data) for _ in range(4)]
+    assert got == [(28.0, 28.0)] * 4
+    assert fast.stats()["hits"] >= 2
+
+
+COUNT = 0
+
+
+def _counts(x: float) -> Value:
+    global COUNT
+    COUNT += 1
+    return W * x * COUNT
+
+
+def test_a_counter_still_runs_eagerly_after_its_second_trace() -> None:
+    """A function that changes what it reads at every call: its second trace
+    changes it too, and it runs eagerly from then on, each call once."""
+    global COUNT
+    COUNT = 0
+    fast = chainrule.compile(_counts, budget=False)
+    with pytest.warns(CompileWarning, match="changes a global"):
+        got = [fast(2.0).data for _ in range(4)]
+    assert got == [3.0, 6.0, 9.0, 12.0]
+    assert COUNT == 4
+    assert fast.stats()["traces"] == 2
+
+
+def _bits(xs: list[float]) -> list[str]:
+    return [struct.pack("<d", x).hex() for x in xs]
+
+
+def test_the_rules_on_arrays_are_the_table_s_float_functions_bit_for_bit() -> None:
+    """Each function of the rules' namespace on arrays gives the eager
+    rules' float function's result, bit for bit, nan's sign too: NumPy's
+    ``power`` squares for an exponent of 2.0 and takes ``sqrt`` for 0.5,
+    where C's ``pow`` may differ in the last bit."""
+    from chainrule.compiler.rules import ARRAY
+    from chainrule.value.primitives import FLOAT
+
+    rng = np.random.default_rng(0)
+    x = np.concatenate([rng.normal(size=3000) * 4, [0.0, -0.0, np.inf, -np.inf, np.nan]])
+    y = np.concatenate([rng.normal(size=3000), [2.0, -1.0, 0.5, 3.0, 2.0]])
+    with np.errstate(all="ignore"):
+        for name in ("pow", "exp", "log", "sin", "cos", "sigmoid"):
+            args = (x, y) if name == "pow" else (x,)
+            got = getattr(ARRAY, name)(*args).tolist()
+            assert _bits(got) == _bits([getattr(FLOAT, name)(*a) for a in zip(*args)]), name
+        for c in (2.0, 0.5, -0.5, -1.0, 1.5, 3.0):
+            got = ARRAY.pow_scalar(x, c).tolist()
+            assert _bits(got) == _bits([FLOAT.pow_scalar(a, c) for a in x.tolist()]), c
+
+
+def _cubic(xs: list[float]) -> Value:
+    return sum((CUBED[0] ** 3 * x for x in xs), Value(0.0)) - CUBED[1] * CUBED[0] * sum(xs)
+
+
+CUBED: list[Any] = [Value(1.0), 0.0]
+
+
+def test_a_gradient_through_a_power_is_eager_s_bit_for_bit() -> None:
+    """A cubic minus its linearisation at ``w``: its gradient's terms cancel
+    to the last bit of ``pow(w, 2.0)``, which NumPy's square is not."""
+    w = next(
+        x
+        for x in np.random.default_rng(1).uniform(0.1, 3.0, 10_000).tolist()
+        if math.pow(x, 2.0) != float(np.power(np.array([x]), 2.0)[0])
+    )
+    CUBED[1] = 3.0 * math.pow(w, 2.0)
+    fast = chainrule.compile(_cubic, budget=False)
+    xs = [1.0] * 8
+    fast(xs)  # (the trace, at 1.0)
+    CUBED[0].data = w
+    grads = []
+    for f in (_cubic, fast):
+        CUBED[0].grad = 0.0
+        f(xs).backward()
+        grads.append(CUBED[0].grad)
+    CUBED[0].data = 1.0
+    assert _bits(grads[:1]) == _bits(grads[1:])
+    assert fast.stats()["hits"] == 1
+
+
+def _scaled_sum(x: float) -> Value:
+    return sum((w * x for w in _WEIGHTS), Value(0.0))
+
+
+def test_a_refused_trace_names_a_numpy_scalar_written_to_data() -> None:
+    """A checkpoint restored from an array (``p.data = saved[i]``, a NumPy
+    scalar): the replay refuses it, and where the budget then runs the
+    function eagerly rather than trace it, its warning names that, not a
+    guard on ``.data``."""
+    fast = chainrule.compile(_scaled_sum, budget=False)
+    assert fast(2.0).data == fast(2.0).data == 14.0
+    assert fast.stats()["hits"] == 1
+    fast.budget.refuse = lambda: "tracing refused"  # type: ignore[method-assign]
+    saved = np.array([w.data for w in _WEIGHTS])
+    old = [w.data for w in _WEIGHTS]
+    try:
+        for w, d in zip(_WEIGHTS, saved):
+            w.data = d
+        with pytest.warns(CompileWarning, match=r"a Value's \.data is a numpy\.float64"):
+            assert fast(2.0).data == _scaled_sum(2.0).data == 14.0
+    finally:
+        for w, d in zip(_WEIGHTS, old):
+            w.data = d
