@@ -69,7 +69,7 @@ import threading
 import types
 import weakref
 from collections.abc import Callable
-from itertools import chain, repeat
+from itertools import chain, compress, repeat
 from types import BuiltinFunctionType, FunctionType, MappingProxyType, MethodType, ModuleType
 from typing import Any
 
@@ -138,7 +138,9 @@ class _ValueSpace(_Taken):
 
     def entries(self) -> list[Any]:
         space = vars(Value).copy()  # (at once: another thread's trace may swap entries)
-        return [x for kv in space.items() if kv[0] not in SWAPPED for x in kv]
+        for name in SWAPPED:
+            space.pop(name, None)
+        return [*space.keys(), *space.values()]
 
 
 #: The root that holds Value's namespace (:class:`_ValueSpace`).
@@ -377,6 +379,8 @@ class Sources:
             else:
                 x = getattr(where, name, _MISSING)
             out.append(x)
+            if type(x) is BuiltinFunctionType and type(x.__self__) is ModuleType:
+                continue  # (a module's function, len or math.exp: by identity, _bound_object)
             if type(x) not in _LEAVES and not (shallow and (id(where), name) in shallow):
                 # (one walk per root: a data set's rows of numbers stay apart
                 # from a model's objects, compared whole without a copy)
@@ -582,8 +586,9 @@ def _enter(
                     entered |= ids
                 if _ROWS.issuperset(kinds_below):
                     below.extend(flat)
-                else:
-                    below.extend([y for y in flat if type(y) not in leaves])
+                else:  # (those of the kinds that are not leaves, in one C pass)
+                    entering = (kinds_below - leaves).__contains__
+                    below.extend(compress(flat, map(entering, map(type, flat))))
             # (rows of numbers or Values only, a data set or a weight matrix:
             # compared whole however often they are reached)
             out.lengths.extend(map(len, rows))
