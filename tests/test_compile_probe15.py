@@ -1,8 +1,10 @@
-"""chainrule.compile and round twenty-nine: a class of the user's reached as
+"""chainrule.compile and rounds twenty-nine and thirty: a class of the user's reached as
 data (an entry of a dict or a list, an attribute, a default, a partial's
 argument), what code reads of a NumPy array besides its numbers (strides,
 flags, where its memory lies), and a cache that fills once while the
-function runs (``functools.singledispatch``). Eager's numbers, never another."""
+function runs (``functools.singledispatch``); a primitive of yours with
+state or that raises, a write to a new node's number. Eager's numbers,
+never another."""
 
 from __future__ import annotations
 
@@ -313,3 +315,87 @@ def test_a_refused_trace_names_a_numpy_scalar_written_to_data() -> None:
     finally:
         for w, d in zip(_WEIGHTS, old):
             w.data = d
+
+
+# -- round thirty (AQ) ------------------------------------------------------
+
+_WARM = {"n": 0}
+
+
+def _warm_forward(x: float) -> float:
+    _WARM["n"] += 1
+    return x if _WARM["n"] <= 2 else 2.0 * x
+
+
+def _warm_rule(M: Any, x: Any, out: Any) -> tuple[float]:
+    return (1.0 if _WARM["n"] <= 2 else 2.0,)
+
+
+_WARM_UP = chainrule.Primitive("warm", _warm_forward, _warm_rule)
+
+
+def _warmed(x: float) -> Value:
+    return _WARM_UP(W * x)
+
+
+def test_a_primitive_of_yours_runs_once_on_the_call_that_traces() -> None:
+    """A primitive with state (a warm-up counter): its forward and
+    derivative run once per node per call, as eagerly, the call that traces
+    too (the check after the trace keeps the traced values)."""
+
+    def run(f: Callable[[float], Value]) -> list[tuple[float, float]]:
+        _WARM["n"] = 0
+        out = []
+        for x in (1.0, 2.0, 3.0, 4.0):
+            W.grad = 0.0
+            y = f(x)
+            y.backward()
+            out.append((y.data, W.grad))
+        return out
+
+    fast = chainrule.compile(_warmed, budget=False)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", CompileWarning)
+        assert run(fast) == run(_warmed) == [(1.5, 1.0), (3.0, 2.0), (9.0, 6.0), (12.0, 8.0)]
+    assert fast.stats()["hits"] == 3
+
+
+def _fixed_up(x: float) -> Value:
+    h = W * x
+    h.data = abs(h.data)  # (the number it holds, at the call that traces)
+    return h * 2.0
+
+
+def test_a_write_to_data_of_a_node_made_inside_runs_eagerly_even_of_its_number() -> None:
+    fast = chainrule.compile(_fixed_up, budget=False)
+    with pytest.warns(CompileWarning, match="writes .data of a Value it made"):
+        got = [(fast(x).data, _fixed_up(x).data) for x in (1.0, -1.0, 2.0, -2.0)]
+    assert got == [(3.0, 3.0), (3.0, 3.0), (6.0, 6.0), (6.0, 6.0)]
+
+
+def _raising_sqrt(x: float) -> float:
+    if x < 0.0:
+        raise ValueError("negative")
+    return math.sqrt(x)
+
+
+_SAFE_SQRT = chainrule.Primitive(
+    "ssqrt", _raising_sqrt, lambda M, x, out: (0.5 / out if out > 0.0 else 0.0,)
+)
+
+
+def _falls_back(x: float) -> Value:
+    h = W * x
+    try:
+        return _SAFE_SQRT(h)
+    except ValueError:
+        return -h
+
+
+def test_a_primitive_of_yours_that_raises_inside_a_try_runs_eagerly() -> None:
+    """Traced where it raises, the trace holds only the ``except`` branch:
+    nothing tells a replay for which inputs it raises."""
+    fast = chainrule.compile(_falls_back, budget=False)
+    with pytest.warns(CompileWarning, match="'ssqrt', a Primitive of yours, raises"):
+        got = [(fast(x).data, _falls_back(x).data) for x in (-2.0, -1.0, 6.0, 24.0)]
+    assert got == [(3.0, 3.0), (1.5, 1.5), (3.0, 3.0), (6.0, 6.0)]

@@ -183,6 +183,12 @@ class SavedLocalsGroup(Group):
         val[self.saved] = self.local(X, self.const, val[self.start : self.stop])
         return X
 
+    def traced(self, val: np.ndarray) -> Any:
+        """:meth:`run` right after the trace: the outputs and local
+        derivatives the trace computed are the buffer's (``Program.base``),
+        and the user's functions are not called a second time."""
+        return val.take(self.matrix)
+
     def locals_of(self, val: np.ndarray, X: np.ndarray) -> Any:
         return val.take(self.saved)
 
@@ -696,7 +702,9 @@ class Program:
         """The buffer of every slot's value for the leaves' current data
         and the call's arguments (:class:`chainrule.compiler.keys.Call`),
         or None when a guard goes the other way (trace again); ``late``:
-        the calls of caches too (not right after the trace, which made them)."""
+        the calls of caches too, and a user's primitives' functions (not right
+        after the trace, which called them: their traced values are kept,
+        and each runs once per call, as eagerly)."""
         val = self.base.copy()
         live = self.live
         if live:
@@ -712,7 +720,13 @@ class Program:
             val[slot] = x
         try:
             with np.errstate(all="ignore"):
-                inputs = [step.run(val, call) for step in self.steps]
+                if late:
+                    inputs = [step.run(val, call) for step in self.steps]
+                else:
+                    inputs = [
+                        step.traced(val) if type(step) is SavedLocalsGroup else step.run(val, call)
+                        for step in self.steps
+                    ]
             for f, a, b, expected in self.guards:
                 if f(a(val, call), b(val, call)) != expected:
                     return None

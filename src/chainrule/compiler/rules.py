@@ -32,6 +32,7 @@ from ..tensor.floatpack import to_array
 from ..value import ieee
 from ..value import primitives as P
 from ..value import sums as S
+from ..value.functions import is_own
 from ..value.primitives import Primitive
 from .program import sum_rows
 
@@ -260,18 +261,6 @@ def vectorizes(fn: Primitive) -> bool:
     d = fn.derivative
     return d is not None and getattr(d, "__module__", None) in (P.__name__, S.__name__, __name__)
 
-
-def is_own(fn: Primitive) -> bool:
-    """Whether ``fn``'s derivative rule is chainrule's own (the table's, the
-    fused ops', the losses'): a pure function of the operands, which a
-    replay may evaluate in its backward pass. A user's rule may read state
-    (a global scale a schedule changes) or raise: a replay evaluates it in
-    its forward pass, when the eager engine does (``SavedLocalsGroup``)."""
-    module = getattr(fn.derivative, "__module__", None)
-    return type(module) is str and module.startswith(_PACKAGE)
-
-
-_PACKAGE = __name__.split(".", 1)[0] + "."
 
 #: The largest magnitude up to which every int is a float exactly.
 _EXACT_INT = 2**53

@@ -60,6 +60,7 @@ from ..value import (
     walk,
 )
 from ..value.engine import Value
+from ..value.functions import is_own
 from ..value.primitives import Primitive
 from . import escapes, reads
 from .dispatch import as_value, asked_first
@@ -563,10 +564,10 @@ class Unsupported(Exception):
 class TraceValue(_Masked):
     """The class of the nodes an operation makes while a trace runs: the
     engine writes their ``.data`` and ``.grad`` through the plain slots
-    (the trace watches writes to the Values that existed before it, and
-    the capture checks that the replay gives every node's traced value, so
-    a write to a new node cannot go unseen); reads of ``.data`` by user
-    code are followed as for any Value."""
+    (the trace watches writes to the Values that existed before it; user
+    code's write to a new node's ``.data`` is a problem, :func:`_write_new`,
+    even of the number it holds: ``h.data = abs(h.data)``); reads of
+    ``.data`` by user code are followed as for any Value."""
 
     __slots__ = ()
 
@@ -638,6 +639,23 @@ def followed(d: Any, v: Value, record: Record) -> Any:
     return d
 
 
+def _write_new(
+    v: Any,
+    x: Any,
+    put: Any = _data_slot.__set__,
+    getframe: Any = sys._getframe,
+    internal: frozenset[Any] = _INTERNAL,
+) -> None:
+    put(v, x)
+    if getframe(1).f_code.co_filename not in internal:
+        record = reads.current()
+        if record is not None:
+            record.problems.append(
+                f"{reads.user_site(package=True)}: writes .data of a Value it made; a replay "
+                "would not repeat the write"
+            )
+
+
 as_value(TraceValue)
 as_value(StandIn)
 
@@ -651,7 +669,7 @@ def _named(name: str, *accessors: Any) -> property:
 
 
 TraceValue.data = _named(  # type: ignore[misc,assignment]
-    "data", _read_new, _data_slot.__set__, _data_slot.__delete__
+    "data", _read_new, _write_new, _data_slot.__delete__
 )
 
 
@@ -985,6 +1003,14 @@ def watching(record: Record, created: list[Value]) -> Iterator[None]:
             )
         return rtruediv(self, other)
 
+    def primitive_raised(fn: Primitive) -> None:
+        if threading.get_ident() == me and not is_own(fn):
+            record.problems.append(
+                f"{reads.user_site(package=True)}: {fn.name!r}, a Primitive of yours, raises "
+                "(caught in the function, it goes on: a replay would not know for which "
+                "inputs it raises)"
+            )
+
     try:  # (the swaps inside, their names sources.SWAPPED: an interrupt is undone too)
         Value.__truediv__ = guarded_truediv  # type: ignore[method-assign]
         Value.__rtruediv__ = guarded_rtruediv  # type: ignore[method-assign]
@@ -1028,6 +1054,7 @@ def watching(record: Record, created: list[Value]) -> Iterator[None]:
         engine._as_float = beyond_micrograd.as_float = protocols.as_float = keep_read
         walk.before_walk = before_walk
         random_state.before_draw = before_draw
+        functions.raised = primitive_raised
         reads.set_current(record)
         yield
     finally:
@@ -1039,6 +1066,7 @@ def watching(record: Record, created: list[Value]) -> Iterator[None]:
         engine._as_float = beyond_micrograd.as_float = protocols.as_float = as_float
         walk.before_walk = None
         random_state.before_draw = None
+        functions.raised = None
         for name, attr in saved.items():
             if attr is None:
                 if name in Value.__dict__:  # (not set where an interrupt came first)

@@ -12,7 +12,7 @@ so it keeps the graph where ``math.exp(x)`` would drop it.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from . import engine as E
@@ -90,6 +90,24 @@ def minimum(a: Scalar, b: Scalar) -> Value:
     return _lift(a, "min").min(b)
 
 
+def is_own(fn: Primitive) -> bool:
+    """Whether ``fn``'s derivative rule is chainrule's own (the table's, the
+    fused ops', the losses'): a pure function of the operands, which a
+    compiled replay may evaluate in its backward pass. A user's rule may
+    read state (a global scale a schedule changes) or raise: a replay
+    evaluates it in its forward pass, when the eager engine does."""
+    module = getattr(fn.derivative, "__module__", None)
+    return type(module) is str and module.startswith(_PACKAGE)
+
+
+_PACKAGE = __name__.split(".", 1)[0] + "."
+
+
+#: Called with a primitive whose forward or derivative function raised,
+#: while compile traces (:mod:`chainrule.compiler.trace`): a replay would not raise.
+raised: Callable[[Primitive], None] | None = None
+
+
 def apply(fn: Primitive, inputs: Sequence[Any]) -> Value:
     """Apply a primitive (of the table, or a user's) to Values or numbers."""
     if fn.derivative is None:
@@ -98,8 +116,13 @@ def apply(fn: Primitive, inputs: Sequence[Any]) -> Value:
     if not xs:
         raise ValueError(f"{fn.name}: needs at least one input")
     datas = [x.data for x in xs]
-    y = E._as_float(fn.forward(*datas), fn.name)
-    local = tuple(fn.derivative(FLOAT, *datas, y))
+    try:
+        y = E._as_float(fn.forward(*datas), fn.name)
+        local = tuple(fn.derivative(FLOAT, *datas, y))
+    except Exception:
+        if raised is not None:
+            raised(fn)
+        raise
     if len(local) != len(xs):
         raise ValueError(
             f"{fn.name}: derivative gave {len(local)} local gradients for {len(xs)} inputs"
