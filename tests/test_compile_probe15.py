@@ -399,3 +399,103 @@ def test_a_primitive_of_yours_that_raises_inside_a_try_runs_eagerly() -> None:
     with pytest.warns(CompileWarning, match="'ssqrt', a Primitive of yours, raises"):
         got = [(fast(x).data, _falls_back(x).data) for x in (-2.0, -1.0, 6.0, 24.0)]
     assert got == [(3.0, 3.0), (1.5, 1.5), (3.0, 3.0), (6.0, 6.0)]
+
+
+# -- round thirty (AR) ------------------------------------------------------
+
+
+def _relu_code(h: Value) -> Value:
+    return h.relu()
+
+
+def _tanh_code(h: Value) -> Value:
+    return h.tanh()
+
+
+def _tanh_method(self: Any, h: Value) -> Value:
+    return h.tanh()
+
+
+def _activation(h: Value) -> Value:
+    return h.relu()
+
+
+class _Net:
+    def act(self, h: Value) -> Value:
+        return h.relu()
+
+
+_NET = _Net()
+_ACTS = {"act": _relu_code}
+
+
+def _through_a_global(x: float) -> Value:
+    return _activation(W * x)
+
+
+def _through_a_method(x: float) -> Value:
+    return _NET.act(W * x)
+
+
+def _through_a_dict(x: float) -> Value:
+    return _ACTS["act"](W * x)
+
+
+@pytest.mark.parametrize(
+    ("f", "target", "new"),
+    [
+        (_through_a_global, lambda: _activation, _tanh_code),
+        (_through_a_method, lambda: _Net.act, _tanh_method),
+        (_through_a_dict, lambda: _ACTS["act"], _tanh_code),
+    ],
+)
+def test_a_function_whose_code_is_replaced_in_place_traces_again(
+    f: Callable[[float], Value], target: Callable[[], Any], new: Any
+) -> None:
+    """A hot reload (jurigged, IPython's autoreload) replaces a function's
+    ``__code__`` in place: the same function object, another graph."""
+    fast = chainrule.compile(f, budget=False)
+    before = [(fast(-1.0).data, f(-1.0).data) for _ in range(2)]
+    fn = target()
+    old = fn.__code__
+    try:
+        fn.__code__ = new.__code__
+        after = [(fast(-1.0).data, f(-1.0).data) for _ in range(2)]
+    finally:
+        fn.__code__ = old
+    assert before == [(0.0, 0.0)] * 2
+    assert after == [(math.tanh(-1.5),) * 2] * 2
+    assert fast.stats()["hits"] == 2
+
+
+def test_a_module_edited_and_reloaded_is_read_from_its_new_source(
+    tmp_path: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The reloaded module's functions are copied from the file as it is
+    now (the line cache checked first): traced once again, then replayed,
+    not traced at every call for want of their source."""
+    import importlib
+    import sys
+
+    path = tmp_path / "chainrule_reloaded_helpers.py"
+    path.write_text("def act(h, x):\n    return (h * x).relu()\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    module = importlib.import_module("chainrule_reloaded_helpers")
+    try:
+
+        def f(x: float) -> Value:
+            return module.act(W, x)
+
+        fast = chainrule.compile(f, budget=False)
+        assert [fast(-1.0).data for _ in range(2)] == [0.0, 0.0]
+        path.write_text(
+            "# edited\n\ndef act(h, x):\n    scale = 2.0\n    return (h * x).tanh() * scale\n"
+        )
+        importlib.reload(module)
+        with warnings.catch_warnings():
+            warnings.simplefilter("error", CompileWarning)
+            got = [fast(x).data for x in (-1.0, -2.0, -1.0, -2.0)]
+        assert got == [f(x).data for x in (-1.0, -2.0, -1.0, -2.0)]
+        assert fast.stats()["traces"] == 2
+    finally:
+        sys.modules.pop("chainrule_reloaded_helpers", None)

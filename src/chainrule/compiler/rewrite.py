@@ -409,6 +409,7 @@ def _file(filename: str) -> tuple[dict[int, list[ast.AST]], list[ast.stmt]]:
     """The functions and lambdas of a file by first line, and its
     module-level imports (Python compiles ``math.sqrt(x)`` differently
     when ``math`` is a module's import)."""
+    linecache.checkcache(filename)  # (a file edited and reloaded: %autoreload)
     lines = linecache.getlines(filename)
     known = _files.get(filename)
     if known is None or known[0] is not lines:

@@ -68,7 +68,6 @@ import sys
 import threading
 import types
 import weakref
-from collections.abc import Callable
 from itertools import chain, compress, repeat
 from types import BuiltinFunctionType, FunctionType, MappingProxyType, MethodType, ModuleType
 from typing import Any
@@ -99,7 +98,7 @@ _LEAVES = frozenset((*_OPAQUE, float, int, str, bool, bytes, complex, type(None)
 # (a C method: its object is walked; a class: its namespaces, where it is the user's, _CLASS)
 _LEAVES -= {FunctionType, BuiltinFunctionType, type}
 _LEAVES |= {property, staticmethod, classmethod, types.GetSetDescriptorType}
-_LEAVES |= {types.MemberDescriptorType, types.WrapperDescriptorType}
+_LEAVES |= {types.MemberDescriptorType, types.WrapperDescriptorType, types.CodeType}
 #: In a class's namespace (:func:`_walk_classes`), its methods too: by identity.
 _SPACE_LEAVES = _LEAVES | {FunctionType, BuiltinFunctionType}
 
@@ -293,18 +292,20 @@ class Sources:
         """What changed since ``old`` (a :meth:`take`), for a message: the
         first binding whose state differs ("the attribute step_count"),
         found by taking the bindings' states a prefix at a time."""
-        now = self.take()
-        n = min(len(now), len(old))
-        k = next((i for i in range(n) if not _same(now[i], old[i])), n)
-        size: Callable[[Snapshot], int] = len
-        if k == n:  # the same entries as far as both go: a container's length
-            m = min(len(now.lengths), len(old.lengths))
-            k = next((i for i in range(m) if now.lengths[i] != old.lengths[i]), m)
-            size = lambda taken: len(taken.lengths)  # noqa: E731
+
+        def differs(prefix: Snapshot) -> bool:  # (from old's start: its entries, lengths)
+            n, m = len(prefix), len(prefix.lengths)
+            return (
+                n > len(old)
+                or m > len(old.lengths)
+                or prefix.lengths != old.lengths[:m]
+                or not all(map(_same, prefix, old[:n]))
+            )
+
         lo, hi = 0, len(self.roots)
-        while lo < hi:  # the first binding whose state reaches past entry (length) k
+        while lo < hi:  # the first binding whose state, with those before it, is not old's
             mid = (lo + hi) // 2
-            if size(self.take(roots=self.roots[: mid + 1], classes=False)) > k:
+            if differs(self.take(roots=self.roots[: mid + 1], classes=False)):
                 hi = mid
             else:
                 lo = mid + 1
@@ -680,7 +681,7 @@ def _function_items(fn: FunctionType, _: Any) -> Any:
     (by identity) for a library's."""
     if not _users_function(fn):
         return None
-    items: list[Any] = [fn.__defaults__, fn.__kwdefaults__]
+    items: list[Any] = [fn.__code__, fn.__defaults__, fn.__kwdefaults__]
     items.extend(map(_cell_contents, fn.__closure__ or ()))
     if fn not in _RULES:  # (a rule's: read again by a replay, which runs it)
         items.extend(_globals_read(fn))
@@ -967,6 +968,7 @@ def _function(fn: FunctionType, roots: list[tuple[Any, Any]], helpers: list[Any]
         roots.append((cell, None))
         with contextlib.suppress(ValueError):  # (an empty cell)
             _named(cell.cell_contents, names, roots, helpers)
+    roots.append((fn, "__code__"))  # (replaced in place: a hot reload, jurigged)
     if fn.__defaults__:
         roots.append((fn, "__defaults__"))
     if fn.__kwdefaults__:
@@ -1385,7 +1387,7 @@ def _code_in(entry: Any) -> Any:
     return entry
 
 
-_DEFAULTS = operator.attrgetter("__defaults__", "__kwdefaults__")
+_DEFAULTS = operator.attrgetter("__code__", "__defaults__", "__kwdefaults__")
 _CLOSURE = operator.attrgetter("__closure__")
 _DICT = operator.attrgetter("__dict__")
 _CELL = operator.attrgetter("cell_contents")
@@ -1402,7 +1404,7 @@ def _method_parts(methods: list[FunctionType], out: Snapshot) -> None:
     try:
         out.extend(map(_CELL, cells))
     except ValueError:  # (an empty cell: one by one)
-        del out[at + 2 * len(methods) :]
+        del out[at + 3 * len(methods) :]
         out.extend(_cell_contents(cell) for cell in cells)
     dicts = list(map(_DICT, methods))
     out.lengths.extend(map(len, dicts))
