@@ -499,3 +499,16 @@ def test_a_module_edited_and_reloaded_is_read_from_its_new_source(
         assert fast.stats()["traces"] == 2
     finally:
         sys.modules.pop("chainrule_reloaded_helpers", None)
+
+
+def _seeded(x: float) -> Value:
+    chainrule.manual_seed(0)
+    return W * x
+
+
+def test_a_seed_set_inside_names_the_user_s_line() -> None:
+    """``chainrule.manual_seed`` inside the function: the warning names the
+    line that calls it, not chainrule's call of ``random.seed``."""
+    fast = chainrule.compile(_seeded, budget=False)
+    with pytest.warns(CompileWarning, match=r"test_compile_probe15\.py:\d+: calls random\.seed"):
+        assert fast(2.0).data == 3.0

@@ -108,7 +108,7 @@ def test_random_numbers_run_eagerly_with_a_warning_naming_the_call(
         RNG = random.Random(0)
         GEN = np.random.default_rng(0)
 
-    runs_eagerly(f, 4, f"calls {name}, whose result changes from call to call", reset)
+    runs_eagerly(f, 4, f"calls {name}, whose result or effect changes from call to call", reset)
 
 
 def clock() -> Value:

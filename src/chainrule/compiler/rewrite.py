@@ -665,7 +665,7 @@ def _call(f: Any, /, *args: Any, **kwargs: Any) -> Any:
         elif method == "cache_clear":
             why = "clears a functools cache (cache_clear()), which a replay would not do"
     if why is not None:
-        record.problems.append(f"{user_site()}: {why}; a replay would reuse its traced result")
+        record.problems.append(f"{user_site(package=True)}: {why}; a replay would not call it")
     if f is builtins.iter and len(args) == 2 and not kwargs:  # iter(clock, None): called back
         args = (_relay(args[0]), args[1])
     slots = _callbacks(f)
@@ -1090,7 +1090,7 @@ def hidden(f: Any, args: Any, kwargs: Any, record: Record) -> str | None:
             name = f"random.{f.__name__}"
         if getattr(f, "__module__", None) in _STACK_MODULES or name.startswith("sys."):
             return f"inspects the call stack ({name}), where a trace runs compile's own frames"
-        return f"calls {name}, whose result changes from call to call"
+        return f"calls {name}, whose result or effect changes from call to call"
     if (f is builtins.next and args and _outside(args[0], record)) or (
         type(f) is not FunctionType
         and getattr(f, "__name__", None) in ("__next__", "send", "throw")
