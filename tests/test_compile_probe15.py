@@ -22,6 +22,7 @@ import pytest
 import chainrule
 from chainrule import Value
 from chainrule.compiler import CompileWarning
+from chainrule.value.primitives import TANH as P_TANH
 
 pytestmark = pytest.mark.usefixtures("trace_every_graph")
 
@@ -512,3 +513,163 @@ def test_a_seed_set_inside_names_the_user_s_line() -> None:
     fast = chainrule.compile(_seeded, budget=False)
     with pytest.warns(CompileWarning, match=r"test_compile_probe15\.py:\d+: calls random\.seed"):
         assert fast(2.0).data == 3.0
+
+
+def _leaky(slope: float) -> Value:
+    leaky = chainrule.Primitive(
+        "leaky", lambda z: z if z > 0 else slope * z, lambda M, z, out: (1.0 if z > 0 else slope,)
+    )
+    return leaky(W * -2.0)
+
+
+def test_a_rule_that_computes_from_a_float_argument_is_named() -> None:
+    """A primitive made inside with a float argument in its derivative rule
+    (a leaky slope): it runs eagerly, and the warning names the read float,
+    not the type float."""
+    fast = chainrule.compile(_leaky, budget=False)
+    with pytest.warns(CompileWarning, match="computes a local derivative from a float the"):
+        assert [fast(s).data for s in (0.01, 0.1)] == [_leaky(s).data for s in (0.01, 0.1)]
+
+
+# -- round thirty-one (AS) --------------------------------------------------
+
+
+class _Stop(BaseException):
+    pass
+
+
+def _raises_below_one(z: float) -> float:
+    if z < 1.0:
+        raise ValueError("below one")
+    return math.tanh(z)
+
+
+def _raises_a_base_exception(z: float) -> float:
+    if z < 1.0:
+        raise _Stop
+    return 2.0 * z
+
+
+_BORROWED = chainrule.Primitive("borrowed", _raises_below_one, P_TANH.derivative)
+_BASE = chainrule.Primitive("base", _raises_a_base_exception, lambda M, z, out: (2.0,))
+_SHORT = chainrule.Primitive(
+    "short", lambda z: 2.0 * z, lambda M, z, out: (2.0,) if z >= 1.0 else (2.0, 0.0)
+)
+
+
+def _tried(p: Any) -> Callable[[float], Value]:
+    def f(x: float) -> Value:
+        h = W * x
+        try:
+            return p(h)
+        except (ValueError, _Stop):
+            return -h
+
+    return f
+
+
+@pytest.mark.parametrize("p", [_BORROWED, _BASE, _SHORT])
+def test_a_primitive_raising_any_way_inside_a_try_runs_eagerly(p: Any) -> None:
+    """A forward of yours with a derivative rule of the table's, a
+    ``BaseException``, a derivative of the wrong length: each raises inside
+    the ``try`` on the call that traces, and a replay would not."""
+    f = _tried(p)
+    fast = chainrule.compile(f, budget=False)
+    with pytest.warns(CompileWarning, match="a Primitive .*raises"):
+        got = [fast(x).data for x in (0.5, 0.5, 2.0, 4.0)]
+    assert got == [f(x).data for x in (0.5, 0.5, 2.0, 4.0)]
+
+
+_LOGGED: list[float] = []
+
+
+def _logging_forward(z: float) -> float:
+    _LOGGED.append(z)
+    return math.tanh(z)
+
+
+_LOGGING = chainrule.Primitive("logged", _logging_forward, P_TANH.derivative)
+
+
+def _logs(x: float) -> Value:
+    return _LOGGING(W * x)
+
+
+def test_a_forward_of_yours_with_a_table_s_rule_runs_once_per_call() -> None:
+    _LOGGED.clear()
+    fast = chainrule.compile(_logs, budget=False)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", CompileWarning)
+        for x in (1.0, 2.0, 3.0):
+            assert fast(x).data == math.tanh(1.5 * x)
+    assert _LOGGED == [1.5, 3.0, 4.5]
+    assert fast.stats()["hits"] == 2
+
+
+_RESET = Value(3.0)
+
+
+def _resets(x: float) -> Value:
+    _RESET.__init__(3.0)  # type: ignore[misc]
+    return _RESET * x
+
+
+def _cut(x: float) -> Value:
+    h = W * x
+    h._prev = ()  # (micrograd's way to cut a node off)
+    return h * 2.0
+
+
+@pytest.mark.parametrize(("f", "words"), [(_resets, "calls __init__"), (_cut, "writes _prev")])
+def test_a_value_reset_or_cut_off_by_hand_runs_eagerly(
+    f: Callable[[float], Value], words: str
+) -> None:
+    fast = chainrule.compile(f, budget=False)
+    got = []
+    with pytest.warns(CompileWarning, match=words):
+        for x in (1.0, 2.0, 3.0):
+            _RESET.data = 11.0
+            W.grad = _RESET.grad = 0.0
+            out = fast(x)
+            out.backward()
+            got.append((out.data, W.grad, _RESET.grad, _RESET.data))
+    expected = []
+    for x in (1.0, 2.0, 3.0):
+        _RESET.data = 11.0
+        W.grad = _RESET.grad = 0.0
+        out = f(x)
+        out.backward()
+        expected.append((out.data, W.grad, _RESET.grad, _RESET.data))
+    assert got == expected
+
+
+class _Odd(float):
+    def __mul__(self, other: Any) -> float:
+        return 2.0 * float.__mul__(self, other)
+
+
+def test_data_of_a_float_subclass_written_between_calls_runs_eagerly() -> None:
+    v = Value(1.0)
+    fast = chainrule.compile(lambda x: v * x, budget=False)
+    assert [fast(1.0).data for _ in range(2)] == [1.0, 1.0]
+    v.data = _Odd(1.0)
+    with pytest.warns(CompileWarning, match="_Odd"):
+        assert fast(1.0).data == (v * 1.0).data
+
+
+TOGGLED = [0]
+
+
+def _sometimes_counts(i: int) -> Value:
+    if i % 2 == 0:
+        TOGGLED[0] += 1
+    return W * float(i)
+
+
+def test_a_function_that_changes_state_every_other_call_gives_up_after_a_few_traces() -> None:
+    fast = chainrule.compile(_sometimes_counts, budget=False)
+    with pytest.warns(CompileWarning, match="changes a global"):
+        got = [fast(i).data for i in range(20)]
+    assert got == [1.5 * i for i in range(20)]
+    assert TOGGLED[0] == 10
+    assert fast.stats()["traces"] < 10

@@ -466,6 +466,7 @@ class Compiled:
         # state): a second trace in a row that does gives up (a counter); one
         # that does not was a cache filling once (functools.singledispatch's)
         self._changed_state = False
+        self._changes = 0  # traces that changed what they read (a few: then eagerly)
         self._warned_shared = False  # the warning of one list for several arguments, once
         self._sources: Any = None  # the globals, closures and self it reads (sources.Sources)
 
@@ -929,8 +930,14 @@ class Compiled:
                     "replay would not"
                 )
         # (the first of two traces in a row that change what they read: the next call traces)
-        once = changed is not None and not self._changed_state and not record.problems
+        once = (
+            changed is not None
+            and not self._changed_state
+            and self._changes < 3
+            and not record.problems
+        )
         self._changed_state = changed is not None
+        self._changes += changed is not None
         if changed is not None:
             record.problems.append(changed)
         self._why = [*record.pins]

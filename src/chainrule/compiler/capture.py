@@ -522,6 +522,12 @@ def _save_locals(prog: Program, group: SavedLocalsGroup, members: list[Value]) -
     n_in, n = group.matrix.shape
     traced = [x for v in members for x in v._local[:n_in]]
     odd = [x for x in traced if not rules.replays_as_float(x)]
+    if odd and isinstance(odd[0], reads.TracedFloat):
+        raise Unsupported(
+            f"the derivative rule of {group.fn.name!r} computes a local derivative from a "
+            "float the function reads (a float argument, a Value's .data): a replay would "
+            "reuse the traced number (make what it reads an input of the primitive)"
+        )
     if odd:
         raise Unsupported(
             f"the derivative rule of {group.fn.name!r} returns a local derivative of type "

@@ -64,13 +64,17 @@ def _plain_numbers(xs: list[Any]) -> bool:
     refuses a leaf whose ``.data`` is not: ``capture._check_numbers``). A
     NumPy scalar written to ``.data`` between calls computes by NumPy's
     rules eagerly (a float32's precision), which a float64 replay would
-    not. ``sum`` tells in one C loop: it adds floats and ints as C doubles
-    and its result stays a float only if every item is one (a float32 makes
-    it a NumPy scalar; a Decimal, None or a Value does not add)."""
+    not, nor a subclass of float or int with arithmetic of its own. In C
+    loops: the exact types, then ``sum`` (an int past the floats does not add)."""
+    if not _PLAIN.issuperset(map(type, xs)):
+        return False
     try:
         return type(sum(xs, 0.0)) is float
-    except Exception:  # (a type that does not add to a float)
+    except OverflowError:
         return False
+
+
+_PLAIN = frozenset((float, int))
 
 
 def odd_number(xs: list[Any]) -> str | None:

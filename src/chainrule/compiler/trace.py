@@ -639,6 +639,15 @@ def followed(d: Any, v: Value, record: Record) -> Any:
     return d
 
 
+def _initialised(v: Value, get: Any = _data_slot.__get__) -> bool:
+    """Whether ``v``'s ``__init__`` ran already (its number is set)."""
+    try:
+        get(v, Value)
+    except AttributeError:
+        return False
+    return True
+
+
 def _write_new(
     v: Any,
     x: Any,
@@ -674,6 +683,29 @@ TraceValue.data = _named(  # type: ignore[misc,assignment]
 
 
 TraceValue.grad = _grad_slot  # type: ignore[misc]
+
+
+def _watched(name: str) -> property:
+    """A node's ``_prev`` or ``_local`` while tracing: written by user code
+    (``h._prev = set()``, micrograd's way to cut a node off by hand), the
+    function runs eagerly: a replay computes the node as traced."""
+    slot = Value.__dict__[name]
+
+    def write(v: Any, x: Any, put: Any = slot.__set__, getframe: Any = sys._getframe) -> None:
+        put(v, x)
+        if not getframe(1).f_code.co_filename.startswith(reads.PACKAGE_DIR):
+            record = reads.current()
+            if record is not None:
+                record.problems.append(
+                    f"{reads.user_site(package=True)}: writes {name} of a Value it made (its "
+                    "inputs or local derivatives); a replay would not"
+                )
+
+    return _named(name, slot.__get__, write, slot.__delete__)
+
+
+TraceValue._prev = _watched("_prev")  # type: ignore[assignment,misc]
+TraceValue._local = _watched("_local")  # type: ignore[assignment,misc]
 
 
 def type_of(x: Any) -> type:
@@ -908,6 +940,11 @@ def watching(record: Record, created: list[Value]) -> Iterator[None]:
                 # recomputed at each replay when it is a read float
                 init(self, _held(data, record) if type(data) is TracedFloat else data, *args)
         else:
+            if ident() == me and _initialised(self):  # v.__init__(x): a reset by hand
+                record.problems.append(
+                    f"{reads.user_site(package=True)}: calls __init__ of a Value that exists "
+                    "(its number, gradient and inputs set anew); a replay would not"
+                )
             init(self, data, *args, **kwargs)
             if ident() != me:
                 return
@@ -1004,9 +1041,10 @@ def watching(record: Record, created: list[Value]) -> Iterator[None]:
         return rtruediv(self, other)
 
     def primitive_raised(fn: Primitive) -> None:
-        if threading.get_ident() == me and not is_own(fn):
+        if threading.get_ident() == me:
+            whose = "chainrule's" if is_own(fn) else "of yours"
             record.problems.append(
-                f"{reads.user_site(package=True)}: {fn.name!r}, a Primitive of yours, raises "
+                f"{reads.user_site(package=True)}: {fn.name!r}, a Primitive {whose}, raises "
                 "(caught in the function, it goes on: a replay would not know for which "
                 "inputs it raises)"
             )

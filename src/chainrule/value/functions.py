@@ -91,12 +91,20 @@ def minimum(a: Scalar, b: Scalar) -> Value:
 
 
 def is_own(fn: Primitive) -> bool:
-    """Whether ``fn``'s derivative rule is chainrule's own (the table's, the
-    fused ops', the losses'): a pure function of the operands, which a
-    compiled replay may evaluate in its backward pass. A user's rule may
-    read state (a global scale a schedule changes) or raise: a replay
-    evaluates it in its forward pass, when the eager engine does."""
-    module = getattr(fn.derivative, "__module__", None)
+    """Whether ``fn``'s functions are chainrule's own (the table's, the
+    fused ops', the losses'; a forward written in Python among them, or a C
+    function, ``operator.add``): pure functions of the operands, which a
+    compiled replay may evaluate in its backward pass. A user's may read
+    state (a global scale a schedule changes) or raise: a replay evaluates
+    them in its forward pass, when the eager engine does (a user's forward
+    with a derivative rule of the table's is the user's)."""
+    return _chainrule_s(fn.derivative) and (
+        type(fn.forward).__name__ != "function" or _chainrule_s(fn.forward)
+    )
+
+
+def _chainrule_s(f: object) -> bool:
+    module = getattr(f, "__module__", None)
     return type(module) is str and module.startswith(_PACKAGE)
 
 
@@ -119,14 +127,14 @@ def apply(fn: Primitive, inputs: Sequence[Any]) -> Value:
     try:
         y = E._as_float(fn.forward(*datas), fn.name)
         local = tuple(fn.derivative(FLOAT, *datas, y))
-    except Exception:
+        if len(local) != len(xs):
+            raise ValueError(
+                f"{fn.name}: derivative gave {len(local)} local gradients for {len(xs)} inputs"
+            )
+    except BaseException:
         if raised is not None:
             raised(fn)
         raise
-    if len(local) != len(xs):
-        raise ValueError(
-            f"{fn.name}: derivative gave {len(local)} local gradients for {len(xs)} inputs"
-        )
     return E._node(y, xs, (*local, fn))
 
 
