@@ -624,23 +624,19 @@ def _cut(x: float) -> Value:
 def test_a_value_reset_or_cut_off_by_hand_runs_eagerly(
     f: Callable[[float], Value], words: str
 ) -> None:
-    fast = chainrule.compile(f, budget=False)
-    got = []
-    with pytest.warns(CompileWarning, match=words):
+    def run(g: Callable[[float], Value]) -> list[tuple[float, ...]]:
+        rows = []
         for x in (1.0, 2.0, 3.0):
-            _RESET.data = 11.0
+            _RESET.data = 11.0  # (set between calls: the function resets it)
             W.grad = _RESET.grad = 0.0
-            out = fast(x)
+            out = g(x)
             out.backward()
-            got.append((out.data, W.grad, _RESET.grad, _RESET.data))
-    expected = []
-    for x in (1.0, 2.0, 3.0):
-        _RESET.data = 11.0
-        W.grad = _RESET.grad = 0.0
-        out = f(x)
-        out.backward()
-        expected.append((out.data, W.grad, _RESET.grad, _RESET.data))
-    assert got == expected
+            rows.append((out.data, W.grad, _RESET.grad, _RESET.data))
+        return rows
+
+    with pytest.warns(CompileWarning, match=words):
+        got = run(chainrule.compile(f, budget=False))
+    assert got == run(f)
 
 
 class _Odd(float):
