@@ -72,6 +72,8 @@ def powers(xs: list[float], c: float) -> list[float]:
 
 
 def _pow_scalar(x: Any, c: Any) -> Array:
+    if type(x) is np.ndarray and x.ndim == 1 and type(c) is float:  # (a group's row)
+        return np.array(powers(x.tolist(), c))
     if np.ndim(c):
         return _per_element(ieee.pow_scalar)(x, c)
     a = np.asarray(x, dtype=float)
