@@ -13,6 +13,7 @@ so it keeps the graph where ``math.exp(x)`` would drop it.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from types import FunctionType
 from typing import Any
 
 from . import engine as E
@@ -99,7 +100,7 @@ def is_own(fn: Primitive) -> bool:
     them in its forward pass, when the eager engine does (a user's forward
     with a derivative rule of the table's is the user's)."""
     return _chainrule_s(fn.derivative) and (
-        type(fn.forward).__name__ != "function" or _chainrule_s(fn.forward)
+        not isinstance(fn.forward, FunctionType) or _chainrule_s(fn.forward)
     )
 
 
