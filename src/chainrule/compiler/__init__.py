@@ -793,7 +793,7 @@ class Compiled:
         from . import step as _step  # noqa: F401  (its replays': loaded before the snapshot)
         from .reads import standing_for, traced
         from .symbolic import SymInt, int_checker
-        from .trace import Unsupported, grad_written, run_traced
+        from .trace import Unsupported, grad_written, parts_written, run_traced
 
         # (first: it imports numpy.random, which a function that reads sys.modules
         # must not see as its own change, and which is not the trace's cost)
@@ -874,7 +874,7 @@ class Compiled:
             raise
         rows = _write_rows(record)
         written = _write_back(containers)
-        cut = grad_written(record)
+        cut = grad_written(record) or parts_written(record)
         if cut is not None:
             record.problems.append(cut)
         if drew(generators, generators_state()):

@@ -172,7 +172,7 @@ def classify(items: list[Any], shape: Any = None, symbolic_ints: bool = True) ->
                     f"an argument is a {t.__name__} (a Value of your subclass) with attributes "
                     "of its own, which a replay would not read again; pass them as arguments"
                 )
-            key.append(Value)
+            key.append(t)  # (its class: v.__class__ = Param between calls)
             call.values.append(x)
         elif numpy is not None and isinstance(x, (numpy.generic, numpy.ndarray)):
             key.append(_numpy_key(x, numpy))  # float64 too: NumPy reads it whole

@@ -310,7 +310,7 @@ class Sources:
             else:
                 lo = mid + 1
         if lo == len(self.roots):
-            return "an attribute of a class it reads"
+            return "an attribute of a class it reads, or the class of a Value it reads"
         where, name = self.roots[lo]
         if name is None:
             return "a variable of a closure"
@@ -388,6 +388,10 @@ class Sources:
                 _enter([x], out, entered, budget, assumed, self.array_bytes, self.names)
         if classes:
             _walk_classes(out, entered, budget, known, self.array_bytes, self.names)
+        if roots is None and _subclassed():  # (a Value's class: v.__class__ = Param)
+            types = [t for t in map(type, out) if t is Value or _is_value_type(t)]
+            out.lengths.append(len(types))
+            out.extend(types)
         if out.opaque is not None:
             self.complete = False
             self.why = (
@@ -515,6 +519,9 @@ def _enter(
                     kind = _kind(t)
                 if kind is _SKIP:
                     continue
+                if kind is _TYPED:
+                    classes[t] = None
+                    continue
                 if kind is _CLASS:
                     classes[x] = None
                     classes[t] = None
@@ -600,6 +607,10 @@ def _enter(
 
 
 _SKIP = "skip"
+#: A Value of the user's subclass with no attributes of its own: its
+#: class's namespace is walked (``Param.__mul__`` replaced between calls:
+#: ``d * x`` runs the new one), the object itself never entered.
+_TYPED = "typed"
 #: A class, wherever it is reached (an entry of a dict or a list, an
 #: attribute, a default, a partial's argument: ``REGISTRY["cfg"].scale``):
 #: its namespaces and its metaclass's, where they are the user's, are walked
@@ -811,7 +822,7 @@ def _kind(t: type) -> Any:
         # (a Value of the user's subclass: its own attributes, p.scale, in
         # its __dict__ or its classes' __slots__; its number and gradient
         # are the trace's inputs, not guards)
-        kind = own_slots(t) or (() if _has_dict(t) else _SKIP)
+        kind = own_slots(t) or (() if _has_dict(t) else _TYPED)
     elif t in _ATOMS or t is type(None) or issubclass(t, _OPAQUE) or t.__module__ in _NOT_DATA:
         kind = _SKIP
     elif numpy is not None and issubclass(t, numpy.ndarray):
@@ -828,6 +839,25 @@ def _kind(t: type) -> Any:
                 kind = _SKIP  # (no attributes: a descriptor in a class, a property)
     _KINDS[t] = kind  # (a type made before NumPy's import is not an array's)
     return kind
+
+
+#: Value's direct subclasses when last asked, and whether one is the user's.
+_FAMILY: list[Any] = [None, False]
+
+
+def _subclassed() -> bool:
+    """Whether a class of the user's derives from Value: then a Value's class
+    may be swapped between calls (``w.__class__ = Param``, layouts alike),
+    which its identity does not tell, and the walk keeps the class of each
+    Value it meets."""
+    now = Value.__subclasses__()
+    if now != _FAMILY[0]:
+        _FAMILY[:] = now, any(not t.__module__.startswith("chainrule.") for t in now)
+    return bool(_FAMILY[1])
+
+
+def _is_value_type(t: type) -> bool:
+    return t not in _LEAVES and issubclass(t, Value)
 
 
 def _has_dict(t: type) -> bool:

@@ -515,8 +515,8 @@ def grad_written(record: Record) -> str | None:
     """Why the trace cannot be replayed when user code wrote ``.grad`` of a
     node it made (``o.grad = 1.0``, a backward pass by hand: the engine's
     operations leave it 0.0, and a replay hands back new nodes), else None.
-    (A node's ``_prev``, ``_local`` or ``_fn`` written by hand is not seen:
-    the compile page's sharp bits.)"""
+    (A node's ``_prev``, ``_local`` or ``_fn`` written by hand:
+    :func:`parts_written`.)"""
     try:  # (at C speed, making nothing)
         if not any(map(operator.attrgetter("grad"), record.nodes)):
             return None
@@ -530,6 +530,34 @@ def grad_written(record: Record) -> str | None:
     return None
 
 
+_prev_slot = Value.__dict__["_prev"]
+_local_slot = Value.__dict__["_local"]
+_first, _second = operator.itemgetter(0), operator.itemgetter(1)
+
+
+def parts_written(record: Record) -> str | None:
+    """Why the trace cannot be replayed when a node it made no longer holds
+    the inputs (``_prev``) or local derivatives (``_local``) its operation
+    gave it: written by hand through Value's own slots
+    (``Value.__dict__["_prev"].__set__(h, ())``), which :func:`_watched`
+    cannot see; a replay would compute the node as its operation did."""
+    nodes, born = record.nodes, record.born
+    try:  # (at C speed)
+        if all(map(operator.is_, map(_prev_slot.__get__, nodes), map(_first, born))) and all(
+            map(operator.is_, map(_local_slot.__get__, nodes), map(_second, born))
+        ):
+            return None
+    except AttributeError:  # (an operation raised before its node had them)
+        pass
+    for v, (inputs, local, *_) in zip(nodes, born):
+        if getattr(v, "_prev", inputs) is not inputs or getattr(v, "_local", local) is not local:
+            return (
+                f"sets the inputs or local derivatives of a Value it made ({v._op!r}: _prev, "
+                "_local, _fn) by hand; a replay would compute it as its operation did"
+            )
+    return None
+
+
 def release(record: Record) -> None:
     """After a trace (captured or not, or raised): the nodes its operations
     made become plain Values. One kept where it outlives the call (a list,
@@ -540,6 +568,7 @@ def release(record: Record) -> None:
         if type(v) is TraceValue:
             v.__class__ = Value
     record.nodes = []
+    record.born = []
     for v, local in record.recipe_leaves:  # a leaf again, as eagerly (one kept too)
         v._prev = ()
         v._local = local
@@ -690,14 +719,18 @@ def _watched(name: str) -> property:
     (``h._prev = set()``, micrograd's way to cut a node off by hand), the
     function runs eagerly: a replay computes the node as traced."""
     slot = Value.__dict__[name]
+    setter = protocols.NodeProtocols._fn.fset.__code__  # type: ignore[attr-defined]
 
     def write(v: Any, x: Any, put: Any = slot.__set__, getframe: Any = sys._getframe) -> None:
         put(v, x)
-        if not getframe(1).f_code.co_filename.startswith(reads.PACKAGE_DIR):
+        caller, written = getframe(1), name
+        if caller.f_code is setter:  # (h._fn = P: the setter writes _local)
+            caller, written = caller.f_back, "_fn"
+        if not caller.f_code.co_filename.startswith(reads.PACKAGE_DIR):
             record = reads.current()
             if record is not None:
                 record.problems.append(
-                    f"{reads.user_site(package=True)}: writes {name} of a Value it made (its "
+                    f"{reads.user_site(package=True)}: writes {written} of a Value it made (its "
                     "inputs or local derivatives); a replay would not"
                 )
 
@@ -917,9 +950,11 @@ def watching(record: Record, created: list[Value]) -> Iterator[None]:
         if on:
             record.recipe_leaves.append((v, v._local))  # (put back: release)
             _depends(v, on, RECIPE)
+            if record.nodes and record.nodes[-1] is v:  # (a number operand's: as made now)
+                record.born[-1] = (v._prev, v._local)
 
     state_now = mode.state.get
-    made = record.nodes.append
+    made, born = record.nodes.append, record.born.append
     operator_node, number_operand = engine._OPERATOR, engine._NUMBER
     set_class, ident, live = _class_slot.__set__, threading.get_ident, reads.live
     note_created = created.append
@@ -931,6 +966,7 @@ def watching(record: Record, created: list[Value]) -> Iterator[None]:
                 return
             set_class(self, TraceValue)
             made(self)
+            born(args)
             recording = state_now()  # (None: a graph is recorded, the common case)
             if recording is not None:
                 _unusual_recording(recording, args[0], record)

@@ -12,6 +12,7 @@ so it keeps the graph where ``math.exp(x)`` would drop it.
 
 from __future__ import annotations
 
+import operator
 from collections.abc import Callable, Sequence
 from types import FunctionType
 from typing import Any
@@ -93,15 +94,20 @@ def minimum(a: Scalar, b: Scalar) -> Value:
 
 def is_own(fn: Primitive) -> bool:
     """Whether ``fn``'s functions are chainrule's own (the table's, the
-    fused ops', the losses'; a forward written in Python among them, or a C
-    function, ``operator.add``): pure functions of the operands, which a
+    fused ops', the losses'; a forward written in Python among them, or one
+    of the table's C functions, ``operator.add``): pure functions of the operands, which a
     compiled replay may evaluate in its backward pass. A user's may read
     state (a global scale a schedule changes) or raise: a replay evaluates
     them in its forward pass, when the eager engine does (a user's forward
     with a derivative rule of the table's is the user's)."""
-    return _chainrule_s(fn.derivative) and (
-        not isinstance(fn.forward, FunctionType) or _chainrule_s(fn.forward)
-    )
+    forward = fn.forward
+    if isinstance(forward, FunctionType):
+        return _chainrule_s(fn.derivative) and _chainrule_s(forward)
+    return _chainrule_s(fn.derivative) and any(forward is f for f in _C_FORWARDS)
+
+
+#: The table's forwards written in C (a user's ``math.exp`` is not one of them).
+_C_FORWARDS = (operator.add, operator.mul, abs, float)
 
 
 def _chainrule_s(f: object) -> bool:
