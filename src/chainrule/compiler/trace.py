@@ -550,7 +550,10 @@ def parts_written(record: Record) -> str | None:
     except AttributeError:  # (an operation raised before its node had them)
         pass
     for v, (inputs, local, *_) in zip(nodes, born):
-        if getattr(v, "_prev", inputs) is not inputs or getattr(v, "_local", local) is not local:
+        now = getattr(v, "_local", local)
+        if now is engine._NO_GRAD and not getattr(v, "_prev", ()):
+            continue  # (a number made a constant under no_grad(): engine._unusual)
+        if getattr(v, "_prev", inputs) is not inputs or now is not local:
             return (
                 f"sets the inputs or local derivatives of a Value it made ({v._op!r}: _prev, "
                 "_local, _fn) by hand; a replay would compute it as its operation did"
@@ -566,7 +569,7 @@ def release(record: Record) -> None:
     trace's class is left in the user's objects."""
     for v in record.nodes:
         if type(v) is TraceValue:
-            v.__class__ = Value
+            _class_slot.__set__(v, Value)
     record.nodes = []
     record.born = []
     for v, local in record.recipe_leaves:  # a leaf again, as eagerly (one kept too)
@@ -955,8 +958,10 @@ def watching(record: Record, created: list[Value]) -> Iterator[None]:
 
     state_now = mode.state.get
     made, born = record.nodes.append, record.born.append
-    operator_node, number_operand = engine._OPERATOR, engine._NUMBER
+    operator_node = engine._OPERATOR
     set_class, ident, live = _class_slot.__set__, threading.get_ident, reads.live
+    put_data, put_grad = _data_slot.__set__, _grad_slot.__set__
+    put_prev, put_local = _prev_slot.__set__, _local_slot.__set__
     note_created = created.append
 
     def new_init(self: Value, data: Any, *args: Any, **kwargs: Any) -> None:
@@ -964,17 +969,21 @@ def watching(record: Record, created: list[Value]) -> Iterator[None]:
             if ident() != me:
                 init(self, data, *args)
                 return
+            # (Value.__init__'s operator case, its four slots set through the
+            # slots themselves, not the watched properties user code's writes
+            # go through: then of the trace's class)
+            # (a number operand's leaf: a constant of the trace, or one
+            # recomputed at each replay when it is a read float)
+            put_data(self, _held(data, record) if type(data) is TracedFloat else data)
+            put_grad(self, 0.0)
+            put_prev(self, args[0])
+            put_local(self, args[1])
             set_class(self, TraceValue)
             made(self)
             born(args)
             recording = state_now()  # (None: a graph is recorded, the common case)
             if recording is not None:
                 _unusual_recording(recording, args[0], record)
-            if args[1] is not number_operand:
-                init(self, data, *args)
-            else:  # a number operand's leaf: a constant of the trace, or one
-                # recomputed at each replay when it is a read float
-                init(self, _held(data, record) if type(data) is TracedFloat else data, *args)
         else:
             if ident() == me and _initialised(self):  # v.__init__(x): a reset by hand
                 record.problems.append(
