@@ -53,6 +53,9 @@ from .trace import GATHER, RECIPE, StandIn, TraceValue, Unsupported
 
 _get_data = operator.attrgetter("data")
 _get_prev = operator.attrgetter("_prev")
+#: A node's slots read through the slots themselves (a trace's nodes have
+#: watched properties of those names: a call each).
+_prev_of, _local_of = Value.__dict__["_prev"].__get__, Value.__dict__["_local"].__get__
 
 
 class _Roots:
@@ -197,7 +200,8 @@ def _lay_out(
     record: Record,
     pinned: set[Value],
 ) -> Program:
-    uses = collections.Counter(itertools.chain.from_iterable(map(_get_prev, nodes)))
+    prevs, locals_ = list(map(_prev_of, nodes)), list(map(_local_of, nodes))
+    uses = collections.Counter(itertools.chain.from_iterable(prevs))
     level: dict[Any, int] = dict.fromkeys(leaves, 0)
     get_level = level.__getitem__
     # Running sums, by their last +, while their chain may grow.
@@ -228,15 +232,21 @@ def _lay_out(
 
     one_place = 1 << PLACE_BITS
     # v's place: its walk position, with input 0
-    for place, v in zip(range((len(nodes) - 1) * one_place, -1, -one_place), reversed(nodes)):
-        prev = v._prev
+    places_down = range((len(nodes) - 1) * one_place, -1, -one_place)
+    for place, v, prev, local in zip(
+        places_down, reversed(nodes), reversed(prevs), reversed(locals_)
+    ):
         if (  # (a stand-in another trace made and left in a list: made outside)
             type(v) is not TraceValue
             and v not in made
             and (type(v) is not StandIn or v not in record.aliases)
         ):
             raise MadeOutside(v)
-        fn = _primitive(v)
+        fn = local[-1] if local else None  # (_primitive, inline: the common cases)
+        if type(fn) is str:
+            fn = BY_NAME[fn]
+        elif type(fn) is not Primitive:
+            fn = v._fn
         if fn is ADD:
             a, b = prev
             if a in extendable:

@@ -182,9 +182,10 @@ class Record:
         # the nodes the operations made while tracing (trace.TraceValue until
         # the trace is done: trace.release)
         self.nodes: list[Any] = []
-        # the arguments each of them was made with (its inputs and local
-        # derivatives: trace.parts_written), one for one
-        self.born: list[tuple[Any, ...]] = []
+        # the inputs and the local derivatives each of them was made with
+        # (trace.parts_written), one for one
+        self.born_inputs: list[Any] = []
+        self.born_locals: list[Any] = []
         # the leaves made while tracing (Value(c) in fn: its c, from wherever it came)
         self.made_leaves: set[Identity] = set()
         # the copies of the arguments' lists, tuples and dicts the trace runs on

@@ -532,7 +532,6 @@ def grad_written(record: Record) -> str | None:
 
 _prev_slot = Value.__dict__["_prev"]
 _local_slot = Value.__dict__["_local"]
-_first, _second = operator.itemgetter(0), operator.itemgetter(1)
 
 
 def parts_written(record: Record) -> str | None:
@@ -541,15 +540,15 @@ def parts_written(record: Record) -> str | None:
     gave it: written by hand through Value's own slots
     (``Value.__dict__["_prev"].__set__(h, ())``), which :func:`_watched`
     cannot see; a replay would compute the node as its operation did."""
-    nodes, born = record.nodes, record.born
-    try:  # (at C speed)
-        if all(map(operator.is_, map(_prev_slot.__get__, nodes), map(_first, born))) and all(
-            map(operator.is_, map(_local_slot.__get__, nodes), map(_second, born))
+    nodes = record.nodes
+    try:  # (at C speed; flat lists of what they were made with: one node read at a time)
+        if all(map(operator.is_, map(_prev_slot.__get__, nodes), record.born_inputs)) and all(
+            map(operator.is_, map(_local_slot.__get__, nodes), record.born_locals)
         ):
             return None
     except AttributeError:  # (an operation raised before its node had them)
         pass
-    for v, (inputs, local, *_) in zip(nodes, born):
+    for v, inputs, local in zip(nodes, record.born_inputs, record.born_locals):
         now = getattr(v, "_local", local)
         if now is engine._NO_GRAD and not getattr(v, "_prev", ()):
             continue  # (a number made a constant under no_grad(): engine._unusual)
@@ -571,7 +570,8 @@ def release(record: Record) -> None:
         if type(v) is TraceValue:
             _class_slot.__set__(v, Value)
     record.nodes = []
-    record.born = []
+    record.born_inputs = []
+    record.born_locals = []
     for v, local in record.recipe_leaves:  # a leaf again, as eagerly (one kept too)
         v._prev = ()
         v._local = local
@@ -954,10 +954,11 @@ def watching(record: Record, created: list[Value]) -> Iterator[None]:
             record.recipe_leaves.append((v, v._local))  # (put back: release)
             _depends(v, on, RECIPE)
             if record.nodes and record.nodes[-1] is v:  # (a number operand's: as made now)
-                record.born[-1] = (v._prev, v._local)
+                record.born_inputs[-1], record.born_locals[-1] = v._prev, v._local
 
     state_now = mode.state.get
-    made, born = record.nodes.append, record.born.append
+    made = record.nodes.append
+    born_inputs, born_locals = record.born_inputs.append, record.born_locals.append
     operator_node = engine._OPERATOR
     set_class, ident, live = _class_slot.__set__, threading.get_ident, reads.live
     put_data, put_grad = _data_slot.__set__, _grad_slot.__set__
@@ -980,7 +981,8 @@ def watching(record: Record, created: list[Value]) -> Iterator[None]:
             put_local(self, args[1])
             set_class(self, TraceValue)
             made(self)
-            born(args)
+            born_inputs(args[0])
+            born_locals(args[1])
             recording = state_now()  # (None: a graph is recorded, the common case)
             if recording is not None:
                 _unusual_recording(recording, args[0], record)
