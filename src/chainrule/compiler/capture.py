@@ -146,20 +146,6 @@ def build(
 PLACE_BITS = 32
 
 
-def _primitive(v: Value) -> Primitive:
-    """``v._fn``, without the property's call where ``_local`` ends with the
-    primitive or its name (the engine's ``+`` and ``*``): the common cases."""
-    local = v._local
-    if local:
-        fn = local[-1]
-        kind = type(fn)
-        if kind is str:
-            return BY_NAME[fn]
-        if kind is Primitive:
-            return fn
-    return v._fn
-
-
 def _check_replayable(fn: Primitive) -> None:
     """Refuse a primitive whose backward pass cannot be replayed (checked
     once per group, where its first node meets it)."""
@@ -242,7 +228,7 @@ def _lay_out(
             and (type(v) is not StandIn or v not in record.aliases)
         ):
             raise MadeOutside(v)
-        fn = local[-1] if local else None  # (_primitive, inline: the common cases)
+        fn = local[-1] if local else None  # (v._fn without its property: the common cases)
         if type(fn) is str:
             fn = BY_NAME[fn]
         elif type(fn) is not Primitive:
