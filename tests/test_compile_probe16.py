@@ -18,6 +18,7 @@ import pytest
 import chainrule
 from chainrule import Primitive, Value
 from chainrule.compiler import CompileWarning
+from chainrule.value.primitives import ADD as P_ADD
 from chainrule.value.primitives import EXP as P_EXP
 from chainrule.value.primitives import MUL as P_MUL
 
@@ -88,6 +89,32 @@ def test_a_node_s_fn_written_runs_eagerly_named_at_the_user_s_line() -> None:
     write is the user's, at the line that wrote it."""
     with pytest.warns(CompileWarning, match=r"test_compile_probe16.py:\d+: writes _fn of a Value"):
         fast = _same_as_eager(_retagged, [(1.0,), (2.0,), (3.0,)], [W, U])
+    assert fast.stats()["hits"] == 0
+
+
+def _leaf_rewired(x: float) -> Value:
+    c = Value(W.data + U.data)  # a leaf made inside, from read floats...
+    c._prev = (W, U)  # ...made a node by hand, with a local derivative of its own
+    c._local = (3.0, 1.0, P_ADD)
+    return c * x
+
+
+def _leaf_rewired_by_slot(x: float) -> Value:
+    c = Value(W.data * U.data)
+    _CUT(c, (W, U))
+    _SET_LOCAL(c, (2.0 * U.data, W.data, P_MUL))
+    return c * x
+
+
+@pytest.mark.parametrize("fn", [_leaf_rewired, _leaf_rewired_by_slot])
+def test_a_leaf_made_inside_and_rewired_by_hand_runs_eagerly(
+    fn: Callable[[float], Value],
+) -> None:
+    """A ``Value(x)`` whose ``_prev`` and ``_local`` are set by hand is a
+    node eagerly (its number as made, its gradient by the local derivative
+    set): the call that traces too, whose result keeps the wiring."""
+    with pytest.warns(CompileWarning, match="sets the inputs or local derivatives of a Value"):
+        fast = _same_as_eager(fn, [(1.0,), (2.0,), (3.0,)], [W, U])
     assert fast.stats()["hits"] == 0
 
 

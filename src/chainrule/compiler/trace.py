@@ -535,23 +535,27 @@ _local_slot = Value.__dict__["_local"]
 
 
 def parts_written(record: Record) -> str | None:
-    """Why the trace cannot be replayed when a node it made no longer holds
-    the inputs (``_prev``) or local derivatives (``_local``) its operation
-    gave it: written by hand through Value's own slots
-    (``Value.__dict__["_prev"].__set__(h, ())``), which :func:`_watched`
-    cannot see; a replay would compute the node as its operation did."""
+    """Why the trace cannot be replayed when a Value it made no longer holds
+    the inputs (``_prev``) or local derivatives (``_local``) it was made
+    with: written by hand, through Value's own slots too
+    (``Value.__dict__["_prev"].__set__(h, ())``, which :func:`_watched`
+    cannot see), or a leaf made inside turned into a node (``c._prev =
+    (w,)``); a replay would compute it as its operation did."""
     nodes = record.nodes
     try:  # (at C speed; flat lists of what they were made with: one node read at a time)
-        if all(map(operator.is_, map(_prev_slot.__get__, nodes), record.born_inputs)) and all(
-            map(operator.is_, map(_local_slot.__get__, nodes), record.born_locals)
-        ):
-            return None
+        rewired = not (
+            all(map(operator.is_, map(_prev_slot.__get__, nodes), record.born_inputs))
+            and all(map(operator.is_, map(_local_slot.__get__, nodes), record.born_locals))
+        )
     except AttributeError:  # (an operation raised before its node had them)
-        pass
-    for v, inputs, local in zip(nodes, record.born_inputs, record.born_locals):
+        rewired = True
+    made = zip(nodes, record.born_inputs, record.born_locals) if rewired else ()
+    for v, inputs, local in itertools.chain(made, record.leaf_parts):
         now = getattr(v, "_local", local)
         if now is engine._NO_GRAD and not getattr(v, "_prev", ()):
             continue  # (a number made a constant under no_grad(): engine._unusual)
+        if now is not local and v._fn.closure is not None:
+            continue  # (micrograd's v._backward = closure: capture names it)
         if getattr(v, "_prev", inputs) is not inputs or now is not local:
             return (
                 f"sets the inputs or local derivatives of a Value it made ({v._op!r}: _prev, "
@@ -572,9 +576,11 @@ def release(record: Record) -> None:
     record.nodes = []
     record.born_inputs = []
     record.born_locals = []
+    record.leaf_parts = []
     for v, local in record.recipe_leaves:  # a leaf again, as eagerly (one kept too)
-        v._prev = ()
-        v._local = local
+        if v._fn is RECIPE:  # (not one user code rewired by hand: c._prev = (w,))
+            v._prev = ()
+            v._local = local
     record.recipe_leaves = []
 
 
@@ -999,6 +1005,8 @@ def watching(record: Record, created: list[Value]) -> Iterator[None]:
         note_created(self)
         if type(data) is TracedFloat and live(data) and not self._prev:
             read_leaf(self, data)
+        if type(self) is not TraceValue:  # a leaf made inside (Value(x)): as made now
+            record.leaf_parts.append((self, _prev_slot.__get__(self), _local_slot.__get__(self)))
 
     def keep_read(x: object, op: str) -> float:
         if reads.live(x) and threading.get_ident() == me:
