@@ -250,3 +250,43 @@ def test_a_primitive_of_yours_with_a_c_forward_is_named_yours() -> None:
     with pytest.warns(CompileWarning, match="'my_exp', a Primitive of yours, raises"):
         got = [(fast(x).data, _guarded_exp(x).data) for x in (1e4, 1.0, 2.0)]
     assert got == [(3000.0, 3000.0), (math.exp(0.3), math.exp(0.3)), (math.exp(0.6), math.exp(0.6))]
+
+
+# -- an optional argument tested by identity (AV1) -------------------------------
+
+_NOTHING = object()
+_REF: list[float] = [1.0, 2.0]
+
+
+def _masked(x: float, mask: Any = None) -> Value:
+    h = [W * x, U * x]
+    if mask is not None:
+        h = [hi * m for hi, m in zip(h, mask)]
+    if mask is _NOTHING:
+        return W
+    return h[0] + h[1]
+
+
+def test_an_optional_argument_tested_against_none_replays() -> None:
+    """``mask is not None`` on a list, tuple or dict argument: the trace
+    holds a copy of it, but neither the copy nor the caller's one is
+    ``None`` or any object of another type; the answer is eager's, and
+    replays go on."""
+    fast = chainrule.compile(_masked, budget=False)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", CompileWarning)
+        for args in [(1.0, [1.0, 0.0]), (2.0, [0.0, 1.0]), (3.0, (1.0, 1.0)), (4.0, (2.0, 0.5))]:
+            assert _numbers(fast, [W, U], *args) == _numbers(_masked, [W, U], *args)
+    assert fast.stats()["hits"] == 2
+
+
+def _is_ref(xs: list[float]) -> Value:
+    return W * (2.0 if xs is _REF else 1.0)
+
+
+def test_a_list_argument_that_may_be_the_global_it_is_compared_with_runs_eagerly() -> None:
+    """Against a list reached otherwise, the caller's list may be that one."""
+    fast = chainrule.compile(_is_ref, budget=False)
+    with pytest.warns(CompileWarning, match="list, tuple or dict argument"):
+        got = [(fast(xs).data, _is_ref(xs).data) for xs in ([1.0, 2.0], _REF, [3.0, 4.0])]
+    assert got == [(0.3, 0.3), (0.6, 0.6), (0.3, 0.3)]

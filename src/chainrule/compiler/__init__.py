@@ -693,8 +693,6 @@ class Compiled:
                     if odd is not None:
                         self._why = [odd]
         with self._lock:
-            if tried:  # (no kept trace of this graph holds)
-                self.retraces += 1
             sight = self.budget.first_sight(call.key)
             warn = sight in ("eager", "rare") and not self._warned and self.budget.mostly_met_once()
             last, self._last_key = self._last_key, call.key
@@ -721,6 +719,7 @@ class Compiled:
             refused = self.budget.refuse()
             if refused is None:
                 self.traces += 1
+                self.retraces += bool(tried)  # (no kept trace of this graph held)
             elif last is not None:
                 refused += f" ({describe(last, call.key, self._reasons())})"
         if refused is not None:

@@ -420,6 +420,10 @@ def _origin(x: Any) -> Any:
     return _entry(x) if row is None else row
 
 
+#: The types of the arguments' containers a trace runs on copies of.
+_COPIED_TYPES = (list, tuple, dict)
+
+
 def by_entry(f: Callable[..., Any], args: tuple[Any, ...], depth: int = 1) -> Any:
     """``f(*args)`` for a function that tells objects apart by identity
     (``is``, ``id``, ``operator.is_``, ``object.__hash__``, ``object.__eq__``,
@@ -429,6 +433,10 @@ def by_entry(f: Callable[..., Any], args: tuple[Any, ...], depth: int = 1) -> An
     tracing, the function runs eagerly (which picks are the same entry
     depends on the ints); ``depth``: the user's frame."""
     if any(map(_copied, args)):  # an argument's list, tuple or dict: the caller's own
+        if (f is operator.is_ or f is operator.is_not) and not all(
+            isinstance(x, _COPIED_TYPES) for x in args
+        ):  # (mask is None: no other kind of object is the caller's one or its copy)
+            return f(*args)
         copies = reads.current().arg_copies  # type: ignore[union-attr]
         reads.identity_unseen(
             "one is a list, tuple or dict argument, which the trace runs on a copy of"
