@@ -290,3 +290,72 @@ def test_a_list_argument_that_may_be_the_global_it_is_compared_with_runs_eagerly
     with pytest.warns(CompileWarning, match="list, tuple or dict argument"):
         got = [(fast(xs).data, _is_ref(xs).data) for xs in ([1.0, 2.0], _REF, [3.0, 4.0])]
     assert got == [(0.3, 0.3), (0.6, 0.6), (0.3, 0.3)]
+
+
+# -- round thirty-three (AW) ------------------------------------------------------
+
+_SET_DATA = Value.__dict__["data"].__set__
+FIVE = Value(5.0)
+
+
+def _clamped_by_slot(x: float) -> Value:
+    h = FIVE * x
+    _SET_DATA(h, 5.0)  # the number it holds on the call that traces (x = 1.0)
+    return h * U + W
+
+
+def test_data_written_through_value_s_slot_runs_eagerly_even_when_equal() -> None:
+    """The check after the trace compares each node's number with the
+    very float its operation gave it: an equal one written is a write."""
+    with pytest.warns(CompileWarning, match="writes .data of a Value it made"):
+        fast = _same_as_eager(_clamped_by_slot, [(1.0,), (2.0,), (3.0,)], [W, U])
+    assert fast.stats()["hits"] == 0
+
+
+def _freed(x: float) -> Value:
+    h = W * x
+    out = h * U + W
+    del h.data  # freed by hand after its last use
+    return out
+
+
+def test_data_deleted_on_a_node_made_inside_runs_eagerly() -> None:
+    """Eagerly the numbers (the backward pass reads the saved local
+    derivatives); it raised compile's own AttributeError."""
+    with pytest.warns(CompileWarning, match="deletes .data of a Value it made"):
+        fast = _same_as_eager(_freed, [(1.0,), (2.0,)], [W, U])
+    assert fast.stats()["hits"] == 0
+
+
+class _Meta(type):
+    scale = 2.0
+
+    @property
+    def factor(cls) -> float:
+        return _Meta.scale
+
+
+class _Settings(metaclass=_Meta):
+    def factor_of(self) -> float:
+        return float(type(self).factor)  # type: ignore[attr-defined]
+
+
+SETTINGS = _Settings()
+
+
+def _through_the_metaclass(x: float) -> Value:
+    return W * x * SETTINGS.factor_of()
+
+
+def test_a_metaclass_attribute_read_through_an_object_s_class_is_guarded(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """``type(self).factor``, a property of the metaclass of an object's
+    class: the metaclass's namespace is walked with the class's."""
+    fast = chainrule.compile(_through_the_metaclass, budget=False)
+    assert _numbers(fast, [W], 1.0) == _numbers(_through_the_metaclass, [W], 1.0)
+    assert _numbers(fast, [W], 2.0) == _numbers(_through_the_metaclass, [W], 2.0)
+    monkeypatch.setattr(_Meta, "scale", 3.0)
+    assert _numbers(fast, [W], 2.0) == _numbers(_through_the_metaclass, [W], 2.0)
+    assert _numbers(fast, [W], 2.0) == (1.7999999999999998, 6.0)
+    assert fast.stats()["hits"] >= 2

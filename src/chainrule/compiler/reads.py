@@ -186,6 +186,7 @@ class Record:
         # (trace.parts_written), one for one
         self.born_inputs: list[Any] = []
         self.born_locals: list[Any] = []
+        self.born_data: list[Any] = []
         # the leaves made while tracing (Value(x)), each with its _prev and _local then
         self.leaf_parts: list[tuple[Any, Any, Any]] = []
         # the leaves made while tracing (Value(c) in fn: its c, from wherever it came)

@@ -388,8 +388,9 @@ class Sources:
                 _enter([x], out, entered, budget, assumed, self.array_bytes, self.names)
         if classes:
             _walk_classes(out, entered, budget, known, self.array_bytes, self.names)
-        if roots is None and _subclassed():  # (a Value's class: v.__class__ = Param)
-            types = [t for t in map(type, out) if t is Value or _is_value_type(t)]
+        family = _value_family() if roots is None else None
+        if family:  # (a Value's class: v.__class__ = Param between calls; in C)
+            types = list(filter(family.__contains__, map(type, out)))
             out.lengths.append(len(types))
             out.extend(types)
         if out.opaque is not None:
@@ -841,23 +842,24 @@ def _kind(t: type) -> Any:
     return kind
 
 
-#: Value's direct subclasses when last asked, and whether one is the user's.
-_FAMILY: list[Any] = [None, False]
+#: Value's classes when last asked (Value and every subclass), and the set
+#: of them where one is the user's (else empty).
+_FAMILY: list[Any] = [None, frozenset()]
 
 
-def _subclassed() -> bool:
-    """Whether a class of the user's derives from Value: then a Value's class
-    may be swapped between calls (``w.__class__ = Param``, layouts alike),
-    which its identity does not tell, and the walk keeps the class of each
-    Value it meets."""
-    now = Value.__subclasses__()
+def _value_family() -> frozenset[type]:
+    """Value and its subclasses, where a class of the user's derives from
+    Value (else empty): then a Value's class may be swapped between calls
+    (``w.__class__ = Param``, layouts alike), which its identity does not
+    tell, and the walk keeps the class of each Value it meets."""
+    now, level = [Value], [Value]
+    while level:  # (a few classes: compile's own, the user's)
+        level = [k for t in level for k in t.__subclasses__()]
+        now += level
     if now != _FAMILY[0]:
-        _FAMILY[:] = now, any(not t.__module__.startswith("chainrule.") for t in now)
-    return bool(_FAMILY[1])
-
-
-def _is_value_type(t: type) -> bool:
-    return t not in _LEAVES and issubclass(t, Value)
+        users = any(not t.__module__.startswith("chainrule.") for t in now)
+        _FAMILY[:] = now, frozenset(now) if users else frozenset()
+    return _FAMILY[1]
 
 
 def _has_dict(t: type) -> bool:
@@ -1272,7 +1274,10 @@ def _identifiers(x: Any) -> list[str]:
 
 def _users(klass: type) -> bool:
     """Whether ``klass`` is the user's (its module is: :func:`_users_module`)."""
-    return _users_module(sys.modules.get(klass.__module__), klass.__module__)
+    name = klass.__module__
+    if type(name) is not str:  # (a C metatype's: its own descriptor, no name)
+        return False
+    return _users_module(sys.modules.get(name), name)
 
 
 def _users_module(module: ModuleType | None, name: str = "") -> bool:
@@ -1461,10 +1466,12 @@ def user_spaces(klass: type) -> tuple[Any, ...]:
     enters has them entered too, once a walk, so a class attribute changed
     between calls (``Layer.scale = 4.0``, a method patched on the class) of
     an object reached at any depth (``self.layer.scale``, an argument's)
-    traces again. A library's class is its own business."""
+    traces again; its metaclass's too. A library's class is its own business."""
     spaces = _USER_SPACES.get(klass)
-    if spaces is None:
-        spaces = tuple(_space(k) for k in klass.__mro__ if k is not object and _users(k))
+    if spaces is None:  # (and its metaclass's: type(self).factor, a metaclass property)
+        meta: Any = type(klass)
+        mro = klass.__mro__ + meta.__mro__
+        spaces = tuple(_space(k) for k in mro if k is not object and k is not type and _users(k))
         _USER_SPACES[klass] = spaces
     return spaces
 

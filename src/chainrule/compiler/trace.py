@@ -515,7 +515,11 @@ def untrace(roots: list[Any], record: Record) -> dict[Any, Any]:
                 v._prev = tuple(picks.get(p, p) for p in v._prev)
             if v._local:
                 v._local = tuple(map(_plain, v._local))
-        _data_slot.__set__(v, _plain(_data_slot.__get__(v, Value)))
+        try:
+            d = _data_slot.__get__(v, Value)
+        except AttributeError:  # (del h.data in user code: none, as eagerly)
+            continue
+        _data_slot.__set__(v, _plain(d))
     return picks
 
 
@@ -554,9 +558,20 @@ def parts_written(record: Record) -> str | None:
         rewired = not (
             all(map(operator.is_, map(_prev_slot.__get__, nodes), record.born_inputs))
             and all(map(operator.is_, map(_local_slot.__get__, nodes), record.born_locals))
+            and all(map(operator.is_, map(_data_slot.__get__, nodes), record.born_data))
         )
     except AttributeError:  # (an operation raised before its node had them)
         rewired = True
+    if rewired:  # (.data through Value's own slot: Value.__dict__["data"].__set__(h, 5.0))
+        for v, d in zip(nodes, record.born_data):
+            try:
+                if _data_slot.__get__(v) is not d:
+                    return (
+                        f"writes .data of a Value it made ({v._op!r}), through Value's own "
+                        "slot; a replay would not repeat the write"
+                    )
+            except AttributeError:
+                pass
     made = zip(nodes, record.born_inputs, record.born_locals) if rewired else ()
     for v, inputs, local in itertools.chain(made, record.leaf_parts):
         now = getattr(v, "_local", local)
@@ -584,6 +599,7 @@ def release(record: Record) -> None:
     record.nodes = []
     record.born_inputs = []
     record.born_locals = []
+    record.born_data = []
     record.leaf_parts = []
     for v, local in record.recipe_leaves:  # a leaf again, as eagerly (one kept too)
         if v._fn is RECIPE:  # (not one user code rewired by hand: c._prev = (w,))
@@ -723,8 +739,21 @@ def _named(name: str, *accessors: Any) -> property:
     return made
 
 
+def _delete_new(
+    v: Any, getframe: Any = sys._getframe, internal: frozenset[Any] = _INTERNAL
+) -> None:
+    _data_slot.__delete__(v)
+    if getframe(1).f_code.co_filename not in internal:
+        record = reads.current()
+        if record is not None:
+            record.problems.append(
+                f"{reads.user_site(package=True)}: deletes .data of a Value it made; a replay "
+                "would not repeat it"
+            )
+
+
 TraceValue.data = _named(  # type: ignore[misc,assignment]
-    "data", _read_new, _write_new, _data_slot.__delete__
+    "data", _read_new, _write_new, _delete_new
 )
 
 
@@ -973,6 +1002,7 @@ def watching(record: Record, created: list[Value]) -> Iterator[None]:
     state_now = mode.state.get
     made = record.nodes.append
     born_inputs, born_locals = record.born_inputs.append, record.born_locals.append
+    born_data = record.born_data.append
     operator_node = engine._OPERATOR
     set_class, ident, live = _class_slot.__set__, threading.get_ident, reads.live
     put_data, put_grad = _data_slot.__set__, _grad_slot.__set__
@@ -989,7 +1019,8 @@ def watching(record: Record, created: list[Value]) -> Iterator[None]:
             # go through: then of the trace's class)
             # (a number operand's leaf: a constant of the trace, or one
             # recomputed at each replay when it is a read float)
-            put_data(self, _held(data, record) if type(data) is TracedFloat else data)
+            data_now = _held(data, record) if type(data) is TracedFloat else data
+            put_data(self, data_now)
             put_grad(self, 0.0)
             put_prev(self, args[0])
             put_local(self, args[1])
@@ -997,6 +1028,7 @@ def watching(record: Record, created: list[Value]) -> Iterator[None]:
             made(self)
             born_inputs(args[0])
             born_locals(args[1])
+            born_data(data_now)
             recording = state_now()  # (None: a graph is recorded, the common case)
             if recording is not None:
                 _unusual_recording(recording, args[0], record)
