@@ -710,21 +710,26 @@ def _initialised(v: Value, get: Any = _data_slot.__get__) -> bool:
     return True
 
 
-def _write_new(
-    v: Any,
-    x: Any,
-    put: Any = _data_slot.__set__,
-    getframe: Any = sys._getframe,
-    internal: frozenset[Any] = _INTERNAL,
-) -> None:
-    put(v, x)
-    if getframe(1).f_code.co_filename not in internal:
+def _by_user_code(what: str, getframe: Any = sys._getframe) -> None:
+    """A write or deletion of a new node's ``.data`` by user code (the
+    caller's caller not chainrule's): a problem, named at its line."""
+    if getframe(2).f_code.co_filename not in _INTERNAL:
         record = reads.current()
         if record is not None:
             record.problems.append(
-                f"{reads.user_site(package=True)}: writes .data of a Value it made; a replay "
-                "would not repeat the write"
+                f"{reads.user_site(package=True)}: {what} .data of a Value it made; a replay "
+                "would not repeat it"
             )
+
+
+def _write_new(v: Any, x: Any, put: Any = _data_slot.__set__) -> None:
+    put(v, x)
+    _by_user_code("writes")
+
+
+def _delete_new(v: Any) -> None:
+    _data_slot.__delete__(v)
+    _by_user_code("deletes")
 
 
 as_value(TraceValue)
@@ -737,19 +742,6 @@ def _named(name: str, *accessors: Any) -> property:
     made = property(*accessors)
     made.__set_name__(Value, name)  # type: ignore[attr-defined]
     return made
-
-
-def _delete_new(
-    v: Any, getframe: Any = sys._getframe, internal: frozenset[Any] = _INTERNAL
-) -> None:
-    _data_slot.__delete__(v)
-    if getframe(1).f_code.co_filename not in internal:
-        record = reads.current()
-        if record is not None:
-            record.problems.append(
-                f"{reads.user_site(package=True)}: deletes .data of a Value it made; a replay "
-                "would not repeat it"
-            )
 
 
 TraceValue.data = _named(  # type: ignore[misc,assignment]
