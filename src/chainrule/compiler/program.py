@@ -49,10 +49,12 @@ from ..tensor.floatpack import NOT_A_NUMBER, to_array
 from ..value import intake as E
 from ..value.engine import Value
 from ..value.primitives import DEAD_UNIT, ZERO_EXPONENT, ZERO_MASKS, Primitive
+from ..value.protocols import REWIRED
 
 _KINDS = ("node", "arg", "int", "op", "reduce")
 _get_data = operator.attrgetter("data")
 _get_grad = operator.attrgetter("grad")
+_get_prev = operator.attrgetter("_prev")
 
 #: Groups of fewer nodes run the table's float functions node by node: a
 #: NumPy call costs about as much as a dozen float operations.
@@ -649,6 +651,7 @@ class Program:
         self.base = np.zeros(0)
         self.live: list[Value] = []  # leaves that existed before the trace
         self.live_inputs: tuple[Value, ...] = ()  # the same, the inputs of an output node
+        self.rewired = -1  # value.protocols.REWIRED when the live leaves were last seen leaves
         self.live_slots = np.zeros(0, dtype=np.intp)
         self.arg_leaves: list[tuple[int, int]] = []  # (slot, position among the args' Values)
         # the float arguments that guards compare, a slot each (filled at each replay)
@@ -699,7 +702,7 @@ class Program:
         plans are shared; no budget (the copy's passes are not the
         compiled function's replays) and no optimizer layouts."""
         new = copy.copy(self)
-        new.live, new.live_inputs = list(live), tuple(live)
+        new.live, new.live_inputs, new.rewired = list(live), tuple(live), -1
         new.budget, new.layouts, new._inputs, new._spare_terms = None, {}, None, []
         return new
 
@@ -715,6 +718,11 @@ class Program:
         val = self.base.copy()
         live = self.live
         if live:
+            rewired = REWIRED[0]
+            if rewired != self.rewired:  # a Value wired by hand since: a live leaf made a node?
+                if any(map(_get_prev, live)):
+                    return None  # (a trace sees the node)
+                self.rewired = rewired
             data = [v.data for v in live]
             if not _plain_numbers(data):
                 return None  # (a trace refuses it: the function runs eagerly)

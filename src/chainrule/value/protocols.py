@@ -42,6 +42,13 @@ class UserOp(Primitive):
 MICROGPT = UserOp("")  # a node of microgpt's Value(data, children, local_grads)
 
 
+REWIRED = [0]
+"""How many times a Value has been wired by hand through this module (made
+a node by ``Value(data, children, op)`` or ``v.__init__(...)``, given a
+``_backward`` or an ``_fn``): a compiled replay that sees it move checks
+that the leaves it reads are leaves still."""
+
+
 def _no_backward() -> None:
     """micrograd's default ``_backward``: contributes nothing."""
 
@@ -50,6 +57,7 @@ def made_by_user(v: Any, children: Iterable[Any], op: Any) -> None:
     """Fill node ``v`` from micrograd's ``(children, op name)`` or
     microgpt's ``(children, local_grads)``."""
     kids = tuple(children)
+    REWIRED[0] += 1
     for child in kids:
         if not isinstance(child, NodeProtocols):  # a base of every Value
             raise TypeError(f"Value: children must be Values, got {type(child).__name__} {child!r}")
@@ -125,6 +133,7 @@ class NodeProtocols:
 
     @_fn.setter
     def _fn(self, fn: Primitive) -> None:
+        REWIRED[0] += 1
         local = self._local
         if local and type(local[-1]) is Tag:
             local[-1].fn = fn
