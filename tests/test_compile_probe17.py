@@ -1,7 +1,7 @@
 """chainrule.compile and round thirty-four: a parameter read besides the
 arguments wired into a node between calls (microgpt's ``w.__init__(d,
-children, local_grads)``, micrograd's ``_prev`` and ``_backward``). Eager's
-numbers, never another."""
+children, local_grads)``, micrograd's ``_prev`` and ``_backward``), a node
+built inside through Value's own slots. Eager's numbers, never another."""
 
 from __future__ import annotations
 
@@ -13,6 +13,8 @@ import pytest
 
 import chainrule
 from chainrule import Value, optim
+from chainrule.compiler import CompileWarning
+from chainrule.value.protocols import MICROGPT
 
 pytestmark = pytest.mark.usefixtures("trace_every_graph")
 
@@ -81,3 +83,61 @@ def test_a_parameter_made_a_node_between_training_steps_passes_its_gradient_on()
         eager, compiled = run(False), run(True)
     assert compiled == eager
     assert eager[1] != 0.5  # a learned, through w
+
+
+# -- a node built by hand inside through Value's slots (AW s13) ---------------
+
+_SLOTS = {k: Value.__dict__[k] for k in ("data", "grad", "_prev", "_local")}
+
+
+def test_a_node_built_through_the_slots_inside_runs_eagerly_named_as_such() -> None:
+    w, u = Value(0.3), Value(-0.7)
+
+    def f(x: float) -> Value:
+        a = w * x
+        n = Value.__new__(Value)
+        _SLOTS["data"].__set__(n, a.data * u.data)
+        _SLOTS["grad"].__set__(n, 0.0)
+        _SLOTS["_prev"].__set__(n, (a, u))
+        _SLOTS["_local"].__set__(n, (u.data, a.data, MICROGPT))
+        return n + w
+
+    fast = chainrule.compile(f, budget=False)
+    seen = []
+    with pytest.warns(CompileWarning, match="builds a node by hand on Values made inside it"):
+        for x in (1.0, 2.0, 3.0):
+            for g in (f, fast):
+                w.grad = u.grad = 0.0
+                out = g(x)
+                out.backward()
+                seen.append((out.data, w.grad, u.grad))
+    assert seen[0::2] == seen[1::2]
+    assert seen[-1] == (0.3 * 3.0 * -0.7 + 0.3, -0.7 * 3.0 + 1.0, 0.3 * 3.0)
+
+
+# -- a large array read besides the arguments, changed in place ---------------
+
+
+@pytest.mark.parametrize("entries", [1_000, 200_000])
+def test_a_global_array_changed_in_place_is_read_afresh_or_runs_eagerly(entries: int) -> None:
+    np = pytest.importorskip("numpy")
+    w = Value(0.5)
+    table = np.ones(entries)
+
+    def f(i: int) -> Value:
+        return w * float(table[i]) + w * w
+
+    fast = chainrule.compile(f, budget=False)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        got = []
+        for k in range(4):
+            if k == 2:
+                table[3] = 7.0
+            got.append((f(3).data, fast(3).data))
+    assert got == [(0.75, 0.75), (0.75, 0.75), (3.75, 3.75), (3.75, 3.75)]
+    said = [str(m.message) for m in caught if m.category is CompileWarning]
+    if entries * 8 > (1 << 20):
+        assert len(said) == 1 and "numpy.ndarray of 1,600,000 bytes" in said[0]
+    else:
+        assert said == [] and fast.stats()["hits"] >= 1

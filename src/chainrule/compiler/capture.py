@@ -227,6 +227,12 @@ def _lay_out(
             and v not in made
             and (type(v) is not StandIn or v not in record.aliases)
         ):
+            if any(type(x) is TraceValue or x in made for x in prev):
+                raise Unsupported(  # (its inputs made inside: so was it, though not seen)
+                    "it builds a node by hand on Values made inside it "
+                    "(Value.__new__ and Value's own slots), which a replay would not make; "
+                    "build it with Value's operations or Value(data, children, local_grads)"
+                )
             raise MadeOutside(v)
         fn = local[-1] if local else None  # (v._fn without its property: the common cases)
         if type(fn) is str:

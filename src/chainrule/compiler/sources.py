@@ -39,14 +39,13 @@ references and plain objects' attributes (``__slots__`` too; a
 thread that calls) with every entry of their classes of the user's
 (:func:`user_spaces`), at any depth, entry by entry (by identity,
 numbers by value, bit for bit); NumPy arrays, ``array.array``,
-``bytearray`` up to :data:`~chainrule.compiler.keys.ARRAY_KEY_BYTES` by
+``bytearray`` up to :data:`ARRAY_BYTES` by
 their bytes, NumPy object arrays entry by entry. A function that reads more than
 :data:`LIMIT` entries that way (a data set in a global), or an object of a
 C type that may hold entries the walk cannot read (an iterator, a
 generator, a C extension's container), cannot be checked before every
 replay: it runs eagerly, with one warning naming why (pass such data as
-arguments). Larger arrays are checked by
-identity (see the compile page's sharp bits), except in the
+arguments); so does one that reads a larger array, except in the
 :class:`Sources` the objects among a call's arguments are guarded by
 (``array_bytes`` None: any size by their bytes). A function of the user's
 reached as data is compared by identity and its closure cells' contents
@@ -75,10 +74,14 @@ from typing import Any
 from ..value.engine import Value
 from ..value.primitives import Primitive
 from .escapes import call_method
-from .keys import ARRAY_KEY_BYTES, Identity, declared_slots, own_slots
+from .keys import Identity, declared_slots, own_slots
 
 #: Entries compared per snapshot at most: a function that reads more runs eagerly.
 LIMIT = 100_000
+#: Bytes of an array (NumPy's, ``array.array``, ``bytearray``) read besides
+#: the arguments compared before a replay at most: one larger runs the
+#: function eagerly (its copy and comparison would cost more than they save).
+ARRAY_BYTES = 1 << 20
 #: How many functions deep the functions a function names are followed.
 LEVELS = 8
 
@@ -205,9 +208,9 @@ class Sources:
         self.shallow: frozenset[tuple[int, str]] = frozenset()
         self.complete = True  # the last take() saw everything it could check
         self.why = ""  # when not: why (too many entries, a container it cannot walk)
-        # arrays up to this size compared by their bytes, larger ones by identity
-        # (None: any size; the objects among a call's arguments)
-        self.array_bytes: int | None = ARRAY_KEY_BYTES
+        # arrays up to this size compared by their bytes, larger ones make the
+        # function run eagerly (None: any size; the objects among a call's arguments)
+        self.array_bytes: int | None = ARRAY_BYTES
         seen: set[Identity] = set()
         roots.extend(_VALUE_SPACE)  # (a method of Value patched or added: v.swish())
         _collect(fn, roots, seen, LEVELS)
@@ -398,6 +401,10 @@ class Sources:
             self.why = (
                 f"it reads a {out.opaque} (besides its arguments), whose contents compile "
                 "cannot check before a replay; pass it as an argument"
+                if type(out.opaque) is str
+                else f"it reads a {out.opaque[0]} of {out.opaque[1]:,} bytes besides its "
+                f"arguments (a global, a closure, self), over the {ARRAY_BYTES:,} compile "
+                "compares before every replay; pass it as an argument"
             )
         elif budget[0] < 0:
             self.complete = False
@@ -463,7 +470,9 @@ class Snapshot(list[Any]):
         # at each walk, which an identity comparison would take for a change)
         self.lengths: list[int] = []
         self.kinds: dict[int, frozenset[type]] = {}
-        self.opaque: str | None = None  # a container met that cannot be walked: its type
+        # a container met that cannot be walked: its type (an array too large
+        # to compare: its type and bytes)
+        self.opaque: str | tuple[str, int] | None = None
         # the types of the objects entered, in the order met (:func:`_walk_classes`)
         self.classes: dict[type, None] = {}
         # by the place of a pass of _walk_classes: the methods and data it found
@@ -476,7 +485,7 @@ def _enter(
     entered: set[int],
     budget: list[int],
     assumed: dict[int, frozenset[type]] | None,
-    array_bytes: int | None = ARRAY_KEY_BYTES,
+    array_bytes: int | None = ARRAY_BYTES,
     names: tuple[str, ...] = (),
 ) -> None:
     """Everything reachable from ``level``'s objects through containers and plain
@@ -489,7 +498,7 @@ def _enter(
     type (:func:`_kind`). The types of a row level's entries are kept in
     ``out.kinds`` by the level's place; with ``assumed`` (an earlier walk's
     kinds) they are taken from there (see :meth:`Sources.hold`).
-    Arrays over ``array_bytes`` (None: no limit) are compared by identity."""
+    An array over ``array_bytes`` (None: no limit) is ``out.opaque``."""
     leaves = _LEAVES
     kinds = _KINDS
     classes = out.classes
@@ -535,10 +544,13 @@ def _enter(
                     if id(x) in entered:
                         continue
                     items = kind.contents(x, array_bytes)
-                    if items is None:  # (a large array, a library's function: by identity)
+                    if items is None:  # (a library's function: by identity)
                         continue
                     if items is _OPAQUE_ITEMS:
                         out.opaque = kind.name
+                        continue
+                    if type(items) is int:  # (an array's bytes, over array_bytes)
+                        out.opaque = (kind.name, items)
                         continue
                     # (its length is kept even when 0: whose entries follow is never in doubt)
                     _attributes(x, kind.slots, items)
@@ -632,8 +644,9 @@ class _Container:
     """A type whose objects hold entries that are not attributes: a subclass
     of list, tuple or dict, a set, a deque, an array. ``contents(x)``: the
     entries (read through the base type's own C methods, not an override),
-    ``None`` for an array too large to compare (by identity), or
-    ``_OPAQUE_ITEMS``; its objects' ``__slots__`` (and ``__dict__``) after."""
+    ``None`` for a library's function (by identity), the number of bytes of
+    an array too large to compare, or ``_OPAQUE_ITEMS``; its objects'
+    ``__slots__`` (and ``__dict__``) after."""
 
     __slots__ = ("name", "contents", "slots")
 
@@ -669,7 +682,7 @@ def _mapping(x: Any, _: Any) -> list[Any]:
 def _numpy_array(x: Any, limit: int | None) -> Any:
     if not x.dtype.hasobject:
         if limit is not None and x.nbytes > limit:
-            return None
+            return int(x.nbytes)
         # (and what code may read of it besides its numbers: the keys' _numpy_key)
         return [x.dtype.str, *x.shape, *x.strides, x.flags.num, x.tobytes()]
     if x.dtype.kind != "O":  # (records with objects in them)
@@ -683,7 +696,7 @@ def _buffer(x: Any, limit: int | None) -> Any:
     except ValueError:  # (a released memoryview: no data)
         return []
     if limit is not None and data.nbytes > limit:
-        return None
+        return data.nbytes
     return [data.format, *(data.shape or ()), data.tobytes()]
 
 
