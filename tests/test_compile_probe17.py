@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import warnings
 from collections.abc import Callable
-from typing import Any
 
 import pytest
 
@@ -32,6 +31,29 @@ def _micrograd_rewire(w: Value, a: Value) -> None:
     w._backward = _backward
 
 
+def _side_by_side(
+    f: Callable[[float], Value],
+    params: list[Value],
+    xs: tuple[float, ...],
+    before: Callable[[int], None] = lambda k: None,
+) -> list[tuple[float, ...]]:
+    """Each call eagerly then compiled (``before(k)`` ahead of call ``k``): the
+    number and the parameters' gradients, eager's equal to compiled's; the
+    last call's."""
+    fast = chainrule.compile(f, budget=False)
+    seen: list[tuple[float, ...]] = []
+    for k, x in enumerate(xs):
+        before(k)
+        for g in (f, fast):
+            for p in params:
+                p.grad = 0.0
+            out = g(x)
+            out.backward()
+            seen.append((out.data, *(p.grad for p in params)))
+    assert seen[0::2] == seen[1::2]
+    return seen[-1]
+
+
 @pytest.mark.parametrize("rewire", [_microgpt_rewire, _micrograd_rewire])
 def test_a_parameter_made_a_node_between_calls_passes_its_gradient_on(
     rewire: Callable[[Value, Value], None],
@@ -41,20 +63,14 @@ def test_a_parameter_made_a_node_between_calls_passes_its_gradient_on(
     def f(x: float) -> Value:
         return w * x + 1.0
 
-    fast = chainrule.compile(f, budget=False)
-    seen: list[tuple[Any, ...]] = []
+    def before(k: int) -> None:
+        if k == 2:
+            rewire(w, a)
+
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        for k, x in enumerate((1.0, 2.0, 2.0, 3.0)):
-            if k == 2:
-                rewire(w, a)
-            for g in (f, fast):
-                w.grad = a.grad = 0.0
-                out = g(x)
-                out.backward()
-                seen.append((out.data, w.grad, a.grad))
-    assert seen[0::2] == seen[1::2]
-    assert seen[-1] == (1.9, 3.0, 6.0)  # a's gradient, through w: 2 * 3
+        last = _side_by_side(f, [w, a], (1.0, 2.0, 2.0, 3.0), before)
+    assert last == (1.9, 3.0, 6.0)  # a's gradient, through w: 2 * 3
 
 
 def test_a_parameter_made_a_node_between_training_steps_passes_its_gradient_on() -> None:
@@ -102,17 +118,9 @@ def test_a_node_built_through_the_slots_inside_runs_eagerly_named_as_such() -> N
         _SLOTS["_local"].__set__(n, (u.data, a.data, MICROGPT))
         return n + w
 
-    fast = chainrule.compile(f, budget=False)
-    seen = []
     with pytest.warns(CompileWarning, match="builds a node by hand on Values made inside it"):
-        for x in (1.0, 2.0, 3.0):
-            for g in (f, fast):
-                w.grad = u.grad = 0.0
-                out = g(x)
-                out.backward()
-                seen.append((out.data, w.grad, u.grad))
-    assert seen[0::2] == seen[1::2]
-    assert seen[-1] == (0.3 * 3.0 * -0.7 + 0.3, -0.7 * 3.0 + 1.0, 0.3 * 3.0)
+        last = _side_by_side(f, [w, u], (1.0, 2.0, 3.0))
+    assert last == (0.3 * 3.0 * -0.7 + 0.3, -0.7 * 3.0 + 1.0, 0.3 * 3.0)
 
 
 # -- a large array read besides the arguments, changed in place ---------------
