@@ -5,6 +5,7 @@ built inside through Value's own slots. Eager's numbers, never another."""
 
 from __future__ import annotations
 
+import math
 import warnings
 from collections.abc import Callable
 
@@ -149,3 +150,84 @@ def test_a_global_array_changed_in_place_is_read_afresh_or_runs_eagerly(entries:
         assert len(said) == 1 and "numpy.ndarray of 1,600,000 bytes" in said[0]
     else:
         assert said == [] and fast.stats()["hits"] >= 1
+
+
+# -- a complex's zero sign changed between calls (AX2) ------------------------
+
+SIGNED = {"c": 0j}
+
+
+class _Holder:
+    c = 0j
+
+
+def _through_global(x: float, w: Value) -> Value:
+    return w * x * math.copysign(1.0, SIGNED["c"].real)
+
+
+def _through_class(x: float, w: Value) -> Value:
+    return w * x * math.copysign(1.0, _Holder.c.imag)
+
+
+def _through_key(x: float, w: Value) -> Value:
+    (key,) = TABLE.keys()
+    return w * x * math.copysign(1.0, key.real)
+
+
+TABLE: dict[complex, int] = {0j: 1}
+
+
+@pytest.mark.parametrize(
+    ("f", "flip"),
+    [
+        (_through_global, lambda: SIGNED.update(c=complex(-0.0, 0.0))),
+        (_through_class, lambda: setattr(_Holder, "c", complex(0.0, -0.0))),
+        (_through_key, lambda: (TABLE.clear(), TABLE.update({complex(-0.0, 0.0): 1}))),
+    ],
+)
+def test_a_complex_whose_zero_changes_sign_traces_again(
+    f: Callable[[float, Value], Value], flip: Callable[[], None]
+) -> None:
+    SIGNED["c"], _Holder.c = 0j, 0j
+    TABLE.clear()
+    TABLE[0j] = 1
+    w = Value(0.5)
+    fast = chainrule.compile(f, budget=False)
+    assert [fast(x, w).data for x in (1.0, 2.0)] == [0.5, 1.0]
+    flip()
+    assert f(2.0, w).data == -1.0
+    assert fast(2.0, w).data == -1.0
+
+
+# -- an optimizer's step that raises in a compiled step (AX1) -----------------
+
+
+def test_a_step_that_raises_leaves_this_steps_gradients_as_eagerly() -> None:
+    def run(compiled: bool) -> tuple[str, list[float], list[float]]:
+        w = [Value(0.5), Value(-1.5)]
+        opt = optim.SGD(list(w), lr=0.01, momentum=0.9)
+
+        def loss(x: float) -> Value:
+            return (w[0] * x + w[1]) ** 2
+
+        def eager_step(x: float) -> Value:
+            out = loss(x)
+            opt.zero_grad()
+            out.backward()
+            opt.step()
+            return out
+
+        step = chainrule.compile(loss, optimizer=opt, budget=False) if compiled else eager_step
+        step(1.0)
+        step(2.0)
+        before = [p.grad for p in w]
+        opt.params.append(Value(0.0))  # the momentum buffer one short
+        with pytest.raises(ValueError) as raised:
+            step(3.0)
+        return str(raised.value), before, [p.grad for p in w]
+
+    eager, compiled = run(False), run(True)
+    assert compiled == eager
+    message, before, after = eager
+    assert "could not be broadcast" in message
+    assert after != before and after[0] == after[1] * 3.0  # d/dw0 = 3 * d/dw1 at x = 3

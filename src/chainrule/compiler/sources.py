@@ -191,7 +191,9 @@ def _same(a: Any, b: Any) -> bool:
         return False
     if t is float:
         return (a == b and str(a) == str(b)) or (a != a and b != b)
-    return t in (int, bool, str, bytes, complex) and a == b
+    if t is complex:  # (its parts as floats: 0j and complex(-0.0, 0.0) are equal)
+        return _same(a.real, b.real) and _same(a.imag, b.imag)
+    return t in (int, bool, str, bytes) and a == b
 
 
 class Sources:

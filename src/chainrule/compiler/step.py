@@ -87,7 +87,12 @@ def train(program: Program, val: np.ndarray, root: int, call: Any, optimizer: An
             # added, as backward() adds (one slot per Value: its sum in eager's order),
             # at each place the optimizer lists it
             g[at] += grad.item(slot)
-    new = optimizer.step_arrays(data, g)
+    try:
+        new = optimizer.step_arrays(data, g)
+    except BaseException:  # (eagerly, zero_grad() and backward() ran before step() raised)
+        for p, d in zip(params, g.tolist()):
+            p.grad = d
+        raise
     for p, x, d in zip(params, new.tolist(), g.tolist()):  # one loop: faster than two
         p.data = x
         p.grad = d
