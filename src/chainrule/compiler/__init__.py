@@ -791,6 +791,7 @@ class Compiled:
         from . import rewrite
         from . import step as _step  # noqa: F401  (its replays': loaded before the snapshot)
         from .reads import standing_for, traced
+        from .slotreads import operators
         from .symbolic import SymInt, int_checker
         from .trace import Unsupported, grad_written, parts_written, run_traced
 
@@ -857,6 +858,7 @@ class Compiled:
                     bool(call.floats),
                     rewrite.RELAY | {_call_with_keywords.__code__},
                     rewrite.hands_on,
+                    operators,
                 )
             else:
                 out, created, run_seconds, escaped = run_traced(
@@ -866,6 +868,7 @@ class Compiled:
                     bool(call.floats),
                     rewrite.RELAY,
                     rewrite.hands_on,
+                    operators,
                 )
         except BaseException:
             _write_rows(record)

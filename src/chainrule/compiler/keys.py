@@ -235,7 +235,10 @@ def flatten(
             return (lambda it: {k: p(it) for k, p in zip(keys, makers)}), shape
         return _other(x, walk)
 
-    rebuild, shape = walk(tree)
+    try:
+        rebuild, shape = walk(tree)
+    finally:  # a recursive closure is a reference cycle (holding the items): break it
+        walk = None  # type: ignore[assignment]
     return items, lambda new: rebuild(iter(new)), shape
 
 

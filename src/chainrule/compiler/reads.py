@@ -206,6 +206,16 @@ class Record:
         # by Identity: an argument Value among them is guarded to be that very object
         self.identified: set[Identity] = set()
 
+    def forget(self) -> None:
+        """Let go of what the trace saw, once it is done (its graph, the
+        argument copies): a record can be in a reference cycle (an int
+        argument's :class:`~chainrule.compiler.symbolic.SymInt` holds it, and
+        the copies hold the SymInt), which only the cyclic collector frees,
+        after later traces' full collections have walked all it holds."""
+        for name, held in list(vars(self).items()):
+            if type(held) in (list, dict, set):
+                setattr(self, name, type(held)())
+
 
 _tracing = threading.local()
 _serials = itertools.count(1)

@@ -67,6 +67,7 @@ import threading
 import time
 import traceback
 import warnings
+from collections.abc import Callable
 from types import (
     BuiltinFunctionType,
     CellType,
@@ -388,16 +389,27 @@ def _make(code: CodeType) -> CodeType | None:
         return None
     if "super" in all_names(code) or "__class__" in code.co_freevars:
         return None
-    if {_SUBSCRIPT, _CALL, _OP, _MAKER} & set(code.co_varnames + code.co_freevars + code.co_names):
+    return recompiled(code, _Rewrite, [_SUBSCRIPT, _CALL, _OP])
+
+
+def recompiled(
+    code: CodeType, change: Callable[[], ast.NodeTransformer], helpers: list[str]
+) -> CodeType | None:
+    """The code of ``code``'s function compiled again from its source,
+    changed by a ``change()`` transformer, as the function of a maker whose
+    parameters are ``helpers`` and ``code``'s free variables (each a free
+    variable of the result, in its ``co_freevars`` order); None when the
+    source, compiled unchanged, is not ``code`` (see the module)."""
+    if {*helpers, _MAKER} & set(code.co_varnames + code.co_freevars + code.co_names):
         return None
-    starts, imports = _file(filename)
+    starts, imports = _file(code.co_filename)
     for node in starts.get(code.co_firstlineno, []):
         if _name_of(node) != code.co_name:
             continue
-        plain = _compile(node, code, imports, rewrite=False)
+        plain = _compile(node, code, imports, None, helpers)
         if plain is None or not same_code(plain, code):
             continue
-        return _compile(node, code, imports, rewrite=True)
+        return _compile(node, code, imports, change, helpers)
     return None
 
 
@@ -445,11 +457,16 @@ def _module_imports(body: list[ast.stmt], into: list[ast.stmt]) -> None:
 
 
 def _compile(
-    node: ast.AST, code: CodeType, imports: list[ast.stmt], rewrite: bool
+    node: ast.AST,
+    code: CodeType,
+    imports: list[ast.stmt],
+    change: Callable[[], ast.NodeTransformer] | None,
+    helpers: list[str],
 ) -> CodeType | None:
     """The code of ``node`` compiled alone, inside a function whose
     parameters are the helpers and ``code``'s free variables (so they stay
     free variables), changed or not."""
+    rewrite = change is not None
     node = copy.deepcopy(node)
     if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
         node.decorator_list = []
@@ -458,9 +475,9 @@ def _compile(
             body.insert(0, ast.Global([node.name]))  # reads a global, as in its module
     else:
         body = [ast.Return(node)]  # type: ignore[arg-type]
-    if rewrite:
-        body = [_Rewrite().visit(stmt) for stmt in body]
-    params = [_SUBSCRIPT, _CALL, _OP, *code.co_freevars]
+    if change is not None:
+        body = [change().visit(stmt) for stmt in body]
+    params = [*helpers, *code.co_freevars]
     maker = ast.FunctionDef(
         name=_MAKER,
         args=ast.arguments(

@@ -116,6 +116,12 @@ SWAPPED = frozenset(
 )
 
 
+#: A function a trace puts in Value's namespace while it runs -> the one it
+#: stands for (:mod:`chainrule.compiler.slotreads`): the guard of Value's
+#: namespace sees the engine's, whichever thread looks.
+STANDS_FOR: dict[Any, Any] = {}
+
+
 class _Taken:
     """The name of a root whose entries a walk takes anew each time and
     compares as they are (by identity, numbers by value), not entered:
@@ -142,7 +148,9 @@ class _ValueSpace(_Taken):
         space = vars(Value).copy()  # (at once: another thread's trace may swap entries)
         for name in SWAPPED:
             space.pop(name, None)
-        return [*space.keys(), *space.values()]
+        found = STANDS_FOR.get
+        values = (found(v, v) if type(v) is FunctionType else v for v in space.values())
+        return [*space.keys(), *values]
 
 
 #: The root that holds Value's namespace (:class:`_ValueSpace`).

@@ -66,6 +66,7 @@ from . import escapes, reads
 from .dispatch import as_value, asked_first
 from .keys import Identity
 from .reads import Record, TracedFloat, traced
+from .sources import STANDS_FOR
 
 _lock = threading.RLock()
 
@@ -596,16 +597,11 @@ def release(record: Record) -> None:
     for v in record.nodes:
         if type(v) is TraceValue:
             _class_slot.__set__(v, Value)
-    record.nodes = []
-    record.born_inputs = []
-    record.born_locals = []
-    record.born_data = []
-    record.leaf_parts = []
     for v, local in record.recipe_leaves:  # a leaf again, as eagerly (one kept too)
         if v._fn is RECIPE:  # (not one user code rewired by hand: c._prev = (w,))
             v._prev = ()
             v._local = local
-    record.recipe_leaves = []
+    record.forget()  # (the nodes, their parts as born, the copies...)
 
 
 def _plain(x: Any) -> Any:
@@ -853,8 +849,14 @@ del TracedFloat.__slots__
 
 
 @contextmanager
-def watching(record: Record, created: list[Value]) -> Iterator[None]:
-    """Swap in the watching attributes of Value for the current thread."""
+def watching(
+    record: Record,
+    created: list[Value],
+    operators: Callable[[], dict[str, Any]] | None = None,
+) -> Iterator[None]:
+    """Swap in the watching attributes of Value for the current thread (and
+    ``operators()``: Value's methods by name, as the trace runs them,
+    :mod:`chainrule.compiler.slotreads`)."""
     slot = Value.__dict__["data"]
     get, put = slot.__get__, slot.__set__
     grad_slot = Value.__dict__["grad"]
@@ -1136,6 +1138,7 @@ def watching(record: Record, created: list[Value]) -> Iterator[None]:
                 "inputs it raises)"
             )
 
+    fast = {} if operators is None else operators()
     try:  # (the swaps inside, their names sources.SWAPPED: an interrupt is undone too)
         Value.__truediv__ = guarded_truediv  # type: ignore[method-assign]
         Value.__rtruediv__ = guarded_rtruediv  # type: ignore[method-assign]
@@ -1180,9 +1183,14 @@ def watching(record: Record, created: list[Value]) -> Iterator[None]:
         walk.before_walk = before_walk
         random_state.before_draw = before_draw
         functions.raised = primitive_raised
+        for name, method in fast.items():
+            setattr(Value, name, method)
         reads.set_current(record)
         yield
     finally:
+        for name in fast:  # (one the function patched meanwhile: its own, as eagerly)
+            if Value.__dict__.get(name) is fast[name]:
+                setattr(Value, name, STANDS_FOR[fast[name]])
         reads.set_current(None)
         HANDED.clear()
         record.iterators.clear()  # (each held by its Identity while the trace ran)
@@ -1249,6 +1257,7 @@ def run_traced(
     floats: bool = False,
     relay: frozenset[Any] = frozenset(),
     hands_on: Callable[[Any], bool] | None = None,
+    operators: Callable[[], dict[str, Any]] | None = None,
 ) -> tuple[Any, list[Value], float, str | None]:
     """``fn(*args)`` under watch: its result, the Values it made, the
     seconds it ran (without waiting for another thread's trace) and, with
@@ -1257,9 +1266,10 @@ def run_traced(
     compile's code that calls C functions on the user's behalf, as the
     rewritten copies' ``_call``; ``hands_on``: the C functions that only
     hand items to functions the relay calls, see
-    :class:`~chainrule.compiler.escapes.CCalls`)."""
+    :class:`~chainrule.compiler.escapes.CCalls`; ``operators``: see
+    :func:`watching`)."""
     created: list[Value] = []
-    with _lock, watching(record, created):
+    with _lock, watching(record, created, operators):
         calls = escapes.CCalls(_OURS, run_traced.__code__, relay, hands_on) if floats else None
         start = time.perf_counter()
         if calls is None:
