@@ -419,11 +419,13 @@ def test_a_large_product_is_cut_by_rows(monkeypatch: pytest.MonkeyPatch) -> None
     rng = np.random.default_rng(1)
     a, b = rng.standard_normal((300, 70)), rng.standard_normal((70, 50))
     chainrule.set_num_threads(3)
-    np.testing.assert_allclose(blas.matmul(a, b), a @ b, rtol=1e-12)
-    np.testing.assert_allclose(blas.matmul(b.T, a.T), b.T @ a.T, rtol=1e-12)
+    # (sums of 70 products of size 1: a cut's kernel may round them otherwise,
+    # by ~1e-15 absolute, which is far from 1e-12 relative next to 0)
+    np.testing.assert_allclose(blas.matmul(a, b), a @ b, rtol=1e-12, atol=1e-12)
+    np.testing.assert_allclose(blas.matmul(b.T, a.T), b.T @ a.T, rtol=1e-12, atol=1e-12)
     assert cuts == [(300, 70)]  # 50 rows are too few to cut in 3
     chainrule.set_num_threads(1)
-    np.testing.assert_allclose(blas.matmul(a, b), a @ b, rtol=1e-12)  # one thread: not cut
+    np.testing.assert_allclose(blas.matmul(a, b), a @ b, rtol=1e-12, atol=1e-12)  # not cut
     assert cuts == [(300, 70)]
 
 
