@@ -113,8 +113,11 @@ def test_ints_that_pick_rows_and_entries_replay_one_trace(
                 assert close(g, e, rtol=1e-12, atol=1e-15), (ints, g, e)
     # one structure: the ints only pick. Where a pick overflows to inf or
     # nan, a / b is a true division node, not a * b**-1 (the engine's
-    # exactness guard): another graph, rightly traced again.
-    assert compiled.traces == 1 if finite else compiled.traces <= len(calls)
+    # exactness guard): another graph, rightly traced again; so where
+    # "stable"'s max() over the numbers is won by another entry.
+    picks_only = finite and all(kind != "stable" for kind, _, _ in ops)
+    distinct = len({tuple(ints[:n_ints]) for ints in calls})
+    assert compiled.traces == 1 if picks_only else compiled.traces <= distinct
     assert compiled.eager_reason is None
 
 

@@ -31,6 +31,7 @@ plain floats meanwhile, but run slower while the trace lasts.
 
 from __future__ import annotations
 
+import collections
 import copy
 import copyreg
 import enum
@@ -594,9 +595,12 @@ def release(record: Record) -> None:
     a cache) is then, to a later trace, a node made outside that trace
     (``capture.MadeOutside``), never one of its own; and no object of the
     trace's class is left in the user's objects."""
-    for v in record.nodes:
-        if type(v) is TraceValue:
-            _class_slot.__set__(v, Value)
+    nodes = record.nodes  # (each one user code has not given a class of its own: in C)
+    traced = map(operator.is_, map(type, nodes), itertools.repeat(TraceValue))
+    collections.deque(
+        map(_class_slot.__set__, itertools.compress(nodes, traced), itertools.repeat(Value)),
+        maxlen=0,
+    )
     for v, local in record.recipe_leaves:  # a leaf again, as eagerly (one kept too)
         if v._fn is RECIPE:  # (not one user code rewired by hand: c._prev = (w,))
             v._prev = ()
